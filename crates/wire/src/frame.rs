@@ -177,6 +177,7 @@ impl RoceFrame<'_> {
 
 /// What an Ethernet frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // parsed on the stack, never stored in bulk
 pub enum Frame<'a> {
     Roce(RoceFrame<'a>),
     Pfc { eth: EthernetRepr, pfc: PfcRepr },
