@@ -1,14 +1,744 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! `roce-rnic`: a software RDMA NIC as a sans-IO state machine.
+//!
+//! Like quinn-proto, nothing here owns a socket, a thread or a clock. The
+//! driver (the UDP engine in `roce-verbs`, or the fabric simulator) feeds
+//! packets in with [`Rnic::handle_packet`], takes packets out with
+//! [`Rnic::poll_transmit`], asks [`Rnic::poll_timeout`] when to call
+//! [`Rnic::handle_timeout`], and reads completions with [`Rnic::poll_cq`].
+//! Time is always an argument, so the same inputs give the same outputs.
+//!
+//! The verbs objects (PD, MR, CQ, QP, SRQ) follow libibverbs; the transport
+//! follows the InfiniBand Architecture Specification vol. 1, chapter 9 (RC and
+//! UD), carried over RoCEv2 (Annex A17).
+
+pub mod cc;
+pub mod cq;
+pub mod error;
+pub mod memory;
+pub mod mr;
+pub mod pair;
+pub mod qp;
+mod requester;
+mod responder;
+pub mod srq;
+pub mod types;
+
+pub use cc::{CongestionControl, FixedRate, IntHop, NoCc};
+pub use cq::CqHandle;
+pub use error::{Result, VerbsError};
+pub use memory::{Memory, Payload, PayloadRef, RealMemory, VirtualMemory};
+pub use mr::{Mr, PdHandle};
+pub use qp::{QpAttr, QpInitAttr, QpState};
+pub use srq::SrqHandle;
+pub use types::*;
+
+use crate::cq::Cq;
+use crate::mr::MrTable;
+use crate::qp::{Ctx, Qp, SendWqe};
+use crate::srq::Srq;
+use roce_wire::{Opcode, TransportRepr};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::net::SocketAddr;
+
+/// Bytes a RoCEv2 packet carries outside the IB transport headers: Ethernet
+/// (14), IPv4 (20), UDP (8), ICRC (4) and FCS (4). Used for pacing and counters.
+pub const PACKET_OVERHEAD: u64 = 14 + 20 + 8 + 4 + 4;
+
+/// Device-wide settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RnicConfig {
+    /// Minimum interval between CNPs for one QP (the NP's CNP pacing).
+    pub cnp_interval_ns: u64,
+    /// DSCP of CNPs (ConnectX's default is 48).
+    pub cnp_dscp: u8,
+    /// Mark data packets ECN-capable (ECT(0)).
+    pub ecn: bool,
+    /// Request an ACK at least every this many packets of a long message.
+    pub ack_req_every: u32,
+    /// Most request PSNs a QP keeps unacknowledged.
+    pub max_outstanding_pkts: u32,
+    pub max_qp: u32,
+    pub max_cq: u32,
+    pub max_mr: u32,
+    pub max_cqe: u32,
+    pub max_qp_wr: u32,
+    pub max_sge: u32,
+    pub max_inline_data: u32,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Default for RnicConfig {
+    fn default() -> Self {
+        RnicConfig {
+            cnp_interval_ns: 50_000,
+            cnp_dscp: 48,
+            ecn: true,
+            ack_req_every: 64,
+            max_outstanding_pkts: 1 << 14,
+            max_qp: 1 << 16,
+            max_cq: 1 << 16,
+            max_mr: 1 << 20,
+            max_cqe: 1 << 22,
+            max_qp_wr: 1 << 15,
+            max_sge: 32,
+            max_inline_data: 1024,
+        }
+    }
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+/// Device counters (the ones `rdma statistic` and ethtool show for real NICs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    pub tx_pkts: u64,
+    pub tx_bytes: u64,
+    pub rx_pkts: u64,
+    pub rx_payload_bytes: u64,
+    pub retransmits: u64,
+    pub rewinds: u64,
+    pub timeouts: u64,
+    pub acks_tx: u64,
+    pub naks_tx: u64,
+    pub naks_rx: u64,
+    pub rnr_naks_tx: u64,
+    pub rnr_naks_rx: u64,
+    pub read_resp_tx: u64,
+    pub out_of_sequence: u64,
+    pub duplicates: u64,
+    pub stale_acks: u64,
+    pub atomics_executed: u64,
+    pub atomic_replays: u64,
+    pub ce_rx: u64,
+    pub cnps_tx: u64,
+    pub cnps_rx: u64,
+    pub cq_overflows: u64,
+    pub qkey_violations: u64,
+    pub ud_no_recv_drops: u64,
+    pub rx_unknown_qp: u64,
+    pub rx_dropped_state: u64,
+    pub rx_malformed: u64,
+    pub rx_bad_source: u64,
+}
+
+/// Asynchronous events (`ibv_get_async_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AsyncEvent {
+    /// A completion could not be stored: the CQ is full (IBV_EVENT_CQ_ERR).
+    CqOverflow { cq: CqHandle, qpn: u32 },
+    /// An SRQ fell below its armed limit (IBV_EVENT_SRQ_LIMIT_REACHED).
+    SrqLimitReached { srq: SrqHandle },
+}
+
+/// A packet the RNIC wants sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination IP and UDP port.
+    pub dst: SocketAddr,
+    /// UDP source port (per-QP ECMP entropy).
+    pub udp_sport: u16,
+    pub dscp: u8,
+    /// Send as ECT(0).
+    pub ecn_capable: bool,
+    /// QPN of the sending QP.
+    pub src_qpn: u32,
+    pub repr: TransportRepr,
+    pub payload: Payload,
+}
+
+/// A failed post: which work request (`bad_wr`) and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("work request {index}: {error}")]
+pub struct PostError {
+    pub index: usize,
+    pub error: VerbsError,
+}
+
+/// The software RNIC.
+pub struct Rnic<M: Memory = RealMemory> {
+    cfg: RnicConfig,
+    mem: M,
+    pds: BTreeSet<u32>,
+    next_pd: u32,
+    mrs: MrTable,
+    cqs: BTreeMap<u32, Cq>,
+    next_cq: u32,
+    srqs: BTreeMap<u32, Srq>,
+    next_srq: u32,
+    qps: BTreeMap<u32, Qp>,
+    next_qpn: u32,
+    rr_next: u32,
+    events: VecDeque<AsyncEvent>,
+    counters: Counters,
+}
+
+fn unknown(kind: &'static str, id: u32) -> VerbsError {
+    VerbsError::UnknownObject { kind, id }
+}
+
+impl<M: Memory> Rnic<M> {
+    pub fn new(cfg: RnicConfig, mem: M) -> Self {
+        Rnic {
+            cfg,
+            mem,
+            pds: BTreeSet::new(),
+            next_pd: 1,
+            mrs: MrTable::default(),
+            cqs: BTreeMap::new(),
+            next_cq: 1,
+            srqs: BTreeMap::new(),
+            next_srq: 1,
+            qps: BTreeMap::new(),
+            next_qpn: 0x11,
+            rr_next: 0,
+            events: VecDeque::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &RnicConfig {
+        &self.cfg
+    }
+    /// Host memory (the application's view of its buffers).
+    pub fn mem(&self) -> &M {
+        &self.mem
+    }
+    pub fn mem_mut(&mut self) -> &mut M {
+        &mut self.mem
+    }
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    pub fn alloc_pd(&mut self) -> PdHandle {
+        let h = self.next_pd;
+        self.next_pd += 1;
+        self.pds.insert(h);
+        PdHandle(h)
+    }
+
+    pub fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        if !self.pds.contains(&pd.0) {
+            return Err(unknown("PD", pd.0));
+        }
+        let users = self.mrs.count_in(pd)
+            + self.qps.values().filter(|q| q.init.pd == pd).count()
+            + self.srqs.values().filter(|s| s.pd == pd).count();
+        if users > 0 {
+            return Err(VerbsError::InUse {
+                kind: "PD",
+                id: pd.0,
+                users,
+            });
+        }
+        self.pds.remove(&pd.0);
+        Ok(())
+    }
+
+    /// Registers `[addr, addr+len)` of host memory (`ibv_reg_mr`).
+    pub fn reg_mr(&mut self, pd: PdHandle, addr: u64, len: u64, access: Access) -> Result<Mr> {
+        if !self.pds.contains(&pd.0) {
+            return Err(unknown("PD", pd.0));
+        }
+        // IBA 10.6.3.2 (C10-xx): remote write or atomic access requires local write.
+        if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
+            && !access.contains(Access::LOCAL_WRITE)
+        {
+            return Err(VerbsError::InvalidAttribute {
+                attr: "access",
+                why: "REMOTE_WRITE and REMOTE_ATOMIC require LOCAL_WRITE".into(),
+            });
+        }
+        if len > 0 && !self.mem.contains(addr, len) {
+            return Err(VerbsError::BadAddress { addr, len });
+        }
+        Ok(self.mrs.insert(pd, addr, len, access))
+    }
+
+    pub fn dereg_mr(&mut self, lkey: u32) -> Result<()> {
+        self.mrs.remove(lkey).map(|_| ()).ok_or(unknown("MR", lkey))
+    }
+
+    pub fn create_cq(&mut self, cqe: u32) -> Result<CqHandle> {
+        if cqe == 0 || cqe > self.cfg.max_cqe {
+            return Err(VerbsError::InvalidAttribute {
+                attr: "cqe",
+                why: format!("must be 1..={}", self.cfg.max_cqe),
+            });
+        }
+        if self.cqs.len() as u32 >= self.cfg.max_cq {
+            return Err(VerbsError::OutOfResources("CQ"));
+        }
+        let h = self.next_cq;
+        self.next_cq += 1;
+        self.cqs.insert(h, Cq::new(cqe));
+        Ok(CqHandle(h))
+    }
+
+    pub fn destroy_cq(&mut self, cq: CqHandle) -> Result<()> {
+        let users = self
+            .qps
+            .values()
+            .filter(|q| q.init.send_cq == cq || q.init.recv_cq == cq)
+            .count();
+        if users > 0 {
+            return Err(VerbsError::InUse {
+                kind: "CQ",
+                id: cq.0,
+                users,
+            });
+        }
+        self.cqs
+            .remove(&cq.0)
+            .map(|_| ())
+            .ok_or(unknown("CQ", cq.0))
+    }
+
+    /// Polls up to `max` completions (`ibv_poll_cq`).
+    pub fn poll_cq(&mut self, cq: CqHandle, max: usize) -> Vec<Wc> {
+        let mut out = Vec::new();
+        if let Some(c) = self.cqs.get_mut(&cq.0) {
+            while out.len() < max {
+                match c.pop() {
+                    Some(w) => out.push(w),
+                    None => break,
+                }
+            }
+        }
+        out
+    }
+
+    /// Completions waiting in `cq`.
+    pub fn cq_len(&self, cq: CqHandle) -> usize {
+        self.cqs.get(&cq.0).map_or(0, |c| c.len())
+    }
+
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    pub fn create_srq(&mut self, pd: PdHandle, max_wr: u32, max_sge: u32) -> Result<SrqHandle> {
+        if !self.pds.contains(&pd.0) {
+            return Err(unknown("PD", pd.0));
+        }
+        if max_wr == 0 || max_wr > self.cfg.max_qp_wr || max_sge > self.cfg.max_sge {
+            return Err(VerbsError::InvalidAttribute {
+                attr: "max_wr/max_sge",
+                why: "out of device limits".into(),
+            });
+        }
+        let h = self.next_srq;
+        self.next_srq += 1;
+        self.srqs.insert(
+            h,
+            Srq {
+                pd,
+                max_wr,
+                max_sge,
+                queue: VecDeque::new(),
+                limit: 0,
+            },
+        );
+        Ok(SrqHandle(h))
+    }
+
+    /// Arms the SRQ limit event (`ibv_modify_srq` with IBV_SRQ_LIMIT).
+    pub fn arm_srq_limit(&mut self, srq: SrqHandle, limit: u32) -> Result<()> {
+        let s = self.srqs.get_mut(&srq.0).ok_or(unknown("SRQ", srq.0))?;
+        if limit > s.max_wr {
+            return Err(VerbsError::InvalidAttribute {
+                attr: "srq_limit",
+                why: "larger than max_wr".into(),
+            });
+        }
+        s.limit = limit;
+        Ok(())
+    }
+
+    pub fn post_srq_recv(
+        &mut self,
+        srq: SrqHandle,
+        wrs: &[RecvWr],
+    ) -> core::result::Result<(), PostError> {
+        let s = self.srqs.get_mut(&srq.0).ok_or(PostError {
+            index: 0,
+            error: unknown("SRQ", srq.0),
+        })?;
+        for (index, wr) in wrs.iter().enumerate() {
+            if s.queue.len() as u32 >= s.max_wr {
+                return Err(PostError {
+                    index,
+                    error: VerbsError::QueueFull {
+                        queue: "SRQ",
+                        depth: s.max_wr,
+                    },
+                });
+            }
+            if wr.sg_list.len() as u32 > s.max_sge {
+                return Err(PostError {
+                    index,
+                    error: VerbsError::TooManySge {
+                        count: wr.sg_list.len(),
+                        max: s.max_sge,
+                    },
+                });
+            }
+            s.queue.push_back(wr.clone());
+        }
+        Ok(())
+    }
+
+    pub fn create_qp(&mut self, init: QpInitAttr) -> Result<u32> {
+        self.create_qp_with_cc(init, Box::new(NoCc))
+    }
+
+    /// Creates a QP whose requester is paced by `cc`.
+    pub fn create_qp_with_cc(
+        &mut self,
+        init: QpInitAttr,
+        cc: Box<dyn CongestionControl>,
+    ) -> Result<u32> {
+        if !self.pds.contains(&init.pd.0) {
+            return Err(unknown("PD", init.pd.0));
+        }
+        for cq in [init.send_cq, init.recv_cq] {
+            if !self.cqs.contains_key(&cq.0) {
+                return Err(unknown("CQ", cq.0));
+            }
+        }
+        if let Some(s) = init.srq {
+            let srq = self.srqs.get(&s.0).ok_or(unknown("SRQ", s.0))?;
+            if srq.pd != init.pd {
+                return Err(VerbsError::PdMismatch("QP and SRQ"));
+            }
+        }
+        let c = &self.cfg;
+        let limits = [
+            ("max_send_wr", init.max_send_wr, c.max_qp_wr),
+            ("max_recv_wr", init.max_recv_wr, c.max_qp_wr),
+            ("max_send_sge", init.max_send_sge, c.max_sge),
+            ("max_recv_sge", init.max_recv_sge, c.max_sge),
+            ("max_inline_data", init.max_inline_data, c.max_inline_data),
+        ];
+        for (attr, v, max) in limits {
+            if v > max {
+                return Err(VerbsError::InvalidAttribute {
+                    attr,
+                    why: format!("{v} exceeds the device limit {max}"),
+                });
+            }
+        }
+        if init.max_send_wr == 0 {
+            return Err(VerbsError::InvalidAttribute {
+                attr: "max_send_wr",
+                why: "must be at least 1".into(),
+            });
+        }
+        if self.qps.len() as u32 >= self.cfg.max_qp || self.next_qpn > 0xff_ffff {
+            return Err(VerbsError::OutOfResources("QP"));
+        }
+        let qpn = self.next_qpn;
+        self.next_qpn += 1;
+        self.qps.insert(qpn, Qp::new(qpn, init, cc));
+        Ok(qpn)
+    }
+
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.qps.remove(&qpn).map(|_| ()).ok_or(unknown("QP", qpn))
+    }
+
+    pub fn qp_state(&self, qpn: u32) -> Result<QpState> {
+        self.qps
+            .get(&qpn)
+            .map(|q| q.state)
+            .ok_or(unknown("QP", qpn))
+    }
+
+    pub fn qp(&self, qpn: u32) -> Option<&Qp> {
+        self.qps.get(&qpn)
+    }
+
+    fn split(&mut self) -> (&mut BTreeMap<u32, Qp>, Ctx<'_>) {
+        let Rnic {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            srqs,
+            events,
+            counters,
+            qps,
+            ..
+        } = self;
+        (
+            qps,
+            Ctx {
+                cfg,
+                mem,
+                mrs,
+                cqs,
+                srqs,
+                events,
+                counters,
+            },
+        )
+    }
+
+    /// `ibv_modify_qp`: moves `qpn` to `to`, validating `attr` for the transition.
+    pub fn modify_qp(&mut self, qpn: u32, to: QpState, attr: &QpAttr) -> Result<()> {
+        let (qps, mut ctx) = self.split();
+        let qp = qps.get_mut(&qpn).ok_or(unknown("QP", qpn))?;
+        qp.modify(to, attr)?;
+        match to {
+            QpState::Err => qp.enter_error(&mut ctx),
+            QpState::Reset => {
+                let init = qp.init;
+                let cc = std::mem::replace(&mut qp.cc, Box::new(NoCc));
+                *qp = Qp::new(qpn, init, cc);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_send`: queues work requests in order; stops at the first bad one.
+    pub fn post_send(&mut self, qpn: u32, wrs: &[SendWr]) -> core::result::Result<(), PostError> {
+        let (qps, mut ctx) = self.split();
+        let qp = qps.get_mut(&qpn).ok_or(PostError {
+            index: 0,
+            error: unknown("QP", qpn),
+        })?;
+        for (index, wr) in wrs.iter().enumerate() {
+            let err = |error| PostError { index, error };
+            match qp.state {
+                QpState::Rts | QpState::Sqd | QpState::Err => {}
+                s => return Err(err(VerbsError::WrongState(s))),
+            }
+            if qp.sq.len() as u32 >= qp.init.max_send_wr {
+                return Err(err(VerbsError::QueueFull {
+                    queue: "SQ",
+                    depth: qp.init.max_send_wr,
+                }));
+            }
+            if wr.sg_list.len() as u32 > qp.init.max_send_sge {
+                return Err(err(VerbsError::TooManySge {
+                    count: wr.sg_list.len(),
+                    max: qp.init.max_send_sge,
+                }));
+            }
+            if qp.init.qp_type == QpType::Ud {
+                if !matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm(_)) {
+                    return Err(err(VerbsError::UnsupportedOpcode(wr.opcode.name())));
+                }
+                if wr.ud.is_none() {
+                    return Err(err(VerbsError::MissingAddressHandle));
+                }
+            }
+            let len: u64 = wr.sg_list.iter().map(|s| u64::from(s.length)).sum();
+            let inline = if wr.flags.inline && !wr.opcode.is_read_or_atomic() {
+                if len > u64::from(qp.init.max_inline_data) {
+                    return Err(err(VerbsError::InlineTooLarge {
+                        len: len as usize,
+                        max: qp.init.max_inline_data,
+                    }));
+                }
+                // Inline data is copied now; the buffer may be reused at once.
+                let mut p = ctx.mem.empty_payload();
+                for s in &wr.sg_list {
+                    ctx.mem
+                        .read_into(s.addr, s.length as usize, &mut p)
+                        .map_err(err)?;
+                }
+                Some(p)
+            } else {
+                None
+            };
+            let wqe = SendWqe {
+                wr: wr.clone(),
+                inline,
+                len,
+                first_psn: None,
+                npkts: 0,
+                resp_pkts: 0,
+                done: false,
+                status: WcStatus::Success,
+                signaled: wr.flags.signaled,
+                checked: false,
+            };
+            if qp.state == QpState::Err {
+                // Posting to a QP in ERR completes with a flush error (IBA C10-42).
+                ctx.complete(
+                    qp.init.send_cq,
+                    Wc {
+                        wr_id: wr.wr_id,
+                        status: WcStatus::WrFlushErr,
+                        opcode: wr.opcode.wc_opcode(),
+                        byte_len: 0,
+                        imm_data: 0,
+                        qp_num: qpn,
+                        src_qp: 0,
+                        wc_flags: WcFlags::default(),
+                        src: None,
+                    },
+                );
+                continue;
+            }
+            qp.sq.push_back(wqe);
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&mut self, qpn: u32, wrs: &[RecvWr]) -> core::result::Result<(), PostError> {
+        let (qps, mut ctx) = self.split();
+        let qp = qps.get_mut(&qpn).ok_or(PostError {
+            index: 0,
+            error: unknown("QP", qpn),
+        })?;
+        for (index, wr) in wrs.iter().enumerate() {
+            let err = |error| PostError { index, error };
+            if qp.init.srq.is_some() {
+                return Err(err(VerbsError::InvalidAttribute {
+                    attr: "srq",
+                    why: "QP uses an SRQ: post to the SRQ".into(),
+                }));
+            }
+            match qp.state {
+                QpState::Reset => return Err(err(VerbsError::WrongState(QpState::Reset))),
+                QpState::Err => {
+                    ctx.complete(
+                        qp.init.recv_cq,
+                        Wc {
+                            wr_id: wr.wr_id,
+                            status: WcStatus::WrFlushErr,
+                            opcode: WcOpcode::Recv,
+                            byte_len: 0,
+                            imm_data: 0,
+                            qp_num: qpn,
+                            src_qp: 0,
+                            wc_flags: WcFlags::default(),
+                            src: None,
+                        },
+                    );
+                    continue;
+                }
+                _ => {}
+            }
+            if qp.rq.len() as u32 >= qp.init.max_recv_wr {
+                return Err(err(VerbsError::QueueFull {
+                    queue: "RQ",
+                    depth: qp.init.max_recv_wr,
+                }));
+            }
+            if wr.sg_list.len() as u32 > qp.init.max_recv_sge {
+                return Err(err(VerbsError::TooManySge {
+                    count: wr.sg_list.len(),
+                    max: qp.init.max_recv_sge,
+                }));
+            }
+            qp.rq.push_back(wr.clone());
+        }
+        Ok(())
+    }
+
+    /// Feeds one received packet (the UDP payload, parsed) into the RNIC.
+    /// `src` is the sender's IP and UDP port; `ce` is true when the IP header
+    /// carried Congestion Experienced.
+    pub fn handle_packet(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        ce: bool,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+    ) {
+        self.counters.rx_pkts += 1;
+        let (qps, mut ctx) = self.split();
+        let op = t.bth.opcode;
+        if op == Opcode::Cnp {
+            ctx.counters.cnps_rx += 1;
+            if let Some(qp) = qps.get_mut(&t.bth.dest_qp) {
+                qp.cc.on_cnp(now);
+            }
+            return;
+        }
+        // P_Key: only the default partition exists (IBA 10.9.1.2).
+        if t.bth.pkey & 0x7fff != 0x7fff {
+            ctx.counters.rx_malformed += 1;
+            return;
+        }
+        let Some(qp) = qps.get_mut(&t.bth.dest_qp) else {
+            ctx.counters.rx_unknown_qp += 1;
+            return;
+        };
+        let rc = qp.init.qp_type == QpType::Rc;
+        let transport_ok = match op.transport() {
+            roce_wire::Transport::Rc => rc,
+            roce_wire::Transport::Ud => !rc,
+            _ => false,
+        };
+        if !transport_ok {
+            ctx.counters.rx_malformed += 1;
+            return;
+        }
+        if rc && qp.ah.is_some_and(|a| a.ip() != src.ip()) {
+            ctx.counters.rx_bad_source += 1;
+            return;
+        }
+        if op.is_request() {
+            qp.on_request(now, src, ce, t, payload, &mut ctx);
+        } else {
+            qp.on_response(now, t, payload, &mut ctx);
+        }
+    }
+
+    /// The next packet to send, if any may leave at `now`. Responses and
+    /// control packets go before new requests; QPs are served round-robin.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        let start = self.rr_next;
+        let (qps, mut ctx) = self.split();
+        let order: Vec<u32> = qps
+            .range(start..)
+            .chain(qps.range(..start))
+            .map(|(k, _)| *k)
+            .collect();
+        for qpn in &order {
+            let Some(qp) = qps.get_mut(qpn) else { continue };
+            if let Some(t) = qp.next_response(&mut ctx) {
+                return Some(t);
+            }
+        }
+        for qpn in order {
+            let Some(qp) = qps.get_mut(&qpn) else {
+                continue;
+            };
+            if let Some(t) = qp.next_request(now, &mut ctx) {
+                self.rr_next = qpn + 1;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) (or a paced
+    /// [`poll_transmit`](Self::poll_transmit)) next has work.
+    pub fn poll_timeout(&self) -> Option<Nanos> {
+        self.qps
+            .values()
+            .flat_map(|q| {
+                let pacing =
+                    (q.next_send_at > 0 && q.cursor.0 < q.sq.len()).then_some(q.next_send_at);
+                [q.rto_deadline, q.rnr_until, pacing, q.cc.next_tick()]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Nanos) {
+        let (qps, mut ctx) = self.split();
+        for qp in qps.values_mut() {
+            if qp.cc.next_tick().is_some_and(|t| t <= now) {
+                qp.cc.on_tick(now);
+            }
+            qp.on_timer(now, &mut ctx);
+        }
     }
 }

@@ -1,0 +1,65 @@
+//! Congestion control hooks.
+//!
+//! Like quinn's `Controller`, a controller is told what happens to its QP —
+//! packets sent, ACKs, CNPs, NAKs, timeouts, INT telemetry — and answers with
+//! a sending rate and/or a window. Every callback has a no-op default, so an
+//! algorithm implements only what it reacts to. The RNIC paces each QP at
+//! `rate_bps()` and stops sending when `window_bytes()` are in flight.
+
+use crate::types::Nanos;
+
+/// One hop of in-band network telemetry (for HPCC-style controllers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IntHop {
+    pub ts: Nanos,
+    pub tx_bytes: u64,
+    pub qlen: u64,
+    pub link_bps: u64,
+}
+
+pub trait CongestionControl: Send {
+    fn name(&self) -> &'static str;
+    fn on_send(&mut self, _now: Nanos, _bytes: usize) {}
+    fn on_ack(&mut self, _now: Nanos, _acked_bytes: u64, _rtt: Option<Nanos>) {}
+    fn on_cnp(&mut self, _now: Nanos) {}
+    fn on_nak(&mut self, _now: Nanos) {}
+    fn on_timeout(&mut self, _now: Nanos) {}
+    fn on_int(&mut self, _now: Nanos, _hops: &[IntHop]) {}
+    /// Periodic work (rate-increase timers and the like).
+    fn on_tick(&mut self, _now: Nanos) {}
+    /// When the controller next wants [`on_tick`](Self::on_tick).
+    fn next_tick(&self) -> Option<Nanos> {
+        None
+    }
+    /// Current sending rate, or `None` for line rate (no pacing).
+    fn rate_bps(&self) -> Option<u64> {
+        None
+    }
+    /// Bytes allowed in flight, or `None` for no window.
+    fn window_bytes(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// No congestion control: line rate, no window.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoCc;
+
+impl CongestionControl for NoCc {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+}
+
+/// A fixed rate, handy for tests and for rate-limited QPs.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedRate(pub u64);
+
+impl CongestionControl for FixedRate {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+    fn rate_bps(&self) -> Option<u64> {
+        Some(self.0)
+    }
+}

@@ -1,0 +1,289 @@
+//! Host memory as the RNIC's DMA engine sees it.
+//!
+//! The RNIC never holds pointers into caller memory: it reads and writes
+//! through this trait, after the MR checks in [`crate::mr`] have proved the
+//! access legal. Two implementations:
+//!
+//! * [`RealMemory`] keeps real bytes, for the UDP engine and byte-exact tests;
+//! * [`VirtualMemory`] keeps only lengths, so the simulator can move
+//!   millions of messages without copying a byte (payloads travel as
+//!   [`Payload::Virtual`]).
+
+use crate::error::{Result, VerbsError};
+use std::collections::BTreeMap;
+
+/// Data carried by one packet: real bytes or just a length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Payload {
+    Bytes(Vec<u8>),
+    Virtual(u32),
+}
+
+impl Payload {
+    pub fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(b) => b.len(),
+            Payload::Virtual(n) => *n as usize,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn as_ref(&self) -> PayloadRef<'_> {
+        match self {
+            Payload::Bytes(b) => PayloadRef::Bytes(b),
+            Payload::Virtual(n) => PayloadRef::Virtual(*n),
+        }
+    }
+    pub fn empty() -> Payload {
+        Payload::Bytes(Vec::new())
+    }
+}
+
+/// A borrowed payload, as handed to [`crate::Rnic::handle_packet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadRef<'a> {
+    Bytes(&'a [u8]),
+    Virtual(u32),
+}
+
+impl PayloadRef<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            PayloadRef::Bytes(b) => b.len(),
+            PayloadRef::Virtual(n) => *n as usize,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The sub-range `[from, from+len)`.
+    pub fn slice(&self, from: usize, len: usize) -> PayloadRef<'_> {
+        match self {
+            PayloadRef::Bytes(b) => PayloadRef::Bytes(&b[from..from + len]),
+            PayloadRef::Virtual(_) => PayloadRef::Virtual(len as u32),
+        }
+    }
+}
+
+/// The DMA view of host memory. Callers (the RNIC) check bounds and keys
+/// against registered regions first; implementations still refuse ranges
+/// they do not hold rather than panic.
+pub trait Memory {
+    /// Reads `len` bytes at `addr`, appending to `out`.
+    fn read_into(&self, addr: u64, len: usize, out: &mut Payload) -> Result<()>;
+    /// Writes `data` at `addr`.
+    fn write(&mut self, addr: u64, data: PayloadRef<'_>) -> Result<()>;
+    /// Reads the 64-bit word at `addr` (host byte order, little-endian).
+    fn read_u64(&self, addr: u64) -> Result<u64>;
+    /// Writes the 64-bit word at `addr`.
+    fn write_u64(&mut self, addr: u64, v: u64) -> Result<()>;
+    /// True when `[addr, addr+len)` lies inside one allocation.
+    fn contains(&self, addr: u64, len: u64) -> bool;
+    /// An empty payload of this memory's kind.
+    fn empty_payload(&self) -> Payload;
+}
+
+/// Real bytes: a set of allocations at distinct addresses.
+#[derive(Debug, Default)]
+pub struct RealMemory {
+    blocks: BTreeMap<u64, Vec<u8>>,
+    next: u64,
+}
+
+const BASE: u64 = 0x0000_7f00_0000_0000;
+const ALIGN: u64 = 4096;
+
+fn bad(addr: u64, len: u64) -> VerbsError {
+    VerbsError::BadAddress { addr, len }
+}
+
+impl RealMemory {
+    pub fn new() -> Self {
+        RealMemory {
+            blocks: BTreeMap::new(),
+            next: BASE,
+        }
+    }
+
+    /// Allocates `len` zeroed bytes; returns their address. Allocations are
+    /// page-aligned and separated by a guard page, so an off-by-one from one
+    /// buffer can never land in another.
+    pub fn alloc(&mut self, len: usize) -> u64 {
+        let addr = self.next.max(BASE);
+        self.blocks.insert(addr, vec![0; len]);
+        let span = (len as u64).div_ceil(ALIGN) * ALIGN + ALIGN;
+        self.next = addr + span;
+        addr
+    }
+
+    /// Frees an allocation made by [`alloc`](Self::alloc).
+    pub fn free(&mut self, addr: u64) -> bool {
+        self.blocks.remove(&addr).is_some()
+    }
+
+    fn block(&self, addr: u64, len: u64) -> Option<(&Vec<u8>, usize)> {
+        let (&base, b) = self.blocks.range(..=addr).next_back()?;
+        let off = addr - base;
+        (off.checked_add(len)? <= b.len() as u64).then_some((b, off as usize))
+    }
+
+    fn block_mut(&mut self, addr: u64, len: u64) -> Option<(&mut Vec<u8>, usize)> {
+        let (&base, b) = self.blocks.range_mut(..=addr).next_back()?;
+        let off = addr - base;
+        (off.checked_add(len)? <= b.len() as u64).then_some((b, off as usize))
+    }
+
+    /// Copies bytes out (the application reading its own buffer).
+    pub fn get(&self, addr: u64, len: usize) -> Result<&[u8]> {
+        let (b, off) = self.block(addr, len as u64).ok_or(bad(addr, len as u64))?;
+        Ok(&b[off..off + len])
+    }
+
+    /// Copies bytes in (the application filling its own buffer).
+    pub fn set(&mut self, addr: u64, data: &[u8]) -> Result<()> {
+        let n = data.len();
+        let (b, off) = self.block_mut(addr, n as u64).ok_or(bad(addr, n as u64))?;
+        b[off..off + n].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+impl Memory for RealMemory {
+    fn read_into(&self, addr: u64, len: usize, out: &mut Payload) -> Result<()> {
+        let src = self.get(addr, len)?;
+        match out {
+            Payload::Bytes(v) => v.extend_from_slice(src),
+            Payload::Virtual(n) => *n += len as u32,
+        }
+        Ok(())
+    }
+    fn write(&mut self, addr: u64, data: PayloadRef<'_>) -> Result<()> {
+        match data {
+            PayloadRef::Bytes(b) => self.set(addr, b),
+            PayloadRef::Virtual(n) => {
+                // A virtual payload written to real memory: the range must be
+                // valid, but there are no bytes to place.
+                self.get(addr, n as usize).map(|_| ())
+            }
+        }
+    }
+    fn read_u64(&self, addr: u64) -> Result<u64> {
+        let b = self.get(addr, 8)?;
+        let mut w = [0u8; 8];
+        w.copy_from_slice(b);
+        Ok(u64::from_le_bytes(w))
+    }
+    fn write_u64(&mut self, addr: u64, v: u64) -> Result<()> {
+        self.set(addr, &v.to_le_bytes())
+    }
+    fn contains(&self, addr: u64, len: u64) -> bool {
+        self.block(addr, len).is_some()
+    }
+    fn empty_payload(&self) -> Payload {
+        Payload::Bytes(Vec::new())
+    }
+}
+
+/// Lengths only: every allocation is a range with no storage behind it.
+/// 64-bit words used by atomics are kept, so atomics still behave.
+#[derive(Debug, Default)]
+pub struct VirtualMemory {
+    blocks: BTreeMap<u64, u64>,
+    words: BTreeMap<u64, u64>,
+    next: u64,
+}
+
+impl VirtualMemory {
+    pub fn new() -> Self {
+        VirtualMemory {
+            blocks: BTreeMap::new(),
+            words: BTreeMap::new(),
+            next: BASE,
+        }
+    }
+    /// Reserves `len` bytes of address space.
+    pub fn alloc(&mut self, len: u64) -> u64 {
+        let addr = self.next.max(BASE);
+        self.blocks.insert(addr, len);
+        self.next = addr + len.div_ceil(ALIGN) * ALIGN + ALIGN;
+        addr
+    }
+}
+
+impl Memory for VirtualMemory {
+    fn read_into(&self, addr: u64, len: usize, out: &mut Payload) -> Result<()> {
+        if !self.contains(addr, len as u64) {
+            return Err(bad(addr, len as u64));
+        }
+        match out {
+            Payload::Bytes(v) => v.resize(v.len() + len, 0),
+            Payload::Virtual(n) => *n += len as u32,
+        }
+        Ok(())
+    }
+    fn write(&mut self, addr: u64, data: PayloadRef<'_>) -> Result<()> {
+        if self.contains(addr, data.len() as u64) {
+            Ok(())
+        } else {
+            Err(bad(addr, data.len() as u64))
+        }
+    }
+    fn read_u64(&self, addr: u64) -> Result<u64> {
+        if !self.contains(addr, 8) {
+            return Err(bad(addr, 8));
+        }
+        Ok(self.words.get(&addr).copied().unwrap_or(0))
+    }
+    fn write_u64(&mut self, addr: u64, v: u64) -> Result<()> {
+        if !self.contains(addr, 8) {
+            return Err(bad(addr, 8));
+        }
+        self.words.insert(addr, v);
+        Ok(())
+    }
+    fn contains(&self, addr: u64, len: u64) -> bool {
+        self.blocks
+            .range(..=addr)
+            .next_back()
+            .is_some_and(|(&base, &n)| (addr - base).checked_add(len).is_some_and(|end| end <= n))
+    }
+    fn empty_payload(&self) -> Payload {
+        Payload::Virtual(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn real_memory_bounds() {
+        let mut m = RealMemory::new();
+        let a = m.alloc(100);
+        let b = m.alloc(10);
+        assert!(b >= a + 4096 + 4096);
+        m.set(a + 90, &[1; 10]).unwrap();
+        assert!(m.set(a + 91, &[1; 10]).is_err());
+        assert!(m.get(a - 1, 1).is_err());
+        assert!(m.get(u64::MAX - 3, 8).is_err());
+        let mut p = Payload::Bytes(vec![]);
+        m.read_into(a + 95, 5, &mut p).unwrap();
+        assert_eq!(p, Payload::Bytes(vec![1; 5]));
+        m.write_u64(b, 0x0102).unwrap();
+        assert_eq!(m.get(b, 2).unwrap(), &[2, 1]);
+    }
+
+    #[test]
+    fn virtual_memory_tracks_only_lengths() {
+        let mut m = VirtualMemory::new();
+        let a = m.alloc(1 << 30);
+        let mut p = Payload::Virtual(0);
+        m.read_into(a, 4096, &mut p).unwrap();
+        m.read_into(a + 4096, 4096, &mut p).unwrap();
+        assert_eq!(p, Payload::Virtual(8192));
+        assert!(m.write(a + (1 << 30) - 1, PayloadRef::Virtual(2)).is_err());
+        m.write_u64(a, 5).unwrap();
+        assert_eq!(m.read_u64(a).unwrap(), 5);
+    }
+}

@@ -1,0 +1,573 @@
+//! Queue pairs: the state machine of IBA 10.3 and the per-QP context the
+//! requester, completer and responder share.
+
+use crate::cc::CongestionControl;
+use crate::cq::{Cq, CqHandle};
+use crate::error::{Result, VerbsError};
+use crate::memory::{Memory, Payload};
+use crate::mr::{MrTable, PdHandle};
+use crate::srq::{Srq, SrqHandle};
+use crate::types::{Access, Mtu, Nanos, QpType, RecvWr, SendWr, Wc, WcStatus};
+use crate::{AsyncEvent, Counters, RnicConfig};
+use roce_wire::Psn;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+
+/// QP states (`ibv_qp_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    Reset,
+    Init,
+    Rtr,
+    Rts,
+    /// Send queue drained: no new WQEs are started.
+    Sqd,
+    /// Send queue error (UD): the SQ stopped after a local error.
+    Sqe,
+    Err,
+}
+
+/// Creation attributes (`ibv_qp_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInitAttr {
+    pub qp_type: QpType,
+    pub pd: PdHandle,
+    pub send_cq: CqHandle,
+    pub recv_cq: CqHandle,
+    pub srq: Option<SrqHandle>,
+    pub max_send_wr: u32,
+    pub max_recv_wr: u32,
+    pub max_send_sge: u32,
+    pub max_recv_sge: u32,
+    pub max_inline_data: u32,
+    /// Every send WQE generates a completion, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+impl QpInitAttr {
+    /// Defaults a perftest user would pick: 128-deep queues, 4 SGEs, 64 B inline.
+    pub fn new(qp_type: QpType, pd: PdHandle, send_cq: CqHandle, recv_cq: CqHandle) -> Self {
+        QpInitAttr {
+            qp_type,
+            pd,
+            send_cq,
+            recv_cq,
+            srq: None,
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// Attributes for [`crate::Rnic::modify_qp`] (`ibv_qp_attr`; a `Some` field is
+/// one bit of the attribute mask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpAttr {
+    pub pkey_index: Option<u16>,
+    pub port_num: Option<u8>,
+    pub qp_access_flags: Option<Access>,
+    pub qkey: Option<u32>,
+    /// Address vector: the peer's IP and UDP port.
+    pub ah: Option<SocketAddr>,
+    pub path_mtu: Option<Mtu>,
+    pub dest_qp_num: Option<u32>,
+    pub rq_psn: Option<u32>,
+    pub max_dest_rd_atomic: Option<u8>,
+    pub min_rnr_timer: Option<u8>,
+    pub sq_psn: Option<u32>,
+    pub timeout: Option<u8>,
+    pub retry_cnt: Option<u8>,
+    pub rnr_retry: Option<u8>,
+    pub max_rd_atomic: Option<u8>,
+    /// DSCP for this QP's packets (traffic class).
+    pub dscp: Option<u8>,
+    /// UDP source port (ECMP entropy); defaults to a hash of the QPN.
+    pub udp_sport: Option<u16>,
+}
+
+macro_rules! attr_names {
+    ($self:ident: $($f:ident),*) => {{
+        let mut v: Vec<&'static str> = Vec::new();
+        $( if $self.$f.is_some() { v.push(stringify!($f)); } )*
+        v
+    }};
+}
+
+impl QpAttr {
+    /// Names of the attributes present.
+    pub fn present(&self) -> Vec<&'static str> {
+        attr_names!(self: pkey_index, port_num, qp_access_flags, qkey, ah, path_mtu, dest_qp_num,
+            rq_psn, max_dest_rd_atomic, min_rnr_timer, sq_psn, timeout, retry_cnt, rnr_retry,
+            max_rd_atomic, dscp, udp_sport)
+    }
+
+    /// RESET→INIT for an RC QP.
+    pub fn init(access: Access) -> QpAttr {
+        QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            qp_access_flags: Some(access),
+            ..Default::default()
+        }
+    }
+    /// RESET→INIT for a UD QP.
+    pub fn init_ud(qkey: u32) -> QpAttr {
+        QpAttr {
+            pkey_index: Some(0),
+            port_num: Some(1),
+            qkey: Some(qkey),
+            ..Default::default()
+        }
+    }
+    /// INIT→RTR for an RC QP, with perftest's defaults for the timers.
+    pub fn rtr(ah: SocketAddr, dest_qp_num: u32, rq_psn: u32, mtu: Mtu) -> QpAttr {
+        QpAttr {
+            ah: Some(ah),
+            path_mtu: Some(mtu),
+            dest_qp_num: Some(dest_qp_num),
+            rq_psn: Some(rq_psn),
+            max_dest_rd_atomic: Some(16),
+            min_rnr_timer: Some(12),
+            ..Default::default()
+        }
+    }
+    /// RTR→RTS for an RC QP, with perftest's defaults (timeout 14, retry 7, rnr_retry 7).
+    pub fn rts(sq_psn: u32) -> QpAttr {
+        QpAttr {
+            sq_psn: Some(sq_psn),
+            timeout: Some(14),
+            retry_cnt: Some(7),
+            rnr_retry: Some(7),
+            max_rd_atomic: Some(16),
+            ..Default::default()
+        }
+    }
+}
+
+/// Which attributes a transition requires and which it also accepts
+/// (IBA 11.2.5.2 Table 91, as `ibv_modify_qp(3)` lists them).
+pub(crate) fn transition_rules(
+    t: QpType,
+    from: QpState,
+    to: QpState,
+) -> Option<(&'static [&'static str], &'static [&'static str])> {
+    use QpState::*;
+    const ANY: &[&str] = &["dscp", "udp_sport"];
+    let rc = t == QpType::Rc;
+    Some(match (from, to) {
+        (_, Reset) | (_, Err) => (&[], &[]),
+        (Reset, Init) if rc => (&["pkey_index", "port_num", "qp_access_flags"], ANY),
+        (Reset, Init) => (&["pkey_index", "port_num", "qkey"], ANY),
+        (Init, Init) if rc => (
+            &[],
+            &[
+                "pkey_index",
+                "port_num",
+                "qp_access_flags",
+                "dscp",
+                "udp_sport",
+            ],
+        ),
+        (Init, Init) => (
+            &[],
+            &["pkey_index", "port_num", "qkey", "dscp", "udp_sport"],
+        ),
+        (Init, Rtr) if rc => (
+            &[
+                "ah",
+                "path_mtu",
+                "dest_qp_num",
+                "rq_psn",
+                "max_dest_rd_atomic",
+                "min_rnr_timer",
+            ],
+            &["pkey_index", "qp_access_flags", "dscp", "udp_sport"],
+        ),
+        (Init, Rtr) => (&[], &["pkey_index", "qkey", "dscp", "udp_sport"]),
+        (Rtr, Rts) if rc => (
+            &[
+                "sq_psn",
+                "timeout",
+                "retry_cnt",
+                "rnr_retry",
+                "max_rd_atomic",
+            ],
+            &["qp_access_flags", "min_rnr_timer", "dscp", "udp_sport"],
+        ),
+        (Rtr, Rts) => (&["sq_psn"], &["qkey", "dscp", "udp_sport"]),
+        (Rts, Rts) | (Sqd, Rts) if rc => (
+            &[],
+            &[
+                "qp_access_flags",
+                "min_rnr_timer",
+                "timeout",
+                "retry_cnt",
+                "rnr_retry",
+                "dscp",
+                "udp_sport",
+            ],
+        ),
+        (Rts, Rts) | (Sqd, Rts) | (Sqe, Rts) => (&[], &["qkey", "dscp", "udp_sport"]),
+        (Rts, Sqd) => (&[], &[]),
+        (Sqd, Sqd) if rc => (
+            &[],
+            &[
+                "qp_access_flags",
+                "min_rnr_timer",
+                "timeout",
+                "retry_cnt",
+                "rnr_retry",
+                "max_rd_atomic",
+                "max_dest_rd_atomic",
+                "path_mtu",
+                "ah",
+            ],
+        ),
+        (Sqd, Sqd) => (&[], &["qkey"]),
+        _ => return None,
+    })
+}
+
+/// A send WQE and its progress.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    /// Data copied at post time for inline sends.
+    pub inline: Option<Payload>,
+    /// Message length in bytes.
+    pub len: u64,
+    /// First PSN, once the WQE has started.
+    pub first_psn: Option<Psn>,
+    /// PSNs the message occupies (READ: one per response packet).
+    pub npkts: u32,
+    /// READ: response packets received in order.
+    pub resp_pkts: u32,
+    /// Finished; waiting to be retired in order.
+    pub done: bool,
+    pub status: WcStatus,
+    pub signaled: bool,
+    /// Local SGEs checked (lkey, PD, bounds, access) on first transmission.
+    pub checked: bool,
+}
+
+impl SendWqe {
+    pub fn last_psn(&self) -> Option<Psn> {
+        self.first_psn.map(|p| p.add(self.npkts.max(1) - 1))
+    }
+}
+
+/// A responder-side control or response item, in the order it must go out.
+#[derive(Debug, Clone)]
+pub(crate) enum RespItem {
+    Ack {
+        psn: Psn,
+        msn: u32,
+    },
+    Nak {
+        psn: Psn,
+        msn: u32,
+        syndrome: roce_wire::Syndrome,
+    },
+    AtomicAck {
+        psn: Psn,
+        msn: u32,
+        orig: u64,
+    },
+    Read(ReadJob),
+}
+
+/// RDMA READ responses still to be sent.
+#[derive(Debug, Clone)]
+pub(crate) struct ReadJob {
+    /// PSN of the next response packet.
+    pub psn: Psn,
+    /// Response index of that packet within the whole read (0 = first).
+    pub index: u32,
+    pub npkts: u32,
+    pub va: u64,
+    pub remaining: u64,
+    pub msn: u32,
+}
+
+/// Responder resources kept for duplicate READ/ATOMIC requests (IBA 9.7.5.1.5).
+#[derive(Debug, Clone)]
+pub(crate) enum Resource {
+    Read {
+        psn: Psn,
+        npkts: u32,
+        va: u64,
+        rkey: u32,
+        len: u64,
+    },
+    Atomic {
+        psn: Psn,
+        orig: u64,
+    },
+}
+
+/// A multi-packet message the responder is in the middle of.
+#[derive(Debug, Clone)]
+pub(crate) enum InMsg {
+    Send {
+        wqe: RecvWr,
+        offset: u64,
+    },
+    Write {
+        va: u64,
+        rkey: u32,
+        remaining: u64,
+        total: u64,
+    },
+}
+
+/// One queue pair.
+pub struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) init: QpInitAttr,
+    pub(crate) state: QpState,
+    // Attributes.
+    pub(crate) access: Access,
+    pub(crate) qkey: u32,
+    pub(crate) ah: Option<SocketAddr>,
+    pub(crate) mtu: Mtu,
+    pub(crate) dest_qpn: u32,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) dscp: u8,
+    pub(crate) udp_sport: u16,
+    // Requester / completer.
+    pub(crate) sq: VecDeque<SendWqe>,
+    /// Next packet to transmit: (index into `sq`, packet index in that WQE).
+    pub(crate) cursor: (usize, u32),
+    /// PSN for the next WQE that starts.
+    pub(crate) next_psn: Psn,
+    /// Oldest unacknowledged PSN.
+    pub(crate) una: Psn,
+    pub(crate) retries_left: u8,
+    pub(crate) rnr_retries_left: u8,
+    pub(crate) rto_deadline: Option<Nanos>,
+    pub(crate) rnr_until: Option<Nanos>,
+    /// A rewind already requested for this PSN (one go-back per gap).
+    pub(crate) rewound_at: Option<Psn>,
+    pub(crate) since_ackreq: u32,
+    /// Highest PSN ever transmitted (to tell retransmissions from new packets).
+    pub(crate) max_sent: Option<Psn>,
+    pub(crate) next_send_at: Nanos,
+    pub(crate) inflight_bytes: u64,
+    pub(crate) cc: Box<dyn CongestionControl>,
+    /// When each in-flight PSN range was first sent (for RTT samples): (last psn, time, bytes).
+    pub(crate) sent_log: VecDeque<(Psn, Nanos, u64)>,
+    // Responder.
+    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) epsn: Psn,
+    pub(crate) msn: u32,
+    pub(crate) in_msg: Option<InMsg>,
+    pub(crate) nak_gap: bool,
+    pub(crate) resources: VecDeque<Resource>,
+    pub(crate) resp_q: VecDeque<RespItem>,
+    pub(crate) cnp_due: Option<(SocketAddr, u32)>,
+    pub(crate) last_cnp: Option<Nanos>,
+}
+
+impl Qp {
+    pub(crate) fn new(qpn: u32, init: QpInitAttr, cc: Box<dyn CongestionControl>) -> Qp {
+        Qp {
+            qpn,
+            init,
+            state: QpState::Reset,
+            access: Access::NONE,
+            qkey: 0,
+            ah: None,
+            mtu: Mtu::Mtu1024,
+            dest_qpn: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            max_rd_atomic: 0,
+            dscp: 26,
+            udp_sport: 0xc000 | ((qpn ^ (qpn >> 14)) & 0x3fff) as u16,
+            sq: VecDeque::new(),
+            cursor: (0, 0),
+            next_psn: Psn::new(0),
+            una: Psn::new(0),
+            retries_left: 0,
+            rnr_retries_left: 0,
+            rto_deadline: None,
+            rnr_until: None,
+            rewound_at: None,
+            since_ackreq: 0,
+            max_sent: None,
+            next_send_at: 0,
+            inflight_bytes: 0,
+            cc,
+            sent_log: VecDeque::new(),
+            rq: VecDeque::new(),
+            epsn: Psn::new(0),
+            msn: 0,
+            in_msg: None,
+            nak_gap: false,
+            resources: VecDeque::new(),
+            resp_q: VecDeque::new(),
+            cnp_due: None,
+            last_cnp: None,
+        }
+    }
+
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+    pub fn qp_type(&self) -> QpType {
+        self.init.qp_type
+    }
+
+    /// Retransmission timeout: 4.096 µs × 2^timeout (IBA 9.7.6.1.3); 0 = infinite.
+    pub fn rto_ns(&self) -> Option<Nanos> {
+        (self.timeout != 0).then(|| 4096u64 << self.timeout.min(31))
+    }
+
+    /// Applies `attr` for a transition to `to`, validating it first.
+    pub(crate) fn modify(&mut self, to: QpState, attr: &QpAttr) -> Result<()> {
+        let from = self.state;
+        let (required, optional) = transition_rules(self.init.qp_type, from, to)
+            .ok_or(VerbsError::InvalidTransition { from, to })?;
+        let present = attr.present();
+        for r in required {
+            if !present.contains(r) {
+                return Err(VerbsError::MissingAttribute { from, to, attr: r });
+            }
+        }
+        for p in &present {
+            if !required.contains(p) && !optional.contains(p) {
+                return Err(VerbsError::UnexpectedAttribute { from, to, attr: p });
+            }
+        }
+        let bad = |attr: &'static str, why: &str| {
+            Err(VerbsError::InvalidAttribute {
+                attr,
+                why: why.to_string(),
+            })
+        };
+        if attr.timeout.is_some_and(|v| v > 31) {
+            return bad("timeout", "must be 0..=31");
+        }
+        if attr.retry_cnt.is_some_and(|v| v > 7) {
+            return bad("retry_cnt", "must be 0..=7");
+        }
+        if attr.rnr_retry.is_some_and(|v| v > 7) {
+            return bad("rnr_retry", "must be 0..=7 (7 = infinite)");
+        }
+        if attr.min_rnr_timer.is_some_and(|v| v > 31) {
+            return bad("min_rnr_timer", "must be 0..=31");
+        }
+        if attr.max_rd_atomic.is_some_and(|v| v > 16) {
+            return bad("max_rd_atomic", "must be 0..=16");
+        }
+        if attr.max_dest_rd_atomic.is_some_and(|v| v > 16) {
+            return bad("max_dest_rd_atomic", "must be 0..=16");
+        }
+        if attr.dest_qp_num.is_some_and(|v| v > 0xff_ffff) {
+            return bad("dest_qp_num", "must fit 24 bits");
+        }
+        if attr.rq_psn.is_some_and(|v| v > Psn::MASK) || attr.sq_psn.is_some_and(|v| v > Psn::MASK)
+        {
+            return bad("rq_psn/sq_psn", "must fit 24 bits");
+        }
+        if attr.dscp.is_some_and(|v| v > 63) {
+            return bad("dscp", "must be 0..=63");
+        }
+        if attr.port_num == Some(0) {
+            return bad("port_num", "ports are numbered from 1");
+        }
+        // Validated: apply.
+        if let Some(v) = attr.qp_access_flags {
+            self.access = v;
+        }
+        if let Some(v) = attr.qkey {
+            self.qkey = v;
+        }
+        if let Some(v) = attr.ah {
+            self.ah = Some(v);
+        }
+        if let Some(v) = attr.path_mtu {
+            self.mtu = v;
+        }
+        if let Some(v) = attr.dest_qp_num {
+            self.dest_qpn = v;
+        }
+        if let Some(v) = attr.rq_psn {
+            self.epsn = Psn::new(v);
+        }
+        if let Some(v) = attr.max_dest_rd_atomic {
+            self.max_dest_rd_atomic = v;
+        }
+        if let Some(v) = attr.min_rnr_timer {
+            self.min_rnr_timer = v;
+        }
+        if let Some(v) = attr.sq_psn {
+            self.next_psn = Psn::new(v);
+            self.una = Psn::new(v);
+        }
+        if let Some(v) = attr.timeout {
+            self.timeout = v;
+        }
+        if let Some(v) = attr.retry_cnt {
+            self.retry_cnt = v;
+            self.retries_left = v;
+        }
+        if let Some(v) = attr.rnr_retry {
+            self.rnr_retry = v;
+            self.rnr_retries_left = v;
+        }
+        if let Some(v) = attr.max_rd_atomic {
+            self.max_rd_atomic = v;
+        }
+        if let Some(v) = attr.dscp {
+            self.dscp = v;
+        }
+        if let Some(v) = attr.udp_sport {
+            self.udp_sport = v;
+        }
+        self.state = to;
+        Ok(())
+    }
+}
+
+/// Everything a QP touches besides itself, borrowed from the RNIC for one call.
+pub(crate) struct Ctx<'a> {
+    pub cfg: &'a RnicConfig,
+    pub mem: &'a mut dyn Memory,
+    pub mrs: &'a MrTable,
+    pub cqs: &'a mut BTreeMap<u32, Cq>,
+    pub srqs: &'a mut BTreeMap<u32, Srq>,
+    pub events: &'a mut VecDeque<AsyncEvent>,
+    pub counters: &'a mut Counters,
+}
+
+impl Ctx<'_> {
+    /// Delivers a completion; a full CQ raises [`AsyncEvent::CqOverflow`].
+    pub fn complete(&mut self, cq: CqHandle, wc: Wc) {
+        match self.cqs.get_mut(&cq.0) {
+            Some(c) => {
+                if !c.push(wc) {
+                    self.counters.cq_overflows += 1;
+                    self.events
+                        .push_back(AsyncEvent::CqOverflow { cq, qpn: wc.qp_num });
+                }
+            }
+            None => self.counters.cq_overflows += 1,
+        }
+    }
+}

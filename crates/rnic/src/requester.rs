@@ -1,0 +1,795 @@
+//! Requester and completer (IBA 9.7.4–9.7.6, 9.9): segmentation by path MTU,
+//! PSN assignment, AckReq placement, the outstanding window and read/atomic
+//! credits; then ACK/NAK/response processing, go-back-N retransmission from
+//! the oldest unacknowledged PSN, the retransmission and RNR timers, and the
+//! in-order retirement of WQEs into completions.
+
+use crate::Transmit;
+use crate::memory::{Payload, PayloadRef};
+use crate::qp::{Ctx, Qp, QpState, SendWqe};
+use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode};
+use roce_wire::{
+    AtomicEthRepr, BthRepr, DethRepr, NakCode, Opcode, Psn, RNR_TIMER_US, RethRepr, Syndrome,
+    TransportRepr,
+};
+
+impl Qp {
+    fn outstanding(&self) -> u32 {
+        self.next_psn.distance_from(self.una)
+    }
+
+    fn rd_atomic_in_flight(&self, upto: usize) -> usize {
+        self.sq
+            .iter()
+            .take(upto)
+            .filter(|w| w.wr.opcode.is_read_or_atomic() && w.first_psn.is_some() && !w.done)
+            .count()
+    }
+
+    /// The next requester packet, if one may leave now.
+    pub(crate) fn next_request(&mut self, now: Nanos, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return None;
+        }
+        if let Some(t) = self.rnr_until {
+            if now < t {
+                return None;
+            }
+            self.rnr_until = None;
+        }
+        if now < self.next_send_at {
+            return None;
+        }
+        loop {
+            let (i, k) = self.cursor;
+            let w = self.sq.get(i)?;
+            if w.done && w.first_psn.is_some() {
+                self.cursor = (i + 1, 0);
+                continue;
+            }
+            if w.first_psn.is_none() && !self.start_wqe(i, ctx)? {
+                return None;
+            }
+            if self.init.qp_type == QpType::Rc {
+                if let Some(win) = self.cc.window_bytes() {
+                    if self.inflight_bytes >= win && self.inflight_bytes > 0 {
+                        return None;
+                    }
+                }
+            }
+            return self.emit_packet(now, i, k, ctx);
+        }
+    }
+
+    /// Starts WQE `i`: fence and credit checks, local key checks, PSNs.
+    /// `Some(false)` means "not now"; `None` means the QP just failed.
+    fn start_wqe(&mut self, i: usize, ctx: &mut Ctx<'_>) -> Option<bool> {
+        if self.state == QpState::Sqd {
+            return Some(false);
+        }
+        let w = &self.sq[i];
+        let op = w.wr.opcode;
+        if w.wr.flags.fence && self.rd_atomic_in_flight(i) > 0 {
+            return Some(false);
+        }
+        if op.is_read_or_atomic()
+            && self.rd_atomic_in_flight(i) >= usize::from(self.max_rd_atomic.max(1))
+        {
+            return Some(false);
+        }
+        let mtu = u64::from(self.mtu.bytes());
+        let npkts = match op {
+            WrOpcode::AtomicCmpAndSwp { .. } | WrOpcode::AtomicFetchAndAdd { .. } => 1,
+            _ => w.len.div_ceil(mtu).max(1) as u32,
+        };
+        if self.init.qp_type == QpType::Rc
+            && self.outstanding() > 0
+            && self.outstanding() + npkts > ctx.cfg.max_outstanding_pkts
+            && !op.is_read_or_atomic()
+        {
+            return Some(false);
+        }
+        // Local checks before any byte moves (IBA 10.6.3.1 / C10-xx).
+        let mut fail = None;
+        if self.init.qp_type == QpType::Ud && w.len > mtu {
+            fail = Some(WcStatus::LocLenErr);
+        } else if w.len > (1u64 << 31) {
+            fail = Some(WcStatus::LocLenErr);
+        } else if op.is_atomic() && w.len != 8 {
+            fail = Some(WcStatus::LocLenErr);
+        } else if w.inline.is_none() {
+            let need = if op.is_read_or_atomic() {
+                Access::LOCAL_WRITE
+            } else {
+                Access::NONE
+            };
+            for s in &w.wr.sg_list {
+                if ctx
+                    .mrs
+                    .check_local(self.init.pd, s.lkey, s.addr, u64::from(s.length), need)
+                    .is_err()
+                {
+                    fail = Some(WcStatus::LocProtErr);
+                    break;
+                }
+            }
+        }
+        let psn = self.next_psn;
+        let w = &mut self.sq[i];
+        w.first_psn = Some(psn);
+        w.npkts = npkts;
+        w.checked = true;
+        if let Some(st) = fail {
+            w.done = true;
+            w.status = st;
+            self.retire(ctx);
+            return None;
+        }
+        self.next_psn = psn.add(npkts);
+        Some(true)
+    }
+
+    /// Gathers `len` bytes at message offset `off` of WQE `i`.
+    fn gather(&self, i: usize, off: u64, len: u64, ctx: &mut Ctx<'_>) -> Option<Payload> {
+        let w = &self.sq[i];
+        if let Some(Payload::Bytes(b)) = &w.inline {
+            return Some(Payload::Bytes(
+                b[off as usize..(off + len) as usize].to_vec(),
+            ));
+        }
+        let mut out = ctx.mem.empty_payload();
+        if let Payload::Bytes(v) = &mut out {
+            v.reserve(len as usize);
+        }
+        let (mut skip, mut want) = (off, len);
+        for s in &w.wr.sg_list {
+            if want == 0 {
+                break;
+            }
+            let l = u64::from(s.length);
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = (l - skip).min(want);
+            ctx.mem
+                .read_into(s.addr + skip, n as usize, &mut out)
+                .ok()?;
+            skip = 0;
+            want -= n;
+        }
+        Some(out)
+    }
+
+    fn emit_packet(&mut self, now: Nanos, i: usize, k: u32, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+        let mtu = u64::from(self.mtu.bytes());
+        let (op, len, first_psn, npkts, solicited) = {
+            let w = &self.sq[i];
+            (
+                w.wr.opcode,
+                w.len,
+                w.first_psn?,
+                w.npkts,
+                w.wr.flags.solicited,
+            )
+        };
+        let psn = first_psn.add(k);
+        let first = k == 0;
+        let last = k + 1 >= npkts;
+        let mut t = TransportRepr::new(BthRepr {
+            dest_qp: self.dest_qpn,
+            psn,
+            ..Default::default()
+        });
+        let mut payload = Payload::empty();
+        let mut next_cursor = if last { (i + 1, 0) } else { (i, k + 1) };
+        let ud = self.init.qp_type == QpType::Ud;
+        match op {
+            WrOpcode::RdmaRead { remote_addr, rkey } => {
+                t.bth.opcode = Opcode::RcReadRequest;
+                let off = u64::from(k) * mtu;
+                t.reth = Some(RethRepr {
+                    va: remote_addr.wrapping_add(off),
+                    rkey,
+                    dma_len: len.saturating_sub(off) as u32,
+                });
+                t.bth.ack_req = true;
+                next_cursor = (i + 1, 0);
+            }
+            WrOpcode::AtomicCmpAndSwp {
+                remote_addr,
+                rkey,
+                compare,
+                swap,
+            } => {
+                t.bth.opcode = Opcode::RcCompareSwap;
+                t.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: swap,
+                    compare,
+                });
+                t.bth.ack_req = true;
+            }
+            WrOpcode::AtomicFetchAndAdd {
+                remote_addr,
+                rkey,
+                add,
+            } => {
+                t.bth.opcode = Opcode::RcFetchAdd;
+                t.atomic_eth = Some(AtomicEthRepr {
+                    va: remote_addr,
+                    rkey,
+                    swap_add: add,
+                    compare: 0,
+                });
+                t.bth.ack_req = true;
+            }
+            _ => {
+                let off = u64::from(k) * mtu;
+                let n = mtu.min(len - off.min(len));
+                payload = match self.gather(i, off, n, ctx) {
+                    Some(p) => p,
+                    None => {
+                        self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+                        return None;
+                    }
+                };
+                t.bth.opcode = data_opcode(op, first, last, ud);
+                match op {
+                    WrOpcode::RdmaWrite { remote_addr, rkey }
+                    | WrOpcode::RdmaWriteWithImm {
+                        remote_addr, rkey, ..
+                    } if first => {
+                        t.reth = Some(RethRepr {
+                            va: remote_addr,
+                            rkey,
+                            dma_len: len as u32,
+                        });
+                    }
+                    _ => {}
+                }
+                if last {
+                    match op {
+                        WrOpcode::SendWithImm(imm) | WrOpcode::RdmaWriteWithImm { imm, .. } => {
+                            t.immdt = Some(imm)
+                        }
+                        WrOpcode::SendWithInv(rkey) => t.ieth = Some(rkey),
+                        _ => {}
+                    }
+                    t.bth.solicited = solicited && !matches!(op, WrOpcode::RdmaWrite { .. });
+                }
+                self.since_ackreq += 1;
+                t.bth.ack_req = !ud && (last || self.since_ackreq >= ctx.cfg.ack_req_every);
+            }
+        }
+        let dst;
+        if ud {
+            let d = self.sq[i].wr.ud?;
+            let qkey = if d.remote_qkey & 0x8000_0000 != 0 {
+                self.qkey
+            } else {
+                d.remote_qkey
+            };
+            t.deth = Some(DethRepr {
+                qkey,
+                src_qp: self.qpn,
+            });
+            t.bth.dest_qp = d.remote_qpn;
+            t.bth.psn = psn;
+            dst = d.addr;
+        } else {
+            dst = self.ah?;
+        }
+        if t.bth.ack_req {
+            self.since_ackreq = 0;
+        }
+        self.cursor = next_cursor;
+        let bytes = payload.len() as u64;
+        let wire = (bytes + t.header_len() as u64 + crate::PACKET_OVERHEAD) as u64;
+        let retransmit = !self.max_sent_psn_after(psn);
+        if retransmit {
+            ctx.counters.retransmits += 1;
+        } else {
+            let lastp = if matches!(op, WrOpcode::RdmaRead { .. }) {
+                psn.add(npkts - 1)
+            } else {
+                psn
+            };
+            self.sent_log.push_back((lastp, now, bytes));
+            self.inflight_bytes += bytes;
+            self.max_sent = Some(lastp);
+        }
+        ctx.counters.tx_pkts += 1;
+        ctx.counters.tx_bytes += wire;
+        self.cc.on_send(now, wire as usize);
+        if let Some(rate) = self.cc.rate_bps().filter(|r| *r > 0) {
+            let gap = wire * 8 * 1_000_000_000 / rate;
+            self.next_send_at = self.next_send_at.max(now) + gap;
+        }
+        if ud {
+            let w = &mut self.sq[i];
+            w.done = true;
+            w.status = WcStatus::Success;
+            self.una = self.next_psn;
+            self.retire(ctx);
+        } else if self.rto_deadline.is_none() {
+            self.rto_deadline = self.rto_ns().map(|d| now + d);
+        }
+        Some(Transmit {
+            dst,
+            udp_sport: self.udp_sport,
+            dscp: self.dscp,
+            ecn_capable: ctx.cfg.ecn,
+            src_qpn: self.qpn,
+            repr: t,
+            payload,
+        })
+    }
+
+    fn max_sent_psn_after(&self, psn: Psn) -> bool {
+        match self.max_sent {
+            None => true,
+            Some(m) => psn.after(m),
+        }
+    }
+
+    /// Moves the transmit cursor back to `psn` (go-back-N), once per gap.
+    pub(crate) fn rewind(&mut self, psn: Psn, ctx: &mut Ctx<'_>) {
+        if self.rewound_at == Some(psn) {
+            return;
+        }
+        self.rewound_at = Some(psn);
+        ctx.counters.rewinds += 1;
+        for (i, w) in self.sq.iter().enumerate() {
+            let (Some(first), Some(last)) = (w.first_psn, w.last_psn()) else {
+                self.cursor = (i, 0);
+                return;
+            };
+            if w.done {
+                continue;
+            }
+            if !psn.before(first) && !psn.after(last) {
+                self.cursor = (i, psn.distance_from(first));
+                return;
+            }
+        }
+        self.cursor = (self.sq.len(), 0);
+    }
+
+    /// Forward progress: `una` moved to `new_una`.
+    fn progress(&mut self, now: Nanos, new_una: Psn) {
+        if !new_una.after(self.una) {
+            return;
+        }
+        self.una = new_una;
+        self.retries_left = self.retry_cnt;
+        self.rnr_retries_left = self.rnr_retry;
+        if self.rewound_at.is_some_and(|r| !r.after(new_una.sub(1))) {
+            self.rewound_at = None;
+        }
+        // RTT sample and acked bytes for congestion control.
+        let mut acked = 0;
+        let mut rtt = None;
+        while let Some(&(p, t, b)) = self.sent_log.front() {
+            if p.before(new_una) {
+                acked += b;
+                rtt = Some(now.saturating_sub(t));
+                self.sent_log.pop_front();
+            } else {
+                break;
+            }
+        }
+        self.inflight_bytes = self.inflight_bytes.saturating_sub(acked);
+        self.cc.on_ack(now, acked, rtt);
+        self.rto_deadline = if self.outstanding() > 0 {
+            self.rto_ns().map(|d| now + d)
+        } else {
+            None
+        };
+    }
+
+    /// Everything up to and including `p` is acknowledged.
+    fn ack_upto(&mut self, now: Nanos, p: Psn, ctx: &mut Ctx<'_>) {
+        // Only PSNs in [una-1, next_psn-1] can be acknowledged; others are stale.
+        if !p.in_window(self.una.sub(1), self.outstanding() + 1) {
+            ctx.counters.stale_acks += 1;
+            return;
+        }
+        let mut new_una = self.una;
+        for i in 0..self.sq.len() {
+            let (Some(first), Some(last)) = (self.sq[i].first_psn, self.sq[i].last_psn()) else {
+                break;
+            };
+            if self.sq[i].done {
+                continue;
+            }
+            if self.sq[i].wr.opcode.is_read_or_atomic() {
+                if !p.before(first) {
+                    // An ACK beyond an unanswered READ/ATOMIC: its responses
+                    // were lost (IBA 9.7.5.1.3 implied NAK) — ask again.
+                    let resume = first.add(self.sq[i].resp_pkts);
+                    new_una = resume;
+                    self.rewind(resume, ctx);
+                }
+                break;
+            }
+            if !last.after(p) {
+                self.sq[i].done = true;
+                self.sq[i].status = WcStatus::Success;
+                new_una = last.next();
+            } else {
+                new_una = p.next();
+                break;
+            }
+        }
+        self.progress(now, new_una);
+        self.retire(ctx);
+    }
+
+    /// Completer: an ACK, NAK, atomic ACK or read response arrived.
+    pub(crate) fn on_response(
+        &mut self,
+        now: Nanos,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Rtr) {
+            ctx.counters.rx_dropped_state += 1;
+            return;
+        }
+        let psn = t.bth.psn;
+        let op = t.bth.opcode;
+        if op.is_read_response() {
+            self.on_read_response(now, t, payload, ctx);
+            return;
+        }
+        let Some(aeth) = t.aeth else { return };
+        match (op, aeth.syndrome) {
+            (Opcode::RcAtomicAck, _) => {
+                let Some(orig) = t.atomic_ack_eth.map(|a| a.orig) else {
+                    return;
+                };
+                let is_ours =
+                    |w: &SendWqe| w.first_psn == Some(psn) && w.wr.opcode.is_atomic() && !w.done;
+                if !self.sq.iter().any(is_ours) {
+                    ctx.counters.stale_acks += 1;
+                    return;
+                }
+                self.ack_upto(now, psn.sub(1), ctx);
+                let Some(i) = self.sq.iter().position(is_ours) else {
+                    return;
+                };
+                let sge = self.sq[i].wr.sg_list.first().copied();
+                let ok = sge.is_some_and(|s| ctx.mem.write_u64(s.addr, orig).is_ok());
+                let w = &mut self.sq[i];
+                w.done = true;
+                w.status = if ok {
+                    WcStatus::Success
+                } else {
+                    WcStatus::LocProtErr
+                };
+                w.resp_pkts = 1;
+                self.progress(now, psn.next());
+                self.retire(ctx);
+            }
+            (_, Syndrome::Ack { .. }) => self.ack_upto(now, psn, ctx),
+            (_, Syndrome::RnrNak { timer }) => {
+                ctx.counters.rnr_naks_rx += 1;
+                self.ack_upto(now, psn.sub(1), ctx);
+                if self.state != QpState::Rts && self.state != QpState::Sqd {
+                    return;
+                }
+                if self.rnr_retry != 7 {
+                    if self.rnr_retries_left == 0 {
+                        self.fail_at(psn, WcStatus::RnrRetryExcErr, ctx);
+                        return;
+                    }
+                    self.rnr_retries_left -= 1;
+                }
+                let wait = u64::from(RNR_TIMER_US[usize::from(timer & 31)]) * 1000;
+                self.rnr_until = Some(now + wait);
+                self.rto_deadline = None;
+                self.rewound_at = None;
+                self.rewind(psn, ctx);
+            }
+            (_, Syndrome::Nak(code)) => {
+                ctx.counters.naks_rx += 1;
+                self.cc.on_nak(now);
+                self.ack_upto(now, psn.sub(1), ctx);
+                if self.state != QpState::Rts && self.state != QpState::Sqd {
+                    return;
+                }
+                let status = match code {
+                    NakCode::PsnSequenceError => {
+                        if self.rewound_at == Some(psn) {
+                            return;
+                        }
+                        if self.retries_left == 0 {
+                            self.fail_at(psn, WcStatus::RetryExcErr, ctx);
+                        } else {
+                            self.retries_left -= 1;
+                            self.rewind(psn, ctx);
+                        }
+                        return;
+                    }
+                    NakCode::InvalidRequest | NakCode::InvalidRdRequest => WcStatus::RemInvReqErr,
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                    NakCode::Reserved(_) => WcStatus::BadRespErr,
+                };
+                self.fail_at(psn, status, ctx);
+            }
+            (_, Syndrome::Reserved(_)) => ctx.counters.rx_malformed += 1,
+        }
+    }
+
+    fn on_read_response(
+        &mut self,
+        now: Nanos,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let psn = t.bth.psn;
+        let Some(i) = self.sq.iter().position(|w| {
+            matches!(w.wr.opcode, WrOpcode::RdmaRead { .. })
+                && !w.done
+                && w.first_psn
+                    .is_some_and(|f| !psn.before(f) && !psn.after(f.add(w.npkts - 1)))
+        }) else {
+            ctx.counters.stale_acks += 1;
+            return;
+        };
+        let first = self.sq[i].first_psn.unwrap_or(psn);
+        let expected = first.add(self.sq[i].resp_pkts);
+        if psn != expected {
+            if psn.after(expected) {
+                ctx.counters.out_of_sequence += 1;
+                self.rewind(expected, ctx);
+            }
+            return;
+        }
+        // Responses imply the ACK of everything before the READ.
+        if first != self.una && i > 0 {
+            self.ack_upto(now, first.sub(1), ctx);
+        }
+        let Some(i) = self
+            .sq
+            .iter()
+            .position(|w| w.first_psn == Some(first) && !w.done)
+        else {
+            return;
+        };
+        let mtu = u64::from(self.mtu.bytes());
+        let (index, npkts, len) = (self.sq[i].resp_pkts, self.sq[i].npkts, self.sq[i].len);
+        let want = if npkts == 1 {
+            Opcode::RcReadResponseOnly
+        } else if index == 0 {
+            Opcode::RcReadResponseFirst
+        } else if index + 1 == npkts {
+            Opcode::RcReadResponseLast
+        } else {
+            Opcode::RcReadResponseMiddle
+        };
+        let off = u64::from(index) * mtu;
+        let expect_len = mtu.min(len - off.min(len));
+        // A replayed read may restart with FIRST/ONLY where MIDDLE/LAST was
+        // expected: accept any opcode at the right position as long as it
+        // closes the message where we expect it to.
+        let closes = matches!(
+            t.bth.opcode,
+            Opcode::RcReadResponseLast | Opcode::RcReadResponseOnly
+        );
+        let position_ok = t.bth.opcode == want || (closes && index + 1 == npkts);
+        if !position_ok || payload.len() as u64 != expect_len {
+            self.fail_wqe(i, WcStatus::BadRespErr, ctx);
+            return;
+        }
+        // Scatter into the local SGEs (checked for LOCAL_WRITE when the WQE started).
+        let mut skip = off;
+        let mut done_bytes = 0usize;
+        let sges = self.sq[i].wr.sg_list.clone();
+        for s in &sges {
+            if done_bytes == payload.len() {
+                break;
+            }
+            let l = u64::from(s.length);
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = ((l - skip) as usize).min(payload.len() - done_bytes);
+            if ctx
+                .mem
+                .write(s.addr + skip, payload.slice(done_bytes, n))
+                .is_err()
+            {
+                self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+                return;
+            }
+            skip = 0;
+            done_bytes += n;
+        }
+        let w = &mut self.sq[i];
+        w.resp_pkts += 1;
+        if w.resp_pkts == npkts {
+            w.done = true;
+            w.status = WcStatus::Success;
+        }
+        self.progress(now, psn.next());
+        self.retire(ctx);
+    }
+
+    /// Retransmission and RNR timers.
+    pub(crate) fn on_timer(&mut self, now: Nanos, ctx: &mut Ctx<'_>) {
+        if self.rto_deadline.is_some_and(|d| d <= now) {
+            if self.outstanding() == 0 {
+                self.rto_deadline = None;
+                return;
+            }
+            ctx.counters.timeouts += 1;
+            self.cc.on_timeout(now);
+            if self.retries_left == 0 {
+                self.fail_at(self.una, WcStatus::RetryExcErr, ctx);
+                return;
+            }
+            self.retries_left -= 1;
+            self.rewound_at = None;
+            let una = self.una;
+            self.rewind(una, ctx);
+            self.rto_deadline = self.rto_ns().map(|d| now + d);
+        }
+    }
+
+    /// Completes the WQE holding `psn` with `status` and moves the QP to ERR.
+    fn fail_at(&mut self, psn: Psn, status: WcStatus, ctx: &mut Ctx<'_>) {
+        let i = self
+            .sq
+            .iter()
+            .position(|w| {
+                !w.done
+                    && w.first_psn.is_some_and(|f| !psn.before(f))
+                    && w.last_psn().is_some_and(|l| !psn.after(l))
+            })
+            .or_else(|| self.sq.iter().position(|w| !w.done));
+        match i {
+            Some(i) => self.fail_wqe(i, status, ctx),
+            None => self.enter_error(ctx),
+        }
+    }
+
+    pub(crate) fn fail_wqe(&mut self, i: usize, status: WcStatus, ctx: &mut Ctx<'_>) {
+        if let Some(w) = self.sq.get_mut(i) {
+            w.done = true;
+            w.status = status;
+        }
+        // Earlier unfinished WQEs cannot complete successfully any more.
+        self.retire(ctx);
+        if self.state != QpState::Err {
+            self.enter_error(ctx);
+        }
+    }
+
+    /// Pops finished WQEs from the head of the SQ, in order, into completions.
+    pub(crate) fn retire(&mut self, ctx: &mut Ctx<'_>) {
+        let mut failed = false;
+        while self.sq.front().is_some_and(|w| w.done) {
+            let Some(w) = self.sq.pop_front() else { break };
+            self.cursor.0 = self.cursor.0.saturating_sub(1);
+            if w.signaled || self.init.sq_sig_all || w.status != WcStatus::Success {
+                ctx.complete(self.init.send_cq, send_wc(self.qpn, &w, w.status));
+            }
+            if w.status != WcStatus::Success {
+                failed = true;
+                break;
+            }
+        }
+        if failed && self.state != QpState::Err {
+            self.enter_error(ctx);
+        }
+    }
+
+    /// Moves the QP to ERR: every outstanding WQE completes with WR_FLUSH_ERR
+    /// (IBA 10.3.1 / C10-28), receive WQEs too (SRQ WQEs stay in the SRQ).
+    pub(crate) fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+        self.state = QpState::Err;
+        while let Some(w) = self.sq.pop_front() {
+            let st = if w.done {
+                w.status
+            } else {
+                WcStatus::WrFlushErr
+            };
+            ctx.complete(self.init.send_cq, send_wc(self.qpn, &w, st));
+        }
+        while let Some(r) = self.rq.pop_front() {
+            ctx.complete(
+                self.init.recv_cq,
+                Wc {
+                    wr_id: r.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: WcOpcode::Recv,
+                    byte_len: 0,
+                    imm_data: 0,
+                    qp_num: self.qpn,
+                    src_qp: 0,
+                    wc_flags: WcFlags::default(),
+                    src: None,
+                },
+            );
+        }
+        if let Some(crate::qp::InMsg::Send { wqe, .. }) = self.in_msg.take() {
+            ctx.complete(
+                self.init.recv_cq,
+                Wc {
+                    wr_id: wqe.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    opcode: WcOpcode::Recv,
+                    byte_len: 0,
+                    imm_data: 0,
+                    qp_num: self.qpn,
+                    src_qp: 0,
+                    wc_flags: WcFlags::default(),
+                    src: None,
+                },
+            );
+        }
+        self.cursor = (0, 0);
+        self.rto_deadline = None;
+        self.rnr_until = None;
+        self.resp_q
+            .retain(|r| matches!(r, crate::qp::RespItem::Nak { .. }));
+        self.sent_log.clear();
+        self.inflight_bytes = 0;
+    }
+}
+
+fn send_wc(qpn: u32, w: &SendWqe, status: WcStatus) -> Wc {
+    Wc {
+        wr_id: w.wr.wr_id,
+        status,
+        opcode: w.wr.opcode.wc_opcode(),
+        byte_len: if status == WcStatus::Success {
+            w.len as u32
+        } else {
+            0
+        },
+        imm_data: 0,
+        qp_num: qpn,
+        src_qp: 0,
+        wc_flags: WcFlags::default(),
+        src: None,
+    }
+}
+
+/// Opcode for a SEND/WRITE packet at a message position.
+fn data_opcode(op: WrOpcode, first: bool, last: bool, ud: bool) -> Opcode {
+    use Opcode::*;
+    if ud {
+        return match op {
+            WrOpcode::SendWithImm(_) => UdSendOnlyImm,
+            _ => UdSendOnly,
+        };
+    }
+    match (op, first, last) {
+        (WrOpcode::RdmaWrite { .. } | WrOpcode::RdmaWriteWithImm { .. }, true, false) => {
+            RcWriteFirst
+        }
+        (WrOpcode::RdmaWrite { .. } | WrOpcode::RdmaWriteWithImm { .. }, false, false) => {
+            RcWriteMiddle
+        }
+        (WrOpcode::RdmaWrite { .. }, false, true) => RcWriteLast,
+        (WrOpcode::RdmaWrite { .. }, true, true) => RcWriteOnly,
+        (WrOpcode::RdmaWriteWithImm { .. }, false, true) => RcWriteLastImm,
+        (WrOpcode::RdmaWriteWithImm { .. }, true, true) => RcWriteOnlyImm,
+        (_, true, false) => RcSendFirst,
+        (_, false, false) => RcSendMiddle,
+        (WrOpcode::SendWithImm(_), false, true) => RcSendLastImm,
+        (WrOpcode::SendWithImm(_), true, true) => RcSendOnlyImm,
+        (WrOpcode::SendWithInv(_), false, true) => RcSendLastInv,
+        (WrOpcode::SendWithInv(_), true, true) => RcSendOnlyInv,
+        (_, false, true) => RcSendLast,
+        (_, true, true) => RcSendOnly,
+    }
+}

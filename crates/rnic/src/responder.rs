@@ -1,0 +1,668 @@
+//! Responder (IBA 9.7.5): PSN checking with one NAK per gap, duplicate
+//! handling (re-ACK SEND/WRITE, replay READ responses, replay cached ATOMIC
+//! results — an atomic never executes twice), RNR NAK when no receive WQE is
+//! posted, access checks that answer with the right NAK and write nothing,
+//! ACK coalescing, and the ECN notification point (CNP generation).
+
+use crate::memory::PayloadRef;
+use crate::mr::AccessFault;
+use crate::qp::{Ctx, InMsg, Qp, QpState, ReadJob, Resource, RespItem};
+use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus};
+use crate::{AsyncEvent, Transmit};
+use roce_wire::{
+    AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr,
+};
+use std::net::SocketAddr;
+
+/// Responder resources kept for duplicate READ/ATOMIC detection.
+const MAX_RESOURCES: usize = 32;
+
+/// Outcome of a request that failed a check.
+enum Reject {
+    /// NAK with this code; the responder QP moves to ERR (IBA class B/C/D errors).
+    Nak(NakCode),
+    /// RNR NAK; nothing advances.
+    Rnr,
+}
+
+impl Qp {
+    /// Notes a CE mark: schedule a CNP unless one went out within the pacing interval.
+    pub(crate) fn note_ce(&mut self, now: Nanos, src: SocketAddr, src_qpn: u32, ctx: &mut Ctx<'_>) {
+        ctx.counters.ce_rx += 1;
+        if self
+            .last_cnp
+            .is_some_and(|t| now.saturating_sub(t) < ctx.cfg.cnp_interval_ns)
+        {
+            return;
+        }
+        self.last_cnp = Some(now);
+        self.cnp_due = Some((src, src_qpn));
+    }
+
+    /// Handles a request packet (SEND, WRITE, READ, ATOMIC; RC or UD).
+    pub(crate) fn on_request(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        ce: bool,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        if !matches!(
+            self.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            ctx.counters.rx_dropped_state += 1;
+            return;
+        }
+        if self.init.qp_type == QpType::Ud {
+            self.on_ud(src, ce, now, t, payload, ctx);
+            return;
+        }
+        if ce {
+            self.note_ce(now, src, self.dest_qpn, ctx);
+        }
+        let psn = t.bth.psn;
+        if psn == self.epsn {
+            self.nak_gap = false;
+            match self.execute(src, t, payload, ctx) {
+                Ok(()) => {}
+                Err(Reject::Rnr) => {
+                    ctx.counters.rnr_naks_tx += 1;
+                    self.nak_gap = true;
+                    let timer = self.min_rnr_timer;
+                    self.resp_q.push_back(RespItem::Nak {
+                        psn,
+                        msn: self.msn,
+                        syndrome: Syndrome::RnrNak { timer },
+                    });
+                }
+                Err(Reject::Nak(code)) => {
+                    ctx.counters.naks_tx += 1;
+                    self.resp_q.push_back(RespItem::Nak {
+                        psn,
+                        msn: self.msn,
+                        syndrome: Syndrome::Nak(code),
+                    });
+                    // Class B–D errors: the responder's QP goes to ERR after the NAK.
+                    let keep = std::mem::take(&mut self.resp_q);
+                    self.enter_error(ctx);
+                    self.resp_q = keep;
+                }
+            }
+        } else if psn.after(self.epsn) {
+            ctx.counters.out_of_sequence += 1;
+            if !self.nak_gap {
+                self.nak_gap = true;
+                ctx.counters.naks_tx += 1;
+                self.resp_q.push_back(RespItem::Nak {
+                    psn: self.epsn,
+                    msn: self.msn,
+                    syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+                });
+            }
+        } else {
+            ctx.counters.duplicates += 1;
+            self.duplicate(t, ctx);
+        }
+    }
+
+    fn queue_ack(&mut self) {
+        let psn = self.epsn.sub(1);
+        if let Some(RespItem::Ack { psn: p, msn }) = self.resp_q.back_mut() {
+            *p = psn;
+            *msn = self.msn;
+        } else {
+            self.resp_q.push_back(RespItem::Ack { psn, msn: self.msn });
+        }
+    }
+
+    fn take_recv(&mut self, ctx: &mut Ctx<'_>) -> Option<RecvWr> {
+        match self.init.srq {
+            None => self.rq.pop_front(),
+            Some(h) => {
+                let srq = ctx.srqs.get_mut(&h.0)?;
+                let r = srq.queue.pop_front();
+                if srq.limit > 0 && (srq.queue.len() as u32) < srq.limit {
+                    srq.limit = 0;
+                    ctx.events.push_back(AsyncEvent::SrqLimitReached { srq: h });
+                }
+                r
+            }
+        }
+    }
+
+    fn has_recv(&self, ctx: &Ctx<'_>) -> bool {
+        match self.init.srq {
+            None => !self.rq.is_empty(),
+            Some(h) => ctx.srqs.get(&h.0).is_some_and(|s| !s.queue.is_empty()),
+        }
+    }
+
+    /// Scatters `data` at message offset `off` into a receive WQE's SGEs.
+    fn scatter(
+        &self,
+        wqe: &RecvWr,
+        off: u64,
+        data: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), WcStatus> {
+        let cap: u64 = wqe.sg_list.iter().map(|s| u64::from(s.length)).sum();
+        if off + data.len() as u64 > cap {
+            return Err(WcStatus::LocLenErr);
+        }
+        let (mut skip, mut done) = (off, 0usize);
+        for s in &wqe.sg_list {
+            if done == data.len() {
+                break;
+            }
+            let l = u64::from(s.length);
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = ((l - skip) as usize).min(data.len() - done);
+            ctx.mrs
+                .check_local(
+                    self.init.pd,
+                    s.lkey,
+                    s.addr + skip,
+                    n as u64,
+                    Access::LOCAL_WRITE,
+                )
+                .map_err(|_| WcStatus::LocProtErr)?;
+            ctx.mem
+                .write(s.addr + skip, data.slice(done, n))
+                .map_err(|_| WcStatus::LocProtErr)?;
+            skip = 0;
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn recv_wc(
+        &self,
+        wqe: &RecvWr,
+        status: WcStatus,
+        opcode: WcOpcode,
+        byte_len: u64,
+        t: &TransportRepr,
+        src: SocketAddr,
+    ) -> Wc {
+        Wc {
+            wr_id: wqe.wr_id,
+            status,
+            opcode,
+            byte_len: byte_len as u32,
+            imm_data: t.immdt.or(t.ieth).unwrap_or(0),
+            qp_num: self.qpn,
+            src_qp: t.deth.map_or(self.dest_qpn, |d| d.src_qp),
+            wc_flags: WcFlags {
+                grh: self.init.qp_type == QpType::Ud,
+                with_imm: t.immdt.is_some(),
+                with_inv: t.ieth.is_some(),
+            },
+            src: Some(src),
+        }
+    }
+
+    fn remote_check(
+        &self,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: Access,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), Reject> {
+        if !self.access.contains(need) {
+            return Err(Reject::Nak(NakCode::RemoteAccessError));
+        }
+        ctx.mrs
+            .check_remote(self.init.pd, rkey, va, len, need)
+            .map_err(|_: AccessFault| Reject::Nak(NakCode::RemoteAccessError))
+    }
+
+    /// Executes an in-sequence RC request.
+    fn execute(
+        &mut self,
+        src: SocketAddr,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> Result<(), Reject> {
+        use Opcode::*;
+        let op = t.bth.opcode;
+        let mtu = u64::from(self.mtu.bytes());
+        let plen = payload.len() as u64;
+        let first = matches!(
+            op,
+            RcSendFirst
+                | RcSendOnly
+                | RcSendOnlyImm
+                | RcSendOnlyInv
+                | RcWriteFirst
+                | RcWriteOnly
+                | RcWriteOnlyImm
+        );
+        let last = !matches!(
+            op,
+            RcSendFirst | RcSendMiddle | RcWriteFirst | RcWriteMiddle
+        );
+        // Message framing: FIRST/ONLY only outside a message, MIDDLE/LAST only
+        // inside one of the same kind (IBA 9.7.5.1.2 / C9-81..).
+        let in_send = matches!(self.in_msg, Some(InMsg::Send { .. }));
+        let in_write = matches!(self.in_msg, Some(InMsg::Write { .. }));
+        let ok_frame = match op {
+            RcSendMiddle | RcSendLast | RcSendLastImm | RcSendLastInv => in_send,
+            RcWriteMiddle | RcWriteLast | RcWriteLastImm => in_write,
+            _ => self.in_msg.is_none(),
+        };
+        if !ok_frame {
+            return Err(Reject::Nak(NakCode::InvalidRequest));
+        }
+        if !last && plen != mtu {
+            return Err(Reject::Nak(NakCode::InvalidRequest));
+        }
+        if plen > mtu {
+            return Err(Reject::Nak(NakCode::InvalidRequest));
+        }
+        if op.is_send() {
+            let (wqe, off) = if first {
+                if !self.has_recv(ctx) {
+                    return Err(Reject::Rnr);
+                }
+                let Some(w) = self.take_recv(ctx) else {
+                    return Err(Reject::Rnr);
+                };
+                (w, 0)
+            } else {
+                match self.in_msg.take() {
+                    Some(InMsg::Send { wqe, offset }) => (wqe, offset),
+                    _ => return Err(Reject::Nak(NakCode::InvalidRequest)),
+                }
+            };
+            if let Err(st) = self.scatter(&wqe, off, payload, ctx) {
+                let wc = self.recv_wc(&wqe, st, WcOpcode::Recv, off + plen, t, src);
+                ctx.complete(self.init.recv_cq, wc);
+                // Too small a buffer is the requester's invalid request;
+                // a protection fault here is our own operational error.
+                return Err(Reject::Nak(if st == WcStatus::LocLenErr {
+                    NakCode::InvalidRequest
+                } else {
+                    NakCode::RemoteOperationalError
+                }));
+            }
+            if last {
+                self.msn = (self.msn + 1) & 0xff_ffff;
+                let wc = self.recv_wc(&wqe, WcStatus::Success, WcOpcode::Recv, off + plen, t, src);
+                ctx.complete(self.init.recv_cq, wc);
+            } else {
+                self.in_msg = Some(InMsg::Send {
+                    wqe,
+                    offset: off + plen,
+                });
+            }
+            self.epsn = self.epsn.next();
+            ctx.counters.rx_payload_bytes += plen;
+            if t.bth.ack_req {
+                self.queue_ack();
+            }
+            return Ok(());
+        }
+        if op.is_write() {
+            let (va, rkey, remaining, total) = if first {
+                let Some(r) = t.reth else {
+                    return Err(Reject::Nak(NakCode::InvalidRequest));
+                };
+                let total = u64::from(r.dma_len);
+                self.remote_check(r.rkey, r.va, total, Access::REMOTE_WRITE, ctx)?;
+                (r.va, r.rkey, total, total)
+            } else {
+                match &self.in_msg {
+                    Some(InMsg::Write {
+                        va,
+                        rkey,
+                        remaining,
+                        total,
+                    }) => (*va, *rkey, *remaining, *total),
+                    _ => return Err(Reject::Nak(NakCode::InvalidRequest)),
+                }
+            };
+            if plen > remaining || (last && plen != remaining) {
+                return Err(Reject::Nak(NakCode::InvalidRequest));
+            }
+            // WRITE WITH IMMEDIATE consumes a receive WQE: check for one
+            // before a byte is written, so an RNR retry rewrites nothing new.
+            let needs_recv = matches!(op, RcWriteLastImm | RcWriteOnlyImm);
+            if needs_recv && !self.has_recv(ctx) {
+                return Err(Reject::Rnr);
+            }
+            if plen > 0 && ctx.mem.write(va, payload).is_err() {
+                return Err(Reject::Nak(NakCode::RemoteAccessError));
+            }
+            ctx.counters.rx_payload_bytes += plen;
+            if last {
+                self.in_msg = None;
+                self.msn = (self.msn + 1) & 0xff_ffff;
+                if needs_recv {
+                    if let Some(wqe) = self.take_recv(ctx) {
+                        let wc = self.recv_wc(
+                            &wqe,
+                            WcStatus::Success,
+                            WcOpcode::RecvRdmaWithImm,
+                            total,
+                            t,
+                            src,
+                        );
+                        ctx.complete(self.init.recv_cq, wc);
+                    }
+                }
+            } else {
+                self.in_msg = Some(InMsg::Write {
+                    va: va + plen,
+                    rkey,
+                    remaining: remaining - plen,
+                    total,
+                });
+            }
+            self.epsn = self.epsn.next();
+            if t.bth.ack_req {
+                self.queue_ack();
+            }
+            return Ok(());
+        }
+        match op {
+            RcReadRequest => {
+                let Some(r) = t.reth else {
+                    return Err(Reject::Nak(NakCode::InvalidRequest));
+                };
+                let len = u64::from(r.dma_len);
+                self.remote_check(r.rkey, r.va, len, Access::REMOTE_READ, ctx)?;
+                let active = self
+                    .resp_q
+                    .iter()
+                    .filter(|x| matches!(x, RespItem::Read(_)))
+                    .count();
+                if active >= usize::from(self.max_dest_rd_atomic.max(1)) {
+                    return Err(Reject::Nak(NakCode::InvalidRequest));
+                }
+                let npkts = len.div_ceil(mtu).max(1) as u32;
+                self.msn = (self.msn + 1) & 0xff_ffff;
+                self.push_resource(Resource::Read {
+                    psn: t.bth.psn,
+                    npkts,
+                    va: r.va,
+                    rkey: r.rkey,
+                    len,
+                });
+                self.resp_q.push_back(RespItem::Read(ReadJob {
+                    psn: t.bth.psn,
+                    index: 0,
+                    npkts,
+                    va: r.va,
+                    remaining: len,
+                    msn: self.msn,
+                }));
+                self.epsn = self.epsn.add(npkts);
+                Ok(())
+            }
+            RcCompareSwap | RcFetchAdd => {
+                let Some(a) = t.atomic_eth else {
+                    return Err(Reject::Nak(NakCode::InvalidRequest));
+                };
+                if a.va % 8 != 0 {
+                    return Err(Reject::Nak(NakCode::InvalidRequest));
+                }
+                self.remote_check(a.rkey, a.va, 8, Access::REMOTE_ATOMIC, ctx)?;
+                let orig = ctx
+                    .mem
+                    .read_u64(a.va)
+                    .map_err(|_| Reject::Nak(NakCode::RemoteAccessError))?;
+                let new = if op == RcCompareSwap {
+                    if orig == a.compare { a.swap_add } else { orig }
+                } else {
+                    orig.wrapping_add(a.swap_add)
+                };
+                ctx.mem
+                    .write_u64(a.va, new)
+                    .map_err(|_| Reject::Nak(NakCode::RemoteAccessError))?;
+                ctx.counters.atomics_executed += 1;
+                self.msn = (self.msn + 1) & 0xff_ffff;
+                self.push_resource(Resource::Atomic {
+                    psn: t.bth.psn,
+                    orig,
+                });
+                self.resp_q.push_back(RespItem::AtomicAck {
+                    psn: t.bth.psn,
+                    msn: self.msn,
+                    orig,
+                });
+                self.epsn = self.epsn.next();
+                Ok(())
+            }
+            _ => Err(Reject::Nak(NakCode::InvalidRequest)),
+        }
+    }
+
+    fn push_resource(&mut self, r: Resource) {
+        if self.resources.len() >= MAX_RESOURCES {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(r);
+    }
+
+    /// A request whose PSN is before the expected one (IBA 9.7.5.1.5).
+    fn duplicate(&mut self, t: &TransportRepr, ctx: &mut Ctx<'_>) {
+        let psn = t.bth.psn;
+        let op = t.bth.opcode;
+        if op == Opcode::RcReadRequest {
+            let mtu = u64::from(self.mtu.bytes());
+            let found = self.resources.iter().rev().find_map(|r| match *r {
+                Resource::Read {
+                    psn: p,
+                    npkts,
+                    va,
+                    rkey,
+                    len,
+                } if psn.in_window(p, npkts) => Some((p, npkts, va, rkey, len)),
+                _ => None,
+            });
+            if let Some((p, npkts, va, rkey, len)) = found {
+                let k = psn.distance_from(p);
+                let off = u64::from(k) * mtu;
+                if ctx
+                    .mrs
+                    .check_remote(self.init.pd, rkey, va, len, Access::REMOTE_READ)
+                    .is_err()
+                {
+                    return;
+                }
+                // Drop a queued replay of the same read: this one supersedes it.
+                self.resp_q.retain(
+                    |x| !matches!(x, RespItem::Read(j) if j.psn.in_window(p, npkts) && j.index > 0),
+                );
+                self.resp_q.push_back(RespItem::Read(ReadJob {
+                    psn,
+                    index: k,
+                    npkts,
+                    va: va + off,
+                    remaining: len.saturating_sub(off),
+                    msn: self.msn,
+                }));
+            }
+        } else if op.is_atomic() {
+            let orig = self.resources.iter().rev().find_map(|r| match *r {
+                Resource::Atomic { psn: p, orig } if p == psn => Some(orig),
+                _ => None,
+            });
+            if let Some(orig) = orig {
+                ctx.counters.atomic_replays += 1;
+                self.resp_q.push_back(RespItem::AtomicAck {
+                    psn,
+                    msn: self.msn,
+                    orig,
+                });
+            }
+        } else {
+            self.queue_ack();
+        }
+    }
+
+    /// UD receive: Q_Key check, 40-byte GRH area, one packet per message.
+    fn on_ud(
+        &mut self,
+        src: SocketAddr,
+        ce: bool,
+        now: Nanos,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Some(deth) = t.deth else {
+            ctx.counters.rx_malformed += 1;
+            return;
+        };
+        if ce {
+            self.note_ce(now, src, deth.src_qp, ctx);
+        }
+        if deth.qkey != self.qkey {
+            ctx.counters.qkey_violations += 1;
+            return;
+        }
+        let Some(wqe) = self.take_recv(ctx) else {
+            ctx.counters.ud_no_recv_drops += 1;
+            return;
+        };
+        let grh = grh_for(src, ctx);
+        let mut status = self.scatter(&wqe, 0, PayloadRef::Bytes(&grh), ctx).err();
+        if status.is_none() {
+            status = self.scatter(&wqe, 40, payload, ctx).err();
+        }
+        let wc = self.recv_wc(
+            &wqe,
+            status.unwrap_or(WcStatus::Success),
+            WcOpcode::Recv,
+            40 + payload.len() as u64,
+            t,
+            src,
+        );
+        ctx.counters.rx_payload_bytes += payload.len() as u64;
+        ctx.complete(self.init.recv_cq, wc);
+    }
+
+    /// The next responder packet: a CNP first, then ACKs, NAKs and responses in order.
+    pub(crate) fn next_response(&mut self, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+        if let Some((dst, qpn)) = self.cnp_due.take() {
+            ctx.counters.cnps_tx += 1;
+            let mut t = TransportRepr::new(BthRepr {
+                opcode: Opcode::Cnp,
+                dest_qp: qpn,
+                becn: true,
+                psn: Psn::new(0),
+                ..Default::default()
+            });
+            t.bth.pkey = 0xffff;
+            return Some(Transmit {
+                dst,
+                udp_sport: self.udp_sport,
+                dscp: ctx.cfg.cnp_dscp,
+                ecn_capable: false,
+                src_qpn: self.qpn,
+                repr: t,
+                payload: crate::memory::Payload::empty(),
+            });
+        }
+        let dst = self.ah?;
+        let item = self.resp_q.pop_front()?;
+        let mut t = TransportRepr::new(BthRepr {
+            dest_qp: self.dest_qpn,
+            ..Default::default()
+        });
+        let mut payload = crate::memory::Payload::empty();
+        match item {
+            RespItem::Ack { psn, msn } => {
+                t.bth.opcode = Opcode::RcAck;
+                t.bth.psn = psn;
+                t.aeth = Some(AethRepr {
+                    syndrome: Syndrome::Ack { credits: 31 },
+                    msn,
+                });
+                ctx.counters.acks_tx += 1;
+            }
+            RespItem::Nak { psn, msn, syndrome } => {
+                t.bth.opcode = Opcode::RcAck;
+                t.bth.psn = psn;
+                t.aeth = Some(AethRepr { syndrome, msn });
+            }
+            RespItem::AtomicAck { psn, msn, orig } => {
+                t.bth.opcode = Opcode::RcAtomicAck;
+                t.bth.psn = psn;
+                t.aeth = Some(AethRepr {
+                    syndrome: Syndrome::Ack { credits: 31 },
+                    msn,
+                });
+                t.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
+            }
+            RespItem::Read(mut j) => {
+                let mtu = u64::from(self.mtu.bytes());
+                let n = mtu.min(j.remaining);
+                let last = j.index + 1 >= j.npkts;
+                t.bth.opcode = match (j.npkts == 1, j.index == 0, last) {
+                    (true, _, _) => Opcode::RcReadResponseOnly,
+                    (false, true, _) => Opcode::RcReadResponseFirst,
+                    (false, false, true) => Opcode::RcReadResponseLast,
+                    (false, false, false) => Opcode::RcReadResponseMiddle,
+                };
+                t.bth.psn = j.psn;
+                if t.bth.opcode != Opcode::RcReadResponseMiddle {
+                    t.aeth = Some(AethRepr {
+                        syndrome: Syndrome::Ack { credits: 31 },
+                        msn: j.msn,
+                    });
+                }
+                payload = ctx.mem.empty_payload();
+                if n > 0 && ctx.mem.read_into(j.va, n as usize, &mut payload).is_err() {
+                    // The region vanished under the read (deregistered): stop.
+                    return None;
+                }
+                if !last {
+                    j.psn = j.psn.next();
+                    j.index += 1;
+                    j.va += n;
+                    j.remaining -= n;
+                    self.resp_q.push_front(RespItem::Read(j));
+                }
+                ctx.counters.read_resp_tx += 1;
+            }
+        }
+        let wire = payload.len() as u64 + t.header_len() as u64 + crate::PACKET_OVERHEAD;
+        ctx.counters.tx_pkts += 1;
+        ctx.counters.tx_bytes += wire;
+        Some(Transmit {
+            dst,
+            udp_sport: self.udp_sport,
+            dscp: self.dscp,
+            ecn_capable: ctx.cfg.ecn,
+            src_qpn: self.qpn,
+            repr: t,
+            payload,
+        })
+    }
+}
+
+/// The 40-byte GRH area libibverbs applications expect at the head of a UD
+/// receive buffer. For RoCEv2 the source and destination GIDs are the
+/// IPv4-mapped (or IPv6) addresses; we fill the header as an IPv6 GRH.
+fn grh_for(src: SocketAddr, _ctx: &Ctx<'_>) -> [u8; 40] {
+    let mut g = [0u8; 40];
+    g[0] = 0x60;
+    g[6] = 0x1b; // next header: IBA transport
+    g[7] = 64;
+    let gid = match src.ip() {
+        std::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        std::net::IpAddr::V6(a) => a.octets(),
+    };
+    g[8..24].copy_from_slice(&gid);
+    g
+}
