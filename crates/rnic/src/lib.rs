@@ -556,7 +556,7 @@ impl<M: Memory> Rnic<M> {
                 len,
                 first_psn: None,
                 npkts: 0,
-                resp_pkts: 0,
+                acked: 0,
                 done: false,
                 status: WcStatus::Success,
                 signaled: wr.flags.signaled,
@@ -740,5 +740,44 @@ impl<M: Memory> Rnic<M> {
             }
             qp.on_timer(now, &mut ctx);
         }
+    }
+}
+
+impl<M: Memory> Rnic<M> {
+    /// A one-paragraph dump of a QP's transport state, for debugging.
+    pub fn debug_qp(&self, qpn: u32) -> String {
+        let Some(q) = self.qps.get(&qpn) else {
+            return format!("no QP {qpn}");
+        };
+        let sq: Vec<String> =
+            q.sq.iter()
+                .map(|w| {
+                    format!(
+                        "{}:{}@{:?}+{} r{} d{}",
+                        w.wr.wr_id,
+                        w.wr.opcode.name(),
+                        w.first_psn.map(|p| p.value()),
+                        w.npkts,
+                        w.acked,
+                        w.done
+                    )
+                })
+                .collect();
+        format!(
+            "QP {qpn} {:?} next_psn={} una={} epsn={} cursor={:?} rto={:?} rnr={:?} rewound={:?} retries={} in_msg={:?} resp_q={} sq=[{}] rq={}",
+            q.state,
+            q.next_psn,
+            q.una,
+            q.epsn,
+            q.cursor,
+            q.rto_deadline,
+            q.rnr_until,
+            q.rewound_at,
+            q.retries_left,
+            q.in_msg.is_some(),
+            q.resp_q.len(),
+            sq.join(", "),
+            q.rq.len()
+        )
     }
 }

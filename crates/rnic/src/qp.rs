@@ -244,8 +244,9 @@ pub(crate) struct SendWqe {
     pub first_psn: Option<Psn>,
     /// PSNs the message occupies (READ: one per response packet).
     pub npkts: u32,
-    /// READ: response packets received in order.
-    pub resp_pkts: u32,
+    /// Packets of this message known to have arrived: ACKed request
+    /// packets (SEND/WRITE) or, for a READ, responses received in order.
+    pub acked: u32,
     /// Finished; waiting to be retired in order.
     pub done: bool,
     pub status: WcStatus,

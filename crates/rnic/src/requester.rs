@@ -47,6 +47,11 @@ impl Qp {
                 self.cursor = (i + 1, 0);
                 continue;
             }
+            if w.first_psn.is_some() && k < w.acked && !w.wr.opcode.is_atomic() {
+                // Go-back-N need not resend what is known to have arrived.
+                self.cursor = (i, w.acked);
+                continue;
+            }
             if w.first_psn.is_none() && !self.start_wqe(i, ctx)? {
                 return None;
             }
@@ -334,12 +339,21 @@ impl Qp {
         }
     }
 
-    /// Moves the transmit cursor back to `psn` (go-back-N), once per gap.
+    /// PSN of the packet the cursor points at.
+    fn cursor_psn(&self) -> Psn {
+        let (i, k) = self.cursor;
+        match self.sq.get(i).and_then(|w| w.first_psn) {
+            Some(f) => f.add(k),
+            None => self.next_psn,
+        }
+    }
+
+    /// Moves the transmit cursor back to `psn` (go-back-N). A no-op when the
+    /// cursor is already at or before `psn`: that resend is under way.
     pub(crate) fn rewind(&mut self, psn: Psn, ctx: &mut Ctx<'_>) {
-        if self.rewound_at == Some(psn) {
+        if !self.cursor_psn().after(psn) {
             return;
         }
-        self.rewound_at = Some(psn);
         ctx.counters.rewinds += 1;
         for (i, w) in self.sq.iter().enumerate() {
             let (Some(first), Some(last)) = (w.first_psn, w.last_psn()) else {
@@ -357,36 +371,50 @@ impl Qp {
         self.cursor = (self.sq.len(), 0);
     }
 
-    /// Forward progress: `una` moved to `new_una`.
-    fn progress(&mut self, now: Nanos, new_una: Psn) {
-        if !new_una.after(self.una) {
-            return;
-        }
-        self.una = new_una;
-        self.retries_left = self.retry_cnt;
-        self.rnr_retries_left = self.rnr_retry;
-        if self.rewound_at.is_some_and(|r| !r.after(new_una.sub(1))) {
-            self.rewound_at = None;
-        }
-        // RTT sample and acked bytes for congestion control.
-        let mut acked = 0;
-        let mut rtt = None;
-        while let Some(&(p, t, b)) = self.sent_log.front() {
-            if p.before(new_una) {
-                acked += b;
-                rtt = Some(now.saturating_sub(t));
-                self.sent_log.pop_front();
-            } else {
-                break;
+    /// The oldest PSN not yet known to have arrived: the first unfinished
+    /// WQE's first PSN plus what of it is acknowledged.
+    fn oldest_unacked(&self) -> Psn {
+        for w in &self.sq {
+            if w.done {
+                continue;
             }
+            return match w.first_psn {
+                Some(f) => f.add(w.acked),
+                None => self.next_psn,
+            };
         }
-        self.inflight_bytes = self.inflight_bytes.saturating_sub(acked);
-        self.cc.on_ack(now, acked, rtt);
-        self.rto_deadline = if self.outstanding() > 0 {
-            self.rto_ns().map(|d| now + d)
-        } else {
-            None
-        };
+        self.next_psn
+    }
+
+    /// Recomputes `una` after acknowledgements; forward progress resets the
+    /// retry counters, restarts the retransmission timer and feeds congestion control.
+    fn refresh_una(&mut self, now: Nanos) {
+        let new_una = self.oldest_unacked();
+        if new_una.after(self.una) {
+            self.una = new_una;
+            self.retries_left = self.retry_cnt;
+            self.rnr_retries_left = self.rnr_retry;
+            if self.rewound_at.is_some_and(|r| r.before(new_una)) {
+                self.rewound_at = None;
+            }
+            let mut acked = 0;
+            let mut rtt = None;
+            while let Some(&(p, t, b)) = self.sent_log.front() {
+                if p.before(new_una) {
+                    acked += b;
+                    rtt = Some(now.saturating_sub(t));
+                    self.sent_log.pop_front();
+                } else {
+                    break;
+                }
+            }
+            self.inflight_bytes = self.inflight_bytes.saturating_sub(acked);
+            self.cc.on_ack(now, acked, rtt);
+            self.rto_deadline = self.rto_ns().map(|d| now + d);
+        }
+        if self.outstanding() == 0 {
+            self.rto_deadline = None;
+        }
     }
 
     /// Everything up to and including `p` is acknowledged.
@@ -396,7 +424,6 @@ impl Qp {
             ctx.counters.stale_acks += 1;
             return;
         }
-        let mut new_una = self.una;
         for i in 0..self.sq.len() {
             let (Some(first), Some(last)) = (self.sq[i].first_psn, self.sq[i].last_psn()) else {
                 break;
@@ -404,26 +431,26 @@ impl Qp {
             if self.sq[i].done {
                 continue;
             }
+            if p.before(first) {
+                break;
+            }
             if self.sq[i].wr.opcode.is_read_or_atomic() {
-                if !p.before(first) {
-                    // An ACK beyond an unanswered READ/ATOMIC: its responses
-                    // were lost (IBA 9.7.5.1.3 implied NAK) — ask again.
-                    let resume = first.add(self.sq[i].resp_pkts);
-                    new_una = resume;
-                    self.rewind(resume, ctx);
-                }
+                // An ACK that covers an unanswered READ/ATOMIC: its responses
+                // were lost (IBA 9.7.5.1.3, implied NAK) — ask again.
+                let resume = first.add(self.sq[i].acked);
+                self.rewind(resume, ctx);
                 break;
             }
             if !last.after(p) {
                 self.sq[i].done = true;
                 self.sq[i].status = WcStatus::Success;
-                new_una = last.next();
             } else {
-                new_una = p.next();
+                let w = &mut self.sq[i];
+                w.acked = w.acked.max(p.distance_from(first) + 1);
                 break;
             }
         }
-        self.progress(now, new_una);
+        self.refresh_una(now);
         self.retire(ctx);
     }
 
@@ -470,8 +497,8 @@ impl Qp {
                 } else {
                     WcStatus::LocProtErr
                 };
-                w.resp_pkts = 1;
-                self.progress(now, psn.next());
+                w.acked = 1;
+                self.refresh_una(now);
                 self.retire(ctx);
             }
             (_, Syndrome::Ack { .. }) => self.ack_upto(now, psn, ctx),
@@ -483,7 +510,7 @@ impl Qp {
                 }
                 if self.rnr_retry != 7 {
                     if self.rnr_retries_left == 0 {
-                        self.fail_at(psn, WcStatus::RnrRetryExcErr, ctx);
+                        self.fail_oldest(WcStatus::RnrRetryExcErr, ctx);
                         return;
                     }
                     self.rnr_retries_left -= 1;
@@ -491,7 +518,6 @@ impl Qp {
                 let wait = u64::from(RNR_TIMER_US[usize::from(timer & 31)]) * 1000;
                 self.rnr_until = Some(now + wait);
                 self.rto_deadline = None;
-                self.rewound_at = None;
                 self.rewind(psn, ctx);
             }
             (_, Syndrome::Nak(code)) => {
@@ -503,11 +529,13 @@ impl Qp {
                 }
                 let status = match code {
                     NakCode::PsnSequenceError => {
+                        // A copy of a NAK already acted on (no progress since) is ignored.
                         if self.rewound_at == Some(psn) {
                             return;
                         }
+                        self.rewound_at = Some(psn);
                         if self.retries_left == 0 {
-                            self.fail_at(psn, WcStatus::RetryExcErr, ctx);
+                            self.fail_oldest(WcStatus::RetryExcErr, ctx);
                         } else {
                             self.retries_left -= 1;
                             self.rewind(psn, ctx);
@@ -543,7 +571,7 @@ impl Qp {
             return;
         };
         let first = self.sq[i].first_psn.unwrap_or(psn);
-        let expected = first.add(self.sq[i].resp_pkts);
+        let expected = first.add(self.sq[i].acked);
         if psn != expected {
             if psn.after(expected) {
                 ctx.counters.out_of_sequence += 1;
@@ -552,7 +580,7 @@ impl Qp {
             return;
         }
         // Responses imply the ACK of everything before the READ.
-        if first != self.una && i > 0 {
+        if i > 0 {
             self.ack_upto(now, first.sub(1), ctx);
         }
         let Some(i) = self
@@ -563,7 +591,7 @@ impl Qp {
             return;
         };
         let mtu = u64::from(self.mtu.bytes());
-        let (index, npkts, len) = (self.sq[i].resp_pkts, self.sq[i].npkts, self.sq[i].len);
+        let (index, npkts, len) = (self.sq[i].acked, self.sq[i].npkts, self.sq[i].len);
         let want = if npkts == 1 {
             Opcode::RcReadResponseOnly
         } else if index == 0 {
@@ -613,12 +641,12 @@ impl Qp {
             done_bytes += n;
         }
         let w = &mut self.sq[i];
-        w.resp_pkts += 1;
-        if w.resp_pkts == npkts {
+        w.acked += 1;
+        if w.acked == npkts {
             w.done = true;
             w.status = WcStatus::Success;
         }
-        self.progress(now, psn.next());
+        self.refresh_una(now);
         self.retire(ctx);
     }
 
@@ -632,11 +660,10 @@ impl Qp {
             ctx.counters.timeouts += 1;
             self.cc.on_timeout(now);
             if self.retries_left == 0 {
-                self.fail_at(self.una, WcStatus::RetryExcErr, ctx);
+                self.fail_oldest(WcStatus::RetryExcErr, ctx);
                 return;
             }
             self.retries_left -= 1;
-            self.rewound_at = None;
             let una = self.una;
             self.rewind(una, ctx);
             self.rto_deadline = self.rto_ns().map(|d| now + d);
@@ -655,6 +682,14 @@ impl Qp {
             })
             .or_else(|| self.sq.iter().position(|w| !w.done));
         match i {
+            Some(i) => self.fail_wqe(i, status, ctx),
+            None => self.enter_error(ctx),
+        }
+    }
+
+    /// Retries exhausted: the oldest unfinished WQE takes the error.
+    fn fail_oldest(&mut self, status: WcStatus, ctx: &mut Ctx<'_>) {
+        match self.sq.iter().position(|w| !w.done) {
             Some(i) => self.fail_wqe(i, status, ctx),
             None => self.enter_error(ctx),
         }
