@@ -12,7 +12,11 @@ pub fn run(out: &Path) -> Result<()> {
         file.display()
     );
     let bytes = std::fs::read(&file)?;
-    for (i, f) in roce_wire::pcap::read_capture(&bytes)?.iter().enumerate() {
+    for (i, f) in roce_wire::pcap::read_capture(&bytes)?
+        .frames
+        .iter()
+        .enumerate()
+    {
         println!("{}", crate::decode::frame_line(i, f));
     }
     Ok(())

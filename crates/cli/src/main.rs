@@ -88,8 +88,16 @@ pub fn write_sample(file: &std::path::Path) -> Result<usize> {
 
 fn decode_file(file: &std::path::Path, json: bool) -> Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let frames = roce_wire::pcap::read_capture(&bytes)
+    let capture = roce_wire::pcap::read_capture(&bytes)
         .with_context(|| format!("reading capture {}", file.display()))?;
+    if let Some(why) = &capture.truncated {
+        eprintln!(
+            "roce: warning: {} is cut short after {} frames ({why}); decoding those",
+            file.display(),
+            capture.frames.len()
+        );
+    }
+    let frames = capture.frames;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for (i, f) in frames.iter().enumerate() {

@@ -194,11 +194,10 @@ impl Pair {
                 bytes: frame.clone(),
             });
         }
-        let ser = if self.link.rate_bps > 0 {
-            (frame.len() as u64 + 24) * 8 * 1_000_000_000 / self.link.rate_bps
-        } else {
-            0
-        };
+        // Serialization including preamble, SFD, FCS and inter-frame gap (24 B).
+        let ser = ((frame.len() as u64 + 24) * 8 * 1_000_000_000)
+            .checked_div(self.link.rate_bps)
+            .unwrap_or(0);
         let depart = self.busy_until[side].max(self.now) + ser;
         self.busy_until[side] = depart;
         if self.chance(self.link.loss) {

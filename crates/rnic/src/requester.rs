@@ -55,12 +55,12 @@ impl Qp {
             if w.first_psn.is_none() && !self.start_wqe(i, ctx)? {
                 return None;
             }
-            if self.init.qp_type == QpType::Rc {
-                if let Some(win) = self.cc.window_bytes() {
-                    if self.inflight_bytes >= win && self.inflight_bytes > 0 {
-                        return None;
-                    }
-                }
+            let window = self
+                .cc
+                .window_bytes()
+                .filter(|_| self.init.qp_type == QpType::Rc);
+            if window.is_some_and(|win| self.inflight_bytes >= win && self.inflight_bytes > 0) {
+                return None;
             }
             return self.emit_packet(now, i, k, ctx);
         }
@@ -96,11 +96,8 @@ impl Qp {
         }
         // Local checks before any byte moves (IBA 10.6.3.1 / C10-xx).
         let mut fail = None;
-        if self.init.qp_type == QpType::Ud && w.len > mtu {
-            fail = Some(WcStatus::LocLenErr);
-        } else if w.len > (1u64 << 31) {
-            fail = Some(WcStatus::LocLenErr);
-        } else if op.is_atomic() && w.len != 8 {
+        let too_long = (self.init.qp_type == QpType::Ud && w.len > mtu) || w.len > (1u64 << 31);
+        if too_long || (op.is_atomic() && w.len != 8) {
             fail = Some(WcStatus::LocLenErr);
         } else if w.inline.is_none() {
             let need = if op.is_read_or_atomic() {
@@ -291,7 +288,7 @@ impl Qp {
         }
         self.cursor = next_cursor;
         let bytes = payload.len() as u64;
-        let wire = (bytes + t.header_len() as u64 + crate::PACKET_OVERHEAD) as u64;
+        let wire = bytes + t.header_len() as u64 + crate::PACKET_OVERHEAD;
         let retransmit = !self.max_sent_psn_after(psn);
         if retransmit {
             ctx.counters.retransmits += 1;

@@ -345,8 +345,8 @@ impl Qp {
             if last {
                 self.in_msg = None;
                 self.msn = (self.msn + 1) & 0xff_ffff;
-                if needs_recv {
-                    if let Some(wqe) = self.take_recv(ctx) {
+                if let Some(wqe) = needs_recv.then(|| self.take_recv(ctx)).flatten() {
+                    {
                         let wc = self.recv_wc(
                             &wqe,
                             WcStatus::Success,
