@@ -2,6 +2,8 @@
 
 mod decode;
 mod demo;
+mod perf;
+mod sim;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -32,6 +34,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PcapCmd,
     },
+    /// perftest for roce: RDMA bandwidth and latency over real UDP sockets.
+    Perf(perf::PerfArgs),
+    /// Simulate a RoCEv2 fabric (switches, PFC, ECN, congestion control).
+    Sim(sim::SimArgs),
 }
 
 #[derive(Subcommand)]
@@ -68,6 +74,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Pcap {
             cmd: PcapCmd::Decode { file, json },
         } => decode_file(&file, json),
+        Cmd::Perf(args) => perf::run(args),
+        Cmd::Sim(args) => sim::run(args),
     }
 }
 
