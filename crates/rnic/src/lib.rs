@@ -165,6 +165,11 @@ pub struct Rnic<M: Memory = RealMemory> {
     qps: BTreeMap<u32, Qp>,
     next_qpn: u32,
     rr_next: u32,
+    /// QPs that may have a packet to send now (others wait for a timer or input).
+    ready: BTreeSet<u32>,
+    /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
+    timers: BTreeSet<(Nanos, u32)>,
+    deadline_of: BTreeMap<u32, Nanos>,
     events: VecDeque<AsyncEvent>,
     counters: Counters,
 }
@@ -188,6 +193,9 @@ impl<M: Memory> Rnic<M> {
             qps: BTreeMap::new(),
             next_qpn: 0x11,
             rr_next: 0,
+            ready: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            deadline_of: BTreeMap::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -441,7 +449,34 @@ impl<M: Memory> Rnic<M> {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.qps.remove(&qpn).map(|_| ()).ok_or(unknown("QP", qpn))
+        self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
+        self.ready.remove(&qpn);
+        if let Some(t) = self.deadline_of.remove(&qpn) {
+            self.timers.remove(&(t, qpn));
+        }
+        Ok(())
+    }
+
+    /// Re-files `qpn`'s next deadline and marks it ready to be polled.
+    fn touch(&mut self, qpn: u32) {
+        self.ready.insert(qpn);
+        self.refile(qpn);
+    }
+
+    fn refile(&mut self, qpn: u32) {
+        let next = self.qps.get(&qpn).and_then(|q| q.next_deadline());
+        let old = self.deadline_of.get(&qpn).copied();
+        if old == next {
+            return;
+        }
+        if let Some(t) = old {
+            self.timers.remove(&(t, qpn));
+            self.deadline_of.remove(&qpn);
+        }
+        if let Some(t) = next {
+            self.timers.insert((t, qpn));
+            self.deadline_of.insert(qpn, t);
+        }
     }
 
     pub fn qp_state(&self, qpn: u32) -> Result<QpState> {
@@ -495,11 +530,20 @@ impl<M: Memory> Rnic<M> {
             }
             _ => {}
         }
+        self.touch(qpn);
         Ok(())
     }
 
     /// `ibv_post_send`: queues work requests in order; stops at the first bad one.
     pub fn post_send(&mut self, qpn: u32, wrs: &[SendWr]) -> core::result::Result<(), PostError> {
+        let r = self.post_send_inner(qpn, wrs);
+        if self.qps.contains_key(&qpn) {
+            self.touch(qpn);
+        }
+        r
+    }
+
+    fn post_send_inner(&mut self, qpn: u32, wrs: &[SendWr]) -> core::result::Result<(), PostError> {
         let (qps, mut ctx) = self.split();
         let qp = qps.get_mut(&qpn).ok_or(PostError {
             index: 0,
@@ -649,6 +693,20 @@ impl<M: Memory> Rnic<M> {
         t: &TransportRepr,
         payload: PayloadRef<'_>,
     ) {
+        self.handle_packet_inner(now, src, ce, t, payload);
+        if self.qps.contains_key(&t.bth.dest_qp) {
+            self.touch(t.bth.dest_qp);
+        }
+    }
+
+    fn handle_packet_inner(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        ce: bool,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+    ) {
         self.counters.rx_pkts += 1;
         let (qps, mut ctx) = self.split();
         let op = t.bth.opcode;
@@ -689,56 +747,67 @@ impl<M: Memory> Rnic<M> {
         }
     }
 
-    /// The next packet to send, if any may leave at `now`. Responses and
-    /// control packets go before new requests; QPs are served round-robin.
+    /// The next packet to send, if any may leave at `now`. Each QP sends its
+    /// responses and control packets before new requests; QPs with work are
+    /// served round-robin. Only QPs marked ready are visited, so an idle QP
+    /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        let start = self.rr_next;
-        let (qps, mut ctx) = self.split();
-        let order: Vec<u32> = qps
-            .range(start..)
-            .chain(qps.range(..start))
-            .map(|(k, _)| *k)
-            .collect();
-        for qpn in &order {
-            let Some(qp) = qps.get_mut(qpn) else { continue };
-            if let Some(t) = qp.next_response(&mut ctx) {
-                return Some(t);
-            }
-        }
-        for qpn in order {
-            let Some(qp) = qps.get_mut(&qpn) else {
-                continue;
+        while !self.ready.is_empty() {
+            let qpn = match self.ready.range(self.rr_next..).next() {
+                Some(&q) => q,
+                None => *self.ready.iter().next()?,
             };
-            if let Some(t) = qp.next_request(now, &mut ctx) {
-                self.rr_next = qpn + 1;
-                return Some(t);
+            let (qps, mut ctx) = self.split();
+            let out = match qps.get_mut(&qpn) {
+                Some(qp) => qp
+                    .next_response(&mut ctx)
+                    .or_else(|| qp.next_request(now, &mut ctx)),
+                None => None,
+            };
+            match out {
+                Some(t) => {
+                    self.rr_next = qpn.wrapping_add(1);
+                    self.refile(qpn);
+                    return Some(t);
+                }
+                None => {
+                    // Nothing now: wait for input or this QP's next deadline.
+                    self.ready.remove(&qpn);
+                    self.refile(qpn);
+                }
             }
         }
         None
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) (or a paced
-    /// [`poll_transmit`](Self::poll_transmit)) next has work.
+    /// When [`handle_timeout`](Self::handle_timeout) next has work: the
+    /// earliest retransmission, RNR, pacing or congestion-control deadline.
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.qps
-            .values()
-            .flat_map(|q| {
-                let pacing =
-                    (q.next_send_at > 0 && q.cursor.0 < q.sq.len()).then_some(q.next_send_at);
-                [q.rto_deadline, q.rnr_until, pacing, q.cc.next_tick()]
-            })
-            .flatten()
-            .min()
+        self.timers.first().map(|&(t, _)| t)
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
-        let (qps, mut ctx) = self.split();
-        for qp in qps.values_mut() {
-            if qp.cc.next_tick().is_some_and(|t| t <= now) {
-                qp.cc.on_tick(now);
+        let due: Vec<(Nanos, u32)> = self
+            .timers
+            .iter()
+            .take_while(|(t, _)| *t <= now)
+            .copied()
+            .collect();
+        for (t, qpn) in due {
+            self.timers.remove(&(t, qpn));
+            self.deadline_of.remove(&qpn);
+            let (qps, mut ctx) = self.split();
+            if let Some(qp) = qps.get_mut(&qpn) {
+                if qp.cc.next_tick().is_some_and(|t| t <= now) {
+                    qp.cc.on_tick(now);
+                }
+                if qp.rnr_until.is_some_and(|t| t <= now) {
+                    qp.rnr_until = None;
+                }
+                qp.on_timer(now, &mut ctx);
             }
-            qp.on_timer(now, &mut ctx);
+            self.touch(qpn);
         }
     }
 }

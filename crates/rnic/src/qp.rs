@@ -362,6 +362,8 @@ pub struct Qp {
     /// Highest PSN ever transmitted (to tell retransmissions from new packets).
     pub(crate) max_sent: Option<Psn>,
     pub(crate) next_send_at: Nanos,
+    /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
+    pub(crate) last_poll: Nanos,
     pub(crate) inflight_bytes: u64,
     pub(crate) cc: Box<dyn CongestionControl>,
     /// When each in-flight PSN range was first sent (for RTT samples): (last psn, time, bytes).
@@ -409,6 +411,7 @@ impl Qp {
             since_ackreq: 0,
             max_sent: None,
             next_send_at: 0,
+            last_poll: 0,
             inflight_bytes: 0,
             cc,
             sent_log: VecDeque::new(),
@@ -432,6 +435,22 @@ impl Qp {
     }
     pub fn qp_type(&self) -> QpType {
         self.init.qp_type
+    }
+
+    /// The next instant this QP has timed work: retransmission, the end of an
+    /// RNR wait, the end of a pacing gap it is blocked on, or a CC tick.
+    pub(crate) fn next_deadline(&self) -> Option<Nanos> {
+        let pacing = (self.next_send_at > self.last_poll && self.cursor.0 < self.sq.len())
+            .then_some(self.next_send_at);
+        [
+            self.rto_deadline,
+            self.rnr_until,
+            pacing,
+            self.cc.next_tick(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Retransmission timeout: 4.096 µs × 2^timeout (IBA 9.7.6.1.3); 0 = infinite.

@@ -28,6 +28,7 @@ impl Qp {
 
     /// The next requester packet, if one may leave now.
     pub(crate) fn next_request(&mut self, now: Nanos, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+        self.last_poll = now;
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return None;
         }

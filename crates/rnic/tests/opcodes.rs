@@ -364,3 +364,56 @@ fn ud_send_with_grh_and_qkey() {
     assert!(p.drive());
     assert_eq!(p.a.poll_cq(a.cq, 8)[0].status, WcStatus::LocLenErr);
 }
+
+#[test]
+fn fixed_rate_paces_the_requester() {
+    let mut p = Pair::new(LinkConfig::default());
+    let o = RcOptions {
+        buf_len: 1 << 20,
+        ..Default::default()
+    };
+    let (a, b) = p.rc_pair(&o).unwrap();
+    // Re-create A's QP with a 10 Gb/s pacer.
+    let mut init = QpInitAttr::new(QpType::Rc, a.pd, a.cq, a.cq);
+    init.max_send_wr = 16;
+    let qa =
+        p.a.create_qp_with_cc(init, Box::new(FixedRate(10_000_000_000)))
+            .unwrap();
+    let qb = b.qpn;
+    p.b.modify_qp(qb, QpState::Err, &QpAttr::default()).unwrap();
+    p.b.modify_qp(qb, QpState::Reset, &QpAttr::default())
+        .unwrap();
+    for (r, me, peer, addr) in [
+        (&mut p.a, qa, qb, roce_rnic::pair::ADDR_B),
+        (&mut p.b, qb, qa, roce_rnic::pair::ADDR_A),
+    ] {
+        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
+            .unwrap();
+        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu1024))
+            .unwrap();
+        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
+    }
+    p.a.post_send(
+        qa,
+        &[SendWr::new(
+            1,
+            WrOpcode::RdmaWrite {
+                remote_addr: b.buf,
+                rkey: b.mr.rkey,
+            },
+            vec![a.sge(0, 1 << 20)],
+        )],
+    )
+    .unwrap();
+    assert!(p.drive());
+    assert_eq!(p.a.poll_cq(a.cq, 4)[0].status, WcStatus::Success);
+    // 1024 packets of 1024 B payload + a 12 B BTH + 50 B of framing (the
+    // first also has a 16 B RETH), at 10 Gb/s: 868.8 ns apart, so the last
+    // leaves 1023 gaps after the first, ~888.8 us.
+    let gap_ns = 1086 * 8 / 10;
+    assert!(
+        p.now >= 1023 * gap_ns && p.now < 1023 * gap_ns + 20_000,
+        "now = {}",
+        p.now
+    );
+}
