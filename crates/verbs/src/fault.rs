@@ -1,0 +1,121 @@
+//! A seeded fault injector on the send path, for testing reliability over a
+//! real socket: loss, reordering (a packet held back for a while),
+//! duplication and corruption (one bit flipped after the ICRC was computed,
+//! so the receiver's ICRC check must catch it). The same seed and the same
+//! sequence of packets give the same faults.
+
+use crate::packet::OutDatagram;
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+/// Fault probabilities, each per packet sent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FaultConfig {
+    pub loss: f64,
+    pub reorder: f64,
+    pub dup: f64,
+    pub corrupt: f64,
+    /// How long a reordered packet is held back.
+    pub reorder_delay_ns: u64,
+    pub seed: u64,
+}
+
+impl Default for FaultConfig {
+    fn default() -> Self {
+        FaultConfig {
+            loss: 0.0,
+            reorder: 0.0,
+            dup: 0.0,
+            corrupt: 0.0,
+            reorder_delay_ns: 100_000,
+            seed: 1,
+        }
+    }
+}
+
+impl FaultConfig {
+    pub fn is_active(&self) -> bool {
+        self.loss > 0.0 || self.reorder > 0.0 || self.dup > 0.0 || self.corrupt > 0.0
+    }
+}
+
+/// What the injector did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct FaultStats {
+    pub lost: u64,
+    pub reordered: u64,
+    pub duplicated: u64,
+    pub corrupted: u64,
+}
+
+pub struct FaultInjector {
+    cfg: FaultConfig,
+    rng: ChaCha8Rng,
+    held: Vec<(u64, OutDatagram)>,
+    pub stats: FaultStats,
+}
+
+impl FaultInjector {
+    pub fn new(cfg: FaultConfig) -> Self {
+        FaultInjector {
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            cfg,
+            held: Vec::new(),
+            stats: FaultStats::default(),
+        }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.cfg.is_active()
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+
+    /// Applies faults to one outgoing datagram, appending what is to be
+    /// sent now to `out`.
+    pub fn apply(&mut self, now: u64, mut d: OutDatagram, out: &mut Vec<OutDatagram>) {
+        if self.chance(self.cfg.loss) {
+            self.stats.lost += 1;
+            return;
+        }
+        if self.chance(self.cfg.corrupt) {
+            self.stats.corrupted += 1;
+            let at = self.rng.next_u64() as usize;
+            let bit = (self.rng.next_u64() % 8) as u8;
+            d.flip_bit(at, bit);
+        }
+        if self.chance(self.cfg.dup) {
+            self.stats.duplicated += 1;
+            out.push(d.clone());
+        }
+        if self.chance(self.cfg.reorder) {
+            self.stats.reordered += 1;
+            self.held.push((now + self.cfg.reorder_delay_ns, d));
+            return;
+        }
+        out.push(d);
+    }
+
+    /// Releases held-back datagrams whose time has come.
+    pub fn release(&mut self, now: u64, out: &mut Vec<OutDatagram>) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].0 <= now {
+                out.push(self.held.remove(i).1);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// When the next held-back datagram is due.
+    pub fn next_release(&self) -> Option<u64> {
+        self.held.iter().map(|(t, _)| *t).min()
+    }
+}

@@ -1,0 +1,48 @@
+//! `roce-verbs`: RDMA over real UDP sockets, with a libibverbs-shaped API.
+//!
+//! ```no_run
+//! use roce_verbs::{Device, Access, SendWr, WrOpcode};
+//! # fn main() -> roce_verbs::Result<()> {
+//! let ctx = Device::open("127.0.0.1".parse().unwrap())?;
+//! let pd = ctx.alloc_pd()?;
+//! let cq = ctx.create_cq(256)?;
+//! let mr = pd.reg_mr(4096, Access::ALL)?;
+//! let qp = pd.qp_builder(&cq).build()?;
+//! let mine = qp.endpoint_with(&mr);
+//! # let theirs = mine;
+//! // … send `mine` to the peer, receive `theirs` (see `exchange`) …
+//! let qp = qp.connect(&theirs)?;
+//! let wr = SendWr::new(1, WrOpcode::RdmaWrite { remote_addr: theirs.addr, rkey: theirs.rkey },
+//!                      vec![mr.sge(0, 4096)]);
+//! qp.post_send(&wr)?;
+//! let wc = cq.wait(1, std::time::Duration::from_secs(5))?;
+//! # Ok(()) }
+//! ```
+//!
+//! Layers: [`verbs`] (the objects), [`engine`] (socket + RNIC), [`packet`]
+//! (datagrams and the ICRC), [`sys`] (batched socket calls), [`fault`]
+//! (the send-path fault injector), [`endpoint`] and [`exchange`] (the
+//! out-of-band set-up), [`stats`].
+
+pub mod endpoint;
+pub mod engine;
+pub mod error;
+pub mod exchange;
+pub mod fault;
+pub mod packet;
+pub mod stats;
+pub mod sys;
+pub mod verbs;
+
+pub use endpoint::Endpoint;
+pub use engine::{Engine, EngineConfig, ROCE_PORT};
+pub use error::{Error, Result};
+pub use exchange::{Control, EXCHANGE_PORT};
+pub use fault::{FaultConfig, FaultStats};
+pub use stats::Stats;
+pub use verbs::{Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder};
+
+pub use roce_rnic::{
+    Access, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags, SendWr, Sge, UdDest, Wc,
+    WcOpcode, WcStatus, WrOpcode,
+};

@@ -1,0 +1,735 @@
+//! The libibverbs-shaped objects: [`Context`] (an opened device), [`Pd`],
+//! [`Mr`], [`Cq`], and QPs built with [`QpBuilder`].
+//!
+//! Ownership follows rust-ibverbs: every child holds an `Arc` to its parent,
+//! so a PD cannot be freed under its MRs and QPs, nor a CQ under its QPs;
+//! each object releases its RNIC resource when the last handle drops. A QP
+//! is brought up as a typestate: [`QpBuilder::build`] gives a
+//! [`PreparedQp`] in INIT whose [`Endpoint`] goes to the peer, and
+//! [`PreparedQp::connect`] takes the peer's endpoint through RTR to RTS and
+//! returns the [`Qp`] that can be posted to.
+//!
+//! Memory belongs to the device: [`Pd::reg_mr`] allocates the region inside
+//! the RNIC's memory and the application reads and writes it through the
+//! [`Mr`]. That is the safe owned-buffer form; no user pointer is ever lent
+//! to the device, so this layer has no `unsafe` at all.
+
+use crate::endpoint::Endpoint;
+use crate::engine::{Engine, EngineConfig, ROCE_PORT};
+use crate::error::{Error, Result};
+use crate::stats::Stats;
+use roce_rnic::{
+    Access, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType, RecvWr, SendWr, Sge, Wc,
+};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Opens devices. A "device" is one UDP socket on a local IPv4 address.
+pub struct Device;
+
+impl Device {
+    /// Opens a device on `ip` and the RoCEv2 port 4791.
+    pub fn open(ip: Ipv4Addr) -> Result<Context> {
+        Self::open_with(
+            SocketAddr::new(IpAddr::V4(ip), ROCE_PORT),
+            EngineConfig::default(),
+        )
+    }
+
+    /// Opens a device on any address and port (0 picks a free port), with settings.
+    pub fn open_with(addr: SocketAddr, cfg: EngineConfig) -> Result<Context> {
+        let engine = Engine::open(addr, cfg)?;
+        let local = engine.local_addr();
+        let fd = engine.fd();
+        Ok(Context {
+            inner: Arc::new(Shared {
+                engine: Mutex::new(engine),
+                fd,
+                local,
+            }),
+        })
+    }
+}
+
+struct Shared {
+    engine: Mutex<Engine>,
+    fd: RawFd,
+    local: SocketAddrV4,
+}
+
+/// An opened device (`ibv_context`). Cheap to clone; all clones share the engine.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Shared>,
+}
+
+impl Context {
+    fn lock(&self) -> MutexGuard<'_, Engine> {
+        // A panic while holding the lock leaves the RNIC consistent enough
+        // to keep serving (every RNIC call is itself panic-free on input).
+        self.inner.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` with the engine locked: the escape hatch to the raw RNIC.
+    pub fn with_engine<R>(&self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        f(&mut self.lock())
+    }
+
+    /// The local IP and UDP port.
+    pub fn local_addr(&self) -> SocketAddrV4 {
+        self.inner.local
+    }
+
+    pub fn alloc_pd(&self) -> Result<Pd> {
+        let h = self.lock().rnic.alloc_pd();
+        Ok(Pd(Arc::new(PdInner {
+            ctx: self.clone(),
+            h,
+        })))
+    }
+
+    /// Creates a completion queue with room for `depth` entries.
+    pub fn create_cq(&self, depth: u32) -> Result<Cq> {
+        let h = self.lock().rnic.create_cq(depth)?;
+        Ok(Cq(Arc::new(CqInner {
+            ctx: self.clone(),
+            h,
+        })))
+    }
+
+    /// One round of engine I/O. True when anything happened.
+    pub fn progress(&self) -> Result<bool> {
+        self.lock().progress()
+    }
+
+    /// Blocks until a datagram arrives, a timer is due, or `max` passes.
+    pub fn wait_for_work(&self, max: Duration) {
+        let next = self.lock().next_wakeup_in();
+        let max_ns = max.as_nanos() as u64;
+        let t = next.map_or(max_ns, |n| n.min(max_ns));
+        if t > 0 {
+            crate::sys::wait_readable(self.inner.fd, t);
+        }
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.lock().stats()
+    }
+
+    /// Why the socket last refused a datagram, if it did.
+    pub fn last_send_error(&self) -> Option<String> {
+        self.lock().last_send_error().map(str::to_string)
+    }
+
+    pub fn flush_pcap(&self) -> Result<()> {
+        self.lock().flush_pcap()
+    }
+
+    /// Starts a thread that drives this device until the returned guard
+    /// drops: what a passive side (the target of WRITE/READ/ATOMIC, which
+    /// never polls a CQ) needs. `busy` spins like a hardware poller; without
+    /// it the thread sleeps in `poll(2)` when idle.
+    pub fn spawn_progress(&self, busy: bool) -> ProgressThread {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ctx = self.clone();
+        let s = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("roce-progress".into())
+            .spawn(move || {
+                let mut idle_since: Option<Instant> = None;
+                while !s.load(Ordering::Relaxed) {
+                    match ctx.progress() {
+                        Ok(true) => idle_since = None,
+                        Ok(false) => {
+                            let since = *idle_since.get_or_insert_with(Instant::now);
+                            if busy || since.elapsed() < Duration::from_micros(50) {
+                                std::hint::spin_loop();
+                            } else {
+                                ctx.wait_for_work(Duration::from_millis(1));
+                            }
+                        }
+                        // The socket failed: there is nothing left to drive.
+                        Err(_) => break,
+                    }
+                }
+            })
+            .ok();
+        ProgressThread { stop, handle }
+    }
+}
+
+/// Drives a device in the background; stops and joins on drop.
+pub struct ProgressThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Drop for ProgressThread {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+struct PdInner {
+    ctx: Context,
+    h: PdHandle,
+}
+
+impl Drop for PdInner {
+    fn drop(&mut self) {
+        let _ = self.ctx.lock().rnic.dealloc_pd(self.h);
+    }
+}
+
+/// A protection domain (`ibv_pd`).
+#[derive(Clone)]
+pub struct Pd(Arc<PdInner>);
+
+impl Pd {
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    /// Allocates `len` zeroed bytes of device memory and registers them
+    /// (`ibv_reg_mr` on an owned buffer).
+    pub fn reg_mr(&self, len: usize, access: Access) -> Result<Mr> {
+        let mut e = self.0.ctx.lock();
+        let addr = e.rnic.mem_mut().alloc(len);
+        match e.rnic.reg_mr(self.0.h, addr, len as u64, access) {
+            Ok(mr) => {
+                drop(e);
+                Ok(Mr(Arc::new(MrInner {
+                    pd: self.clone(),
+                    mr,
+                    len,
+                })))
+            }
+            Err(err) => {
+                e.rnic.mem_mut().free(addr);
+                Err(err.into())
+            }
+        }
+    }
+
+    /// A QP builder with `cq` for both queues.
+    pub fn qp_builder<'a>(&'a self, cq: &'a Cq) -> QpBuilder<'a> {
+        QpBuilder::new(self, cq)
+    }
+}
+
+struct MrInner {
+    pd: Pd,
+    mr: roce_rnic::Mr,
+    len: usize,
+}
+
+impl Drop for MrInner {
+    fn drop(&mut self) {
+        let mut e = self.pd.0.ctx.lock();
+        let _ = e.rnic.dereg_mr(self.mr.lkey);
+        e.rnic.mem_mut().free(self.mr.addr);
+    }
+}
+
+/// A registered memory region (`ibv_mr`) over device-owned memory.
+#[derive(Clone)]
+pub struct Mr(Arc<MrInner>);
+
+impl Mr {
+    pub fn addr(&self) -> u64 {
+        self.0.mr.addr
+    }
+    pub fn len(&self) -> usize {
+        self.0.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.len == 0
+    }
+    pub fn lkey(&self) -> u32 {
+        self.0.mr.lkey
+    }
+    pub fn rkey(&self) -> u32 {
+        self.0.mr.rkey
+    }
+
+    fn check(&self, off: usize, len: usize) -> Result<u64> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.0.len => Ok(self.addr() + off as u64),
+            _ => Err(Error::OutOfRegion {
+                off,
+                len,
+                region: self.0.len,
+            }),
+        }
+    }
+
+    /// A scatter/gather element over `[off, off+len)` of this region.
+    pub fn sge(&self, off: usize, len: u32) -> Sge {
+        Sge {
+            addr: self.addr() + off as u64,
+            length: len,
+            lkey: self.lkey(),
+        }
+    }
+
+    /// Writes `data` at `off` (the application filling its buffer).
+    pub fn write(&self, off: usize, data: &[u8]) -> Result<()> {
+        let addr = self.check(off, data.len())?;
+        self.0.pd.0.ctx.lock().rnic.mem_mut().set(addr, data)?;
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `off`.
+    pub fn read(&self, off: usize, len: usize) -> Result<Vec<u8>> {
+        let addr = self.check(off, len)?;
+        Ok(self.0.pd.0.ctx.lock().rnic.mem().get(addr, len)?.to_vec())
+    }
+
+    /// Calls `f` with `[off, off+len)` borrowed (no copy), the device locked.
+    pub fn with_bytes<R>(&self, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        let addr = self.check(off, len)?;
+        let e = self.0.pd.0.ctx.lock();
+        Ok(f(e.rnic.mem().get(addr, len)?))
+    }
+
+    /// The byte at `off` (cheap polling of a flag byte, as perftest's latency tests do).
+    pub fn byte(&self, off: usize) -> Result<u8> {
+        self.with_bytes(off, 1, |b| b[0])
+    }
+
+    /// The little-endian 64-bit word at `off` (the target of an atomic).
+    pub fn read_u64(&self, off: usize) -> Result<u64> {
+        self.with_bytes(off, 8, |b| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_le_bytes(w)
+        })
+    }
+}
+
+struct CqInner {
+    ctx: Context,
+    h: CqHandle,
+}
+
+impl Drop for CqInner {
+    fn drop(&mut self) {
+        let _ = self.ctx.lock().rnic.destroy_cq(self.h);
+    }
+}
+
+/// A completion queue (`ibv_cq`). Polling it also drives the device.
+#[derive(Clone)]
+pub struct Cq(Arc<CqInner>);
+
+impl Cq {
+    pub fn context(&self) -> &Context {
+        &self.0.ctx
+    }
+
+    /// Drives the device once and returns up to `max` completions (`ibv_poll_cq`).
+    pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
+        let mut e = self.0.ctx.lock();
+        e.progress()?;
+        Ok(e.rnic.poll_cq(self.0.h, max))
+    }
+
+    /// Returns up to `max` completions already queued, without driving the device.
+    pub fn poll_only(&self, max: usize) -> Vec<Wc> {
+        self.0.ctx.lock().rnic.poll_cq(self.0.h, max)
+    }
+
+    /// Waits for `n` completions or until `timeout`: spins briefly, then
+    /// sleeps in `poll(2)` until a datagram or a timer is due.
+    pub fn wait(&self, n: usize, timeout: Duration) -> Result<Vec<Wc>> {
+        let start = Instant::now();
+        let mut out = Vec::with_capacity(n);
+        let mut idle_since: Option<Instant> = None;
+        while out.len() < n {
+            let (work, got) = {
+                let mut e = self.0.ctx.lock();
+                let work = e.progress()?;
+                let got = e.rnic.poll_cq(self.0.h, n - out.len());
+                (work, got)
+            };
+            let some = !got.is_empty();
+            out.extend(got);
+            if out.len() >= n {
+                break;
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(Error::Timeout(timeout));
+            }
+            if work || some {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > Duration::from_micros(100) {
+                self.0
+                    .ctx
+                    .wait_for_work((timeout - elapsed).min(Duration::from_millis(1)));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Builds a QP (`ibv_create_qp` plus the RESET→INIT step).
+pub struct QpBuilder<'a> {
+    pd: &'a Pd,
+    send_cq: &'a Cq,
+    recv_cq: &'a Cq,
+    qp_type: QpType,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    max_sge: u32,
+    max_inline_data: u32,
+    sq_sig_all: bool,
+    access: Access,
+    mtu: Mtu,
+    psn: Option<u32>,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    max_rd_atomic: u8,
+    qkey: u32,
+}
+
+impl<'a> QpBuilder<'a> {
+    /// An RC QP with perftest's defaults (128-deep queues, timeout 14, retry 7).
+    pub fn new(pd: &'a Pd, cq: &'a Cq) -> Self {
+        QpBuilder {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            qp_type: QpType::Rc,
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            max_sge: 4,
+            max_inline_data: 64,
+            sq_sig_all: false,
+            access: Access::ALL,
+            mtu: Mtu::Mtu1024,
+            psn: None,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            max_rd_atomic: 16,
+            qkey: 0x1111_1111,
+        }
+    }
+    pub fn recv_cq(mut self, cq: &'a Cq) -> Self {
+        self.recv_cq = cq;
+        self
+    }
+    pub fn qp_type(mut self, t: QpType) -> Self {
+        self.qp_type = t;
+        self
+    }
+    pub fn max_send_wr(mut self, n: u32) -> Self {
+        self.max_send_wr = n;
+        self
+    }
+    pub fn max_recv_wr(mut self, n: u32) -> Self {
+        self.max_recv_wr = n;
+        self
+    }
+    pub fn max_sge(mut self, n: u32) -> Self {
+        self.max_sge = n;
+        self
+    }
+    pub fn max_inline_data(mut self, n: u32) -> Self {
+        self.max_inline_data = n;
+        self
+    }
+    pub fn sq_sig_all(mut self, v: bool) -> Self {
+        self.sq_sig_all = v;
+        self
+    }
+    /// Remote access rights the QP grants (`qp_access_flags`).
+    pub fn access(mut self, a: Access) -> Self {
+        self.access = a;
+        self
+    }
+    pub fn mtu(mut self, m: Mtu) -> Self {
+        self.mtu = m;
+        self
+    }
+    /// The first PSN this side sends (random by default).
+    pub fn psn(mut self, p: u32) -> Self {
+        self.psn = Some(p & 0xff_ffff);
+        self
+    }
+    /// Retransmission timeout exponent: 4.096 µs × 2^t.
+    pub fn timeout(mut self, t: u8) -> Self {
+        self.timeout = t;
+        self
+    }
+    pub fn retry_cnt(mut self, n: u8) -> Self {
+        self.retry_cnt = n;
+        self
+    }
+    pub fn rnr_retry(mut self, n: u8) -> Self {
+        self.rnr_retry = n;
+        self
+    }
+    pub fn min_rnr_timer(mut self, n: u8) -> Self {
+        self.min_rnr_timer = n;
+        self
+    }
+    pub fn max_rd_atomic(mut self, n: u8) -> Self {
+        self.max_rd_atomic = n;
+        self
+    }
+    pub fn qkey(mut self, q: u32) -> Self {
+        self.qkey = q;
+        self
+    }
+
+    /// Creates the QP and moves it to INIT.
+    pub fn build(self) -> Result<PreparedQp> {
+        let ctx = self.pd.context().clone();
+        let mut init = QpInitAttr::new(
+            self.qp_type,
+            self.pd.0.h,
+            self.send_cq.0.h,
+            self.recv_cq.0.h,
+        );
+        init.max_send_wr = self.max_send_wr;
+        init.max_recv_wr = self.max_recv_wr;
+        init.max_send_sge = self.max_sge;
+        init.max_recv_sge = self.max_sge;
+        init.max_inline_data = self.max_inline_data;
+        init.sq_sig_all = self.sq_sig_all;
+        let mut e = ctx.lock();
+        let qpn = e.rnic.create_qp(init)?;
+        let attr = match self.qp_type {
+            QpType::Rc => QpAttr::init(self.access),
+            QpType::Ud => QpAttr::init_ud(self.qkey),
+        };
+        if let Err(err) = e.rnic.modify_qp(qpn, QpState::Init, &attr) {
+            let _ = e.rnic.destroy_qp(qpn);
+            return Err(err.into());
+        }
+        let psn = self.psn.unwrap_or_else(|| {
+            // Like perftest's lrand48() & 0xffffff: distinct runs use distinct PSNs.
+            let t = e.now() ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            (t ^ (t >> 29) ^ (t >> 47)) as u32 & 0xff_ffff
+        });
+        drop(e);
+        Ok(PreparedQp {
+            qp: Qp {
+                pd: self.pd.clone(),
+                _cqs: (self.send_cq.clone(), self.recv_cq.clone()),
+                qpn,
+                qp_type: self.qp_type,
+                mtu: self.mtu,
+                psn,
+                timeout: self.timeout,
+                retry_cnt: self.retry_cnt,
+                rnr_retry: self.rnr_retry,
+                min_rnr_timer: self.min_rnr_timer,
+                max_rd_atomic: self.max_rd_atomic,
+            },
+        })
+    }
+}
+
+/// A QP in INIT: tell the peer its [`endpoint`](Self::endpoint), then [`connect`](Self::connect).
+pub struct PreparedQp {
+    qp: Qp,
+}
+
+impl PreparedQp {
+    pub fn qpn(&self) -> u32 {
+        self.qp.qpn
+    }
+
+    /// This QP's endpoint, exposing no memory.
+    pub fn endpoint(&self) -> Endpoint {
+        self.qp.endpoint(None)
+    }
+
+    /// This QP's endpoint, exposing `mr` (its address, length and rkey) to the peer.
+    pub fn endpoint_with(&self, mr: &Mr) -> Endpoint {
+        self.qp.endpoint(Some(mr))
+    }
+
+    /// Posts receives before the QP is connected (allowed from INIT, and
+    /// needed so the peer's first SEND finds one).
+    pub fn post_recv(&self, wr: &RecvWr) -> Result<()> {
+        self.qp.post_recv(wr)
+    }
+
+    /// INIT→RTR→RTS towards `remote` (RC). Refuses an endpoint whose path
+    /// MTU differs from this QP's.
+    pub fn connect(self, remote: &Endpoint) -> Result<Qp> {
+        let q = &self.qp;
+        if q.qp_type != QpType::Rc {
+            return Err(Error::BadEndpoint(
+                "connect() is for RC QPs; use activate() for UD".into(),
+            ));
+        }
+        let rmtu = Mtu::from_bytes(remote.mtu).ok_or_else(|| {
+            Error::BadEndpoint(format!(
+                "{} is not a path MTU (256, 512, 1024, 2048 or 4096)",
+                remote.mtu
+            ))
+        })?;
+        if rmtu != q.mtu {
+            return Err(Error::MtuMismatch {
+                local: q.mtu.bytes(),
+                remote: remote.mtu,
+            });
+        }
+        if remote.qpn > 0xff_ffff || remote.psn > 0xff_ffff {
+            return Err(Error::BadEndpoint(format!(
+                "QPN {:#x} and PSN {:#x} must fit 24 bits",
+                remote.qpn, remote.psn
+            )));
+        }
+        if remote.udp_port == 0 || remote.ip.is_unspecified() {
+            return Err(Error::BadEndpoint(format!(
+                "address {}:{} cannot be reached",
+                remote.ip, remote.udp_port
+            )));
+        }
+        let ctx = q.pd.context();
+        let mut e = ctx.lock();
+        let mut rtr = QpAttr::rtr(remote.socket_addr(), remote.qpn, remote.psn, q.mtu);
+        rtr.min_rnr_timer = Some(q.min_rnr_timer);
+        e.rnic.modify_qp(q.qpn, QpState::Rtr, &rtr)?;
+        let mut rts = QpAttr::rts(q.psn);
+        rts.timeout = Some(q.timeout);
+        rts.retry_cnt = Some(q.retry_cnt);
+        rts.rnr_retry = Some(q.rnr_retry);
+        rts.max_rd_atomic = Some(q.max_rd_atomic);
+        e.rnic.modify_qp(q.qpn, QpState::Rts, &rts)?;
+        drop(e);
+        Ok(self.qp)
+    }
+
+    /// INIT→RTR→RTS for a UD QP (no peer: each send names its destination).
+    pub fn activate(self) -> Result<Qp> {
+        let q = &self.qp;
+        if q.qp_type != QpType::Ud {
+            return Err(Error::BadEndpoint(
+                "activate() is for UD QPs; use connect() for RC".into(),
+            ));
+        }
+        let mut e = q.pd.context().lock();
+        e.rnic.modify_qp(q.qpn, QpState::Rtr, &QpAttr::default())?;
+        e.rnic.modify_qp(
+            q.qpn,
+            QpState::Rts,
+            &QpAttr {
+                sq_psn: Some(q.psn),
+                ..Default::default()
+            },
+        )?;
+        drop(e);
+        Ok(self.qp)
+    }
+}
+
+/// A queue pair ready for work requests (`ibv_qp`).
+pub struct Qp {
+    pd: Pd,
+    _cqs: (Cq, Cq),
+    qpn: u32,
+    qp_type: QpType,
+    mtu: Mtu,
+    psn: u32,
+    timeout: u8,
+    retry_cnt: u8,
+    rnr_retry: u8,
+    min_rnr_timer: u8,
+    max_rd_atomic: u8,
+}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let _ = self.pd.context().lock().rnic.destroy_qp(self.qpn);
+    }
+}
+
+impl Qp {
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+    pub fn mtu(&self) -> Mtu {
+        self.mtu
+    }
+    pub fn context(&self) -> &Context {
+        self.pd.context()
+    }
+
+    fn endpoint(&self, mr: Option<&Mr>) -> Endpoint {
+        let local = self.pd.context().local_addr();
+        Endpoint {
+            ip: *local.ip(),
+            udp_port: local.port(),
+            qpn: self.qpn,
+            psn: self.psn,
+            mtu: self.mtu.bytes(),
+            addr: mr.map_or(0, Mr::addr),
+            len: mr.map_or(0, |m| m.len() as u64),
+            rkey: mr.map_or(0, Mr::rkey),
+        }
+    }
+
+    pub fn state(&self) -> Result<QpState> {
+        Ok(self.pd.context().lock().rnic.qp_state(self.qpn)?)
+    }
+
+    /// `ibv_modify_qp` with explicit attributes (e.g. to ERR to flush).
+    pub fn modify(&self, to: QpState, attr: &QpAttr) -> Result<()> {
+        Ok(self
+            .pd
+            .context()
+            .lock()
+            .rnic
+            .modify_qp(self.qpn, to, attr)?)
+    }
+
+    /// Posts one send work request and rings the doorbell.
+    pub fn post_send(&self, wr: &SendWr) -> Result<()> {
+        self.post_send_batch(std::slice::from_ref(wr))
+    }
+
+    /// Posts a list of send work requests (stops at the first bad one;
+    /// the error says which) and rings the doorbell once.
+    pub fn post_send_batch(&self, wrs: &[SendWr]) -> Result<()> {
+        let mut e = self.pd.context().lock();
+        let r = e.rnic.post_send(self.qpn, wrs);
+        // The doorbell: start sending now rather than on the next poll.
+        e.progress()?;
+        Ok(r?)
+    }
+
+    pub fn post_recv(&self, wr: &RecvWr) -> Result<()> {
+        self.post_recv_batch(std::slice::from_ref(wr))
+    }
+
+    pub fn post_recv_batch(&self, wrs: &[RecvWr]) -> Result<()> {
+        Ok(self.pd.context().lock().rnic.post_recv(self.qpn, wrs)?)
+    }
+
+    /// A one-paragraph dump of the QP's transport state, for debugging.
+    pub fn debug(&self) -> String {
+        self.pd.context().lock().rnic.debug_qp(self.qpn)
+    }
+}
