@@ -16,7 +16,8 @@ pub struct FaultConfig {
     pub reorder: f64,
     pub dup: f64,
     pub corrupt: f64,
-    /// How long a reordered packet is held back.
+    /// Longest a reordered packet is held back: it goes out right after the
+    /// next packet, or after this delay if no packet follows.
     pub reorder_delay_ns: u64,
     pub seed: u64,
 }
@@ -28,7 +29,7 @@ impl Default for FaultConfig {
             reorder: 0.0,
             dup: 0.0,
             corrupt: 0.0,
-            reorder_delay_ns: 100_000,
+            reorder_delay_ns: 20_000,
             seed: 1,
         }
     }
@@ -97,6 +98,8 @@ impl FaultInjector {
             return;
         }
         out.push(d);
+        // Packets held earlier now follow the one that overtook them.
+        out.extend(self.held.drain(..).map(|(_, d)| d));
     }
 
     /// Releases held-back datagrams whose time has come.

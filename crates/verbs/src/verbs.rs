@@ -427,7 +427,11 @@ impl<'a> QpBuilder<'a> {
             retry_cnt: 7,
             rnr_retry: 7,
             min_rnr_timer: 12,
-            max_rd_atomic: 16,
+            // A quarter of the responder's 16 READ/ATOMIC resources: the RNIC counts
+            // replays of duplicate READs against the same limit, so a full
+            // window plus retransmissions could be refused as an invalid
+            // request (reported to the RNIC's owner).
+            max_rd_atomic: 4,
             qkey: 0x1111_1111,
         }
     }
