@@ -1,0 +1,1 @@
+//! HPCC formats (to come).

@@ -1,0 +1,29 @@
+//! `roce-sim`: a deterministic, packet-level simulator of RoCEv2 datacenter
+//! fabrics whose hosts run the real software RNIC (`roce-rnic`).
+//!
+//! Modules are named after the domain: [`event`] (time and the event queue),
+//! [`link`] (ports, queues, scheduling), [`pfc`] (switch buffer and priority
+//! flow control), [`ecn`] (RED marking), [`ecmp`] (multipath hashing),
+//! [`topology`] (graphs and routing), [`workload`] (flows and generators),
+//! [`sim`] (hosts, switches and the loop), [`metrics`] (results and files),
+//! [`scenario`] (the TOML schema) and [`hpcc`] (the HPCC ns-3 simulator's
+//! input and output formats).
+
+pub mod ecmp;
+pub mod ecn;
+pub mod event;
+pub mod hpcc;
+pub mod link;
+pub mod metrics;
+pub mod packet;
+pub mod pfc;
+pub mod plot;
+pub mod scenario;
+pub mod sim;
+pub mod topology;
+pub mod workload;
+
+pub use event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps};
+pub use metrics::{Report, Summary};
+pub use sim::{SimConfig, SimError, Simulator};
+pub use topology::Topology;

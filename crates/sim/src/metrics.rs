@@ -1,0 +1,381 @@
+//! What a run measured, and the files it is written to: `fct.csv`,
+//! `summary.json`, `queues.csv`, `pfc.csv`.
+//!
+//! Slowdown is FCT divided by the ideal FCT of the same flow alone on the
+//! fabric (see [`crate::sim::ideal_fct`]), the normalisation used by pFabric,
+//! HPCC and most datacenter transport papers.
+
+use crate::event::Ps;
+use crate::link::NPRIO;
+use serde::Serialize;
+use std::io::Write;
+use std::path::Path;
+
+/// Fabric-wide counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counters {
+    /// Frames the hosts' NICs took from their RNICs.
+    pub injected_pkts: u64,
+    pub injected_bytes: u64,
+    pub delivered_pkts: u64,
+    pub delivered_bytes: u64,
+    /// Message bytes delivered to receiving RNICs (retransmissions included).
+    pub delivered_payload: u64,
+    pub dropped_pkts: u64,
+    pub dropped_bytes: u64,
+    /// Frame bytes still in queues or on links.
+    pub live_bytes: u64,
+    pub pfc_xoff_tx: u64,
+    pub pfc_xon_tx: u64,
+    /// XOFF frames received (by switches and hosts).
+    pub pfc_pause_rx: u64,
+    /// Port × priority time spent paused.
+    pub paused_ps: u64,
+    pub ecn_marks: u64,
+    pub cnps_tx: u64,
+    pub cnps_rx: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub naks: u64,
+    pub int_hops: u64,
+    pub failed_flows: u64,
+    pub buffer_peak: u64,
+    pub first_error: Option<String>,
+    pub deadlock: Option<String>,
+}
+
+/// One flow's outcome.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FlowResult {
+    pub id: u32,
+    pub src: u32,
+    pub dst: u32,
+    pub size: u64,
+    pub start: Ps,
+    pub finish: Option<Ps>,
+    pub ideal: Ps,
+    pub ok: bool,
+    pub sport: u16,
+}
+
+impl FlowResult {
+    pub fn fct(&self) -> Option<Ps> {
+        self.finish.map(|f| f - self.start)
+    }
+    pub fn slowdown(&self) -> Option<f64> {
+        let fct = self.fct()?;
+        Some((fct as f64 / self.ideal.max(1) as f64).max(1.0))
+    }
+}
+
+/// A PFC happening at a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcEvent {
+    pub time: Ps,
+    pub node: u32,
+    pub port: u16,
+    pub prio: u8,
+    /// `xoff_tx`, `xon_tx`, `pause` (XOFF received), `resume` (XON
+    /// received) or `expire` (pause time ran out).
+    pub what: &'static str,
+}
+
+/// An egress queue's length at a sampling instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSample {
+    pub time: Ps,
+    pub node: u32,
+    pub port: u16,
+    pub prio: u8,
+    pub bytes: u64,
+}
+
+/// Per-port totals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortStats {
+    pub node: u32,
+    pub port: u16,
+    pub peer: u32,
+    pub rate_bps: u64,
+    pub tx_bytes: u64,
+    pub xoff_tx: [u64; NPRIO],
+    pub xon_tx: [u64; NPRIO],
+    pub xoff_rx: [u64; NPRIO],
+    pub paused_ps: [u64; NPRIO],
+    pub max_qbytes: [u64; NPRIO],
+}
+
+/// Everything a run produced.
+#[derive(Debug, Clone)]
+pub struct Report {
+    pub now: Ps,
+    pub events: u64,
+    pub counters: Counters,
+    pub flows: Vec<FlowResult>,
+    pub ports: Vec<PortStats>,
+    pub pfc: Vec<PfcEvent>,
+    pub queues: Vec<QueueSample>,
+    /// (time, flow, delivered bytes) samples.
+    pub flow_progress: Vec<(Ps, u32, u64)>,
+    /// (ns, frame) of every PFC frame sent, when captured.
+    pub pfc_frames: Vec<(u64, Vec<u8>)>,
+    pub node_names: Vec<String>,
+    /// Node index of each host.
+    pub host_nodes: Vec<u32>,
+}
+
+/// Percentiles of one group of flows.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub flows: usize,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub mean: f64,
+    pub max: f64,
+}
+
+/// Nearest-rank percentiles of `v` (sorted in place).
+pub fn percentiles(v: &mut [f64]) -> Option<Percentiles> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |p: f64| v[((p / 100.0 * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1];
+    Some(Percentiles {
+        flows: v.len(),
+        p50: at(50.0),
+        p95: at(95.0),
+        p99: at(99.0),
+        mean: v.iter().sum::<f64>() / v.len() as f64,
+        max: v[v.len() - 1],
+    })
+}
+
+/// Size buckets for slowdown: upper bounds in bytes (exclusive) and labels.
+pub const BUCKETS: [(u64, &str); 5] = [
+    (10_000, "<10KB"),
+    (100_000, "10KB-100KB"),
+    (1_000_000, "100KB-1MB"),
+    (10_000_000, "1MB-10MB"),
+    (u64::MAX, ">=10MB"),
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowCounts {
+    pub total: usize,
+    pub finished: usize,
+    pub failed: usize,
+    pub unfinished: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub flows: FlowCounts,
+    pub slowdown: Option<Percentiles>,
+    pub slowdown_by_size: Vec<(String, Percentiles)>,
+    pub drops: u64,
+    pub dropped_bytes: u64,
+    pub pfc_pause_frames: u64,
+    pub pfc_resume_frames: u64,
+    pub pfc_paused_us: f64,
+    pub ecn_marks: u64,
+    pub cnps: u64,
+    pub retransmissions: u64,
+    pub timeouts: u64,
+    pub injected_bytes: u64,
+    pub delivered_bytes: u64,
+    pub in_flight_bytes: u64,
+    pub buffer_peak_bytes: u64,
+    pub events: u64,
+    pub simulated_us: f64,
+    pub wall_seconds: f64,
+    pub events_per_second: f64,
+    pub deadlock: Option<String>,
+    pub first_error: Option<String>,
+}
+
+impl Report {
+    pub fn summary(&self, wall_seconds: f64) -> Summary {
+        let c = &self.counters;
+        let done: Vec<&FlowResult> = self.flows.iter().filter(|f| f.ok).collect();
+        let mut all: Vec<f64> = done.iter().filter_map(|f| f.slowdown()).collect();
+        let mut by = Vec::new();
+        let mut lo = 0;
+        for (hi, label) in BUCKETS {
+            let mut v: Vec<f64> = done
+                .iter()
+                .filter(|f| f.size >= lo && f.size < hi)
+                .filter_map(|f| f.slowdown())
+                .collect();
+            if let Some(p) = percentiles(&mut v) {
+                by.push((label.to_string(), p));
+            }
+            lo = hi;
+        }
+        let finished = self.flows.iter().filter(|f| f.finish.is_some()).count();
+        Summary {
+            flows: FlowCounts {
+                total: self.flows.len(),
+                finished: done.len(),
+                failed: finished - done.len(),
+                unfinished: self.flows.len() - finished,
+            },
+            slowdown: percentiles(&mut all),
+            slowdown_by_size: by,
+            drops: c.dropped_pkts,
+            dropped_bytes: c.dropped_bytes,
+            pfc_pause_frames: c.pfc_xoff_tx,
+            pfc_resume_frames: c.pfc_xon_tx,
+            pfc_paused_us: c.paused_ps as f64 / 1e6,
+            ecn_marks: c.ecn_marks,
+            cnps: c.cnps_tx,
+            retransmissions: c.retransmits,
+            timeouts: c.timeouts,
+            injected_bytes: c.injected_bytes,
+            delivered_bytes: c.delivered_bytes,
+            in_flight_bytes: c.live_bytes,
+            buffer_peak_bytes: c.buffer_peak,
+            events: self.events,
+            simulated_us: self.now as f64 / 1e6,
+            wall_seconds,
+            events_per_second: if wall_seconds > 0.0 {
+                self.events as f64 / wall_seconds
+            } else {
+                0.0
+            },
+            deadlock: c.deadlock.clone(),
+            first_error: c.first_error.clone(),
+        }
+    }
+
+    fn host_name(&self, h: u32) -> &str {
+        self.host_nodes
+            .get(h as usize)
+            .and_then(|&n| self.node_names.get(n as usize))
+            .map_or("?", |s| s.as_str())
+    }
+
+    /// `fct.csv`: one row per flow, times in ns.
+    pub fn write_fct_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
+        writeln!(
+            w,
+            "flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,status"
+        )?;
+        for f in &self.flows {
+            let ns = |p: Ps| format!("{:.3}", p as f64 / 1e3);
+            let (finish, fct, sd) = match (f.finish, f.fct(), f.slowdown()) {
+                (Some(a), Some(b), Some(s)) => (ns(a), ns(b), format!("{s:.4}")),
+                _ => (String::new(), String::new(), String::new()),
+            };
+            let status = match (f.finish, f.ok) {
+                (None, _) => "unfinished",
+                (Some(_), true) => "ok",
+                (Some(_), false) => "failed",
+            };
+            writeln!(
+                w,
+                "{},{},{},{},{},{},{},{},{},{}",
+                f.id,
+                self.host_name(f.src),
+                self.host_name(f.dst),
+                f.size,
+                ns(f.start),
+                finish,
+                fct,
+                ns(f.ideal),
+                sd,
+                status
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `queues.csv`: sampled egress queue bytes per switch port and priority.
+    pub fn write_queues_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
+        writeln!(w, "time_ns,switch,port,peer,prio,bytes")?;
+        let peer = |node: u32, port: u16| {
+            self.ports
+                .iter()
+                .find(|p| p.node == node && p.port == port)
+                .map_or("?", |p| self.node_names[p.peer as usize].as_str())
+        };
+        for s in &self.queues {
+            writeln!(
+                w,
+                "{:.3},{},{},{},{},{}",
+                s.time as f64 / 1e3,
+                self.node_names[s.node as usize],
+                s.port,
+                peer(s.node, s.port),
+                s.prio,
+                s.bytes
+            )?;
+        }
+        Ok(())
+    }
+
+    /// `pfc.csv`: every PFC happening, time-ordered.
+    pub fn write_pfc_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
+        writeln!(w, "time_ns,node,port,prio,event")?;
+        for e in &self.pfc {
+            writeln!(
+                w,
+                "{:.3},{},{},{},{}",
+                e.time as f64 / 1e3,
+                self.node_names[e.node as usize],
+                e.port,
+                e.prio,
+                e.what
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Writes fct.csv, queues.csv, pfc.csv and summary.json into `dir`
+    /// (and pfc.pcap when PFC frames were captured).
+    pub fn write_all(&self, dir: &Path, wall_seconds: f64) -> std::io::Result<Summary> {
+        std::fs::create_dir_all(dir)?;
+        let open = |name: &str| -> std::io::Result<std::io::BufWriter<std::fs::File>> {
+            Ok(std::io::BufWriter::new(std::fs::File::create(
+                dir.join(name),
+            )?))
+        };
+        let mut f = open("fct.csv")?;
+        self.write_fct_csv(&mut f)?;
+        f.flush()?;
+        let mut f = open("queues.csv")?;
+        self.write_queues_csv(&mut f)?;
+        f.flush()?;
+        let mut f = open("pfc.csv")?;
+        self.write_pfc_csv(&mut f)?;
+        f.flush()?;
+        let s = self.summary(wall_seconds);
+        let mut f = open("summary.json")?;
+        serde_json::to_writer_pretty(&mut f, &s).map_err(std::io::Error::other)?;
+        writeln!(f)?;
+        f.flush()?;
+        if !self.pfc_frames.is_empty() {
+            let f = open("pfc.pcap")?;
+            let mut w = roce_wire::pcap::CaptureWriter::new(f).map_err(std::io::Error::other)?;
+            for (ts, frame) in &self.pfc_frames {
+                w.write(*ts, frame).map_err(std::io::Error::other)?;
+            }
+            w.into_inner().flush()?;
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank() {
+        let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let p = percentiles(&mut v).unwrap();
+        assert_eq!((p.p50, p.p95, p.p99, p.max), (50.0, 95.0, 99.0, 100.0));
+        assert!(percentiles(&mut []).is_none());
+    }
+}

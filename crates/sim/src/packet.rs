@@ -1,0 +1,85 @@
+//! A packet in flight through the fabric. The transport part is the RNIC's
+//! own `TransportRepr`; the simulator adds what the network needs (who,
+//! which priority, how big on the wire, ECN bits, INT) and moves only a
+//! length for the payload.
+
+use roce_rnic::IntHop;
+use roce_wire::{Opcode, TransportRepr};
+
+/// Ethernet (14) + IPv4 (20) + UDP (8) before the InfiniBand transport.
+pub const L2_L4_HEADER: u64 = 14 + 20 + 8;
+/// Ethernet FCS.
+pub const FCS: u64 = 4;
+/// Preamble and start-of-frame delimiter (8) plus minimum inter-frame gap (12).
+pub const PREAMBLE_IFG: u64 = 20;
+/// Most INT hops a packet records (a 3-tier fat tree has 5 switches).
+pub const MAX_INT_HOPS: usize = 8;
+
+/// Per-hop telemetry stamped by switches for HPCC.
+#[derive(Debug, Clone, Default)]
+pub struct IntStack {
+    pub hops: Vec<IntHop>,
+}
+
+/// One frame.
+#[derive(Debug, Clone)]
+pub struct Packet {
+    pub src: u32,
+    pub dst: u32,
+    pub sport: u16,
+    pub prio: u8,
+    pub ecn_capable: bool,
+    pub ce: bool,
+    /// Frame length from destination MAC to FCS: what buffers hold.
+    pub frame: u32,
+    /// Message bytes carried.
+    pub payload: u32,
+    /// Flow this packet belongs to (`u32::MAX` when unknown).
+    pub flow: u32,
+    /// Ingress port at the switch currently holding it.
+    pub ingress: u16,
+    pub repr: TransportRepr,
+    pub int: Option<Box<IntStack>>,
+}
+
+impl Packet {
+    /// ACKs, NAKs, atomic ACKs and CNPs: the control traffic that rides the
+    /// control priority.
+    pub fn is_control(&self) -> bool {
+        matches!(
+            self.repr.bth.opcode,
+            Opcode::RcAck | Opcode::RcAtomicAck | Opcode::Cnp
+        )
+    }
+}
+
+/// Frame bytes (MAC header to FCS) of a RoCEv2 packet with `repr` and
+/// `payload` bytes: L2–L4 headers, BTH and extension headers, payload, pad,
+/// ICRC, FCS.
+pub fn frame_len(repr: &TransportRepr, payload: usize) -> u64 {
+    L2_L4_HEADER + repr.buffer_len(payload) as u64 + FCS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roce_wire::BthRepr;
+
+    #[test]
+    fn ack_frame_is_66_bytes() {
+        let mut t = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcAck,
+            ..Default::default()
+        });
+        t.aeth = Some(roce_wire::AethRepr {
+            syndrome: roce_wire::Syndrome::Ack { credits: 31 },
+            msn: 0,
+        });
+        // 14 + 20 + 8 + BTH 12 + AETH 4 + ICRC 4 + FCS 4.
+        assert_eq!(frame_len(&t, 0), 66);
+        assert_eq!(
+            frame_len(&t, 0),
+            roce_rnic::PACKET_OVERHEAD + t.header_len() as u64
+        );
+    }
+}

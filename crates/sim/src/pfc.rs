@@ -1,0 +1,295 @@
+//! The switch buffer (MMU) and priority flow control (IEEE 802.1Qbb).
+//!
+//! Buffer accounting is per *ingress* port × priority, the way PFC needs it:
+//! a port must tell its upstream neighbour to stop before the bytes that
+//! neighbour sends overflow what the switch set aside for it. Each ingress
+//! queue has three pools, filled in this order and drained in the reverse:
+//!
+//! 1. a guaranteed *reserve*;
+//! 2. a share of the common pool limited by a *dynamic threshold*
+//!    `alpha × (free shared bytes)` (Choudhury & Hahne, "Dynamic queue length
+//!    thresholds for shared-memory packet switches", IEEE/ACM ToN 1998), or a
+//!    static byte limit;
+//! 3. for lossless priorities, a per-port *headroom* that absorbs what is
+//!    still in flight after XOFF is sent: about two link delays of traffic
+//!    plus a maximum frame at each end (802.1Qbb Annex N; the HPCC ns-3
+//!    simulator uses three link-delay BDPs).
+//!
+//! XOFF goes out when an ingress queue reaches the threshold (or starts
+//! using headroom) and XON when it has drained to `threshold - xon_offset`
+//! with no headroom in use. Lossy priorities never pause and are dropped
+//! when the reserve and the shared share are both exhausted; lossless
+//! packets are dropped only when headroom overflows, which a correctly
+//! sized headroom never allows.
+
+use serde::{Deserialize, Serialize};
+
+/// How the XOFF threshold is computed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Threshold {
+    /// `alpha × free shared bytes` (dynamic threshold).
+    Dynamic { alpha: f64 },
+    /// A fixed number of shared bytes per ingress queue.
+    Static { bytes: u64 },
+}
+
+/// Buffer and PFC settings of one switch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BufferConfig {
+    pub size_bytes: u64,
+    /// Guaranteed bytes per ingress port × priority.
+    pub reserve_bytes: u64,
+    pub threshold: Threshold,
+    /// XON when the shared use is this far below the threshold.
+    pub xon_offset_bytes: u64,
+    /// Headroom per ingress port × lossless priority; `None` sizes it from
+    /// the attached link (see [`auto_headroom`]).
+    pub headroom_bytes: Option<u64>,
+    /// Bit `p` set: priority `p` is lossless (PFC-enabled).
+    pub lossless: u8,
+    /// Pause time carried by XOFF frames, in 512-bit-time quanta.
+    pub pause_quanta: u16,
+}
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            size_bytes: 32 << 20,
+            reserve_bytes: 0,
+            threshold: Threshold::Dynamic { alpha: 0.125 },
+            xon_offset_bytes: 2 * 1100,
+            headroom_bytes: None,
+            lossless: 1 << 3,
+            pause_quanta: 0xffff,
+        }
+    }
+}
+
+/// Headroom for a port: the bytes that can still arrive after the switch
+/// decides to pause — the XOFF's flight and the peer's reaction (one link
+/// delay each way at line rate), a maximum frame the peer has started,
+/// one we may be sending ahead of the XOFF, and one more for the decision.
+pub fn auto_headroom(rate_bps: u64, delay_ps: u64, max_frame: u64) -> u64 {
+    let bdp = (u128::from(rate_bps) * u128::from(delay_ps) / 8 / 1_000_000_000_000) as u64;
+    2 * bdp + 3 * max_frame
+}
+
+/// Where an admitted packet's bytes were counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    Reserve,
+    Shared,
+    Headroom,
+    Drop,
+}
+
+/// Per-switch buffer state.
+#[derive(Debug, Clone)]
+pub struct Mmu {
+    pub cfg: BufferConfig,
+    headroom: Vec<u64>,
+    rsv: Vec<u64>,
+    shared: Vec<u64>,
+    hdrm: Vec<u64>,
+    xoff: Vec<bool>,
+    shared_pool: u64,
+    shared_used: u64,
+    /// Bytes held, all pools.
+    pub used: u64,
+    /// Most bytes ever held.
+    pub peak: u64,
+}
+
+const NPRIO: usize = 8;
+
+impl Mmu {
+    /// `headroom[p]` is the headroom of port `p`.
+    pub fn new(cfg: BufferConfig, headroom: Vec<u64>) -> Mmu {
+        let n = headroom.len();
+        let lossless = u64::from(cfg.lossless.count_ones());
+        let reserved = cfg.reserve_bytes * (n * NPRIO) as u64;
+        let hdrm_total: u64 = headroom.iter().sum::<u64>() * lossless;
+        let shared_pool = cfg.size_bytes.saturating_sub(reserved + hdrm_total);
+        Mmu {
+            cfg,
+            headroom,
+            rsv: vec![0; n * NPRIO],
+            shared: vec![0; n * NPRIO],
+            hdrm: vec![0; n * NPRIO],
+            xoff: vec![false; n * NPRIO],
+            shared_pool,
+            shared_used: 0,
+            used: 0,
+            peak: 0,
+        }
+    }
+
+    /// Bytes of the common pool (after reserves and headroom).
+    pub fn shared_pool(&self) -> u64 {
+        self.shared_pool
+    }
+
+    fn lossless(&self, prio: u8) -> bool {
+        self.cfg.lossless & (1 << prio) != 0
+    }
+
+    /// The current per-queue shared limit.
+    pub fn threshold(&self) -> u64 {
+        match self.cfg.threshold {
+            Threshold::Dynamic { alpha } => {
+                (alpha * self.shared_pool.saturating_sub(self.shared_used) as f64) as u64
+            }
+            Threshold::Static { bytes } => bytes,
+        }
+    }
+
+    /// Admits (or refuses) `size` bytes arriving on `port` at `prio`.
+    pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
+        let i = port * NPRIO + usize::from(prio);
+        let lossless = self.lossless(prio);
+        let at = if self.rsv[i] + size <= self.cfg.reserve_bytes {
+            self.rsv[i] += size;
+            Admit::Reserve
+        } else if self.shared[i] + size <= self.threshold()
+            && self.shared_used + size <= self.shared_pool
+        {
+            self.shared[i] += size;
+            self.shared_used += size;
+            Admit::Shared
+        } else if lossless && self.hdrm[i] + size <= self.headroom[port] {
+            self.hdrm[i] += size;
+            Admit::Headroom
+        } else {
+            return Admit::Drop;
+        };
+        self.used += size;
+        self.peak = self.peak.max(self.used);
+        at
+    }
+
+    /// Releases `size` bytes of the ingress queue (`port`, `prio`) when the
+    /// packet leaves: headroom first, then shared, then reserve.
+    pub fn release(&mut self, port: usize, prio: u8, size: u64) {
+        let i = port * NPRIO + usize::from(prio);
+        let mut left = size;
+        let h = self.hdrm[i].min(left);
+        self.hdrm[i] -= h;
+        left -= h;
+        let s = self.shared[i].min(left);
+        self.shared[i] -= s;
+        self.shared_used -= s;
+        left -= s;
+        let r = self.rsv[i].min(left);
+        self.rsv[i] -= r;
+        self.used = self.used.saturating_sub(size);
+    }
+
+    /// True when (`port`, `prio`) should send XOFF now (and records it).
+    pub fn check_xoff(&mut self, port: usize, prio: u8) -> bool {
+        let i = port * NPRIO + usize::from(prio);
+        if !self.lossless(prio) || self.xoff[i] {
+            return false;
+        }
+        if self.hdrm[i] > 0 || self.shared[i] >= self.threshold() {
+            self.xoff[i] = true;
+            return true;
+        }
+        false
+    }
+
+    /// True when (`port`, `prio`) should send XON now (and records it).
+    pub fn check_xon(&mut self, port: usize, prio: u8) -> bool {
+        let i = port * NPRIO + usize::from(prio);
+        if !self.xoff[i] || self.hdrm[i] > 0 {
+            return false;
+        }
+        let s = self.shared[i];
+        if s == 0 || s + self.cfg.xon_offset_bytes <= self.threshold() {
+            self.xoff[i] = false;
+            return true;
+        }
+        false
+    }
+
+    /// Whether XOFF is in force for (`port`, `prio`).
+    pub fn is_xoff(&self, port: usize, prio: u8) -> bool {
+        self.xoff[port * NPRIO + usize::from(prio)]
+    }
+
+    /// Bytes held for the ingress queue (`port`, `prio`).
+    pub fn ingress_bytes(&self, port: usize, prio: u8) -> u64 {
+        let i = port * NPRIO + usize::from(prio);
+        self.rsv[i] + self.shared[i] + self.hdrm[i]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mmu(threshold: Threshold) -> Mmu {
+        Mmu::new(
+            BufferConfig {
+                size_bytes: 100_000,
+                reserve_bytes: 0,
+                threshold,
+                xon_offset_bytes: 1000,
+                headroom_bytes: None,
+                lossless: 1 << 3,
+                pause_quanta: 0xffff,
+            },
+            vec![10_000, 10_000],
+        )
+    }
+
+    #[test]
+    fn xoff_then_headroom_then_xon() {
+        let mut m = mmu(Threshold::Static { bytes: 5000 });
+        assert_eq!(m.shared_pool(), 80_000);
+        for _ in 0..5 {
+            assert_eq!(m.admit(0, 3, 1000), Admit::Shared);
+        }
+        assert!(m.check_xoff(0, 3));
+        assert!(!m.check_xoff(0, 3), "XOFF is sent once");
+        // In-flight bytes land in headroom, and past it they drop.
+        for _ in 0..10 {
+            assert_eq!(m.admit(0, 3, 1000), Admit::Headroom);
+        }
+        assert_eq!(m.admit(0, 3, 1000), Admit::Drop);
+        assert!(!m.check_xon(0, 3));
+        for _ in 0..10 {
+            m.release(0, 3, 1000);
+        }
+        assert!(!m.check_xon(0, 3), "still at the threshold");
+        m.release(0, 3, 1000);
+        assert!(m.check_xon(0, 3));
+        assert_eq!(m.ingress_bytes(0, 3), 4000);
+    }
+
+    #[test]
+    fn lossy_drops_at_threshold() {
+        let mut m = mmu(Threshold::Static { bytes: 2000 });
+        assert_eq!(m.admit(1, 0, 1000), Admit::Shared);
+        assert_eq!(m.admit(1, 0, 1000), Admit::Shared);
+        assert_eq!(m.admit(1, 0, 1000), Admit::Drop);
+        assert!(!m.check_xoff(1, 0));
+    }
+
+    #[test]
+    fn dynamic_threshold_shrinks_as_pool_fills() {
+        let mut m = mmu(Threshold::Dynamic { alpha: 1.0 });
+        let t0 = m.threshold();
+        m.admit(0, 3, 30_000);
+        assert!(m.threshold() < t0);
+        assert_eq!(m.threshold(), 50_000);
+    }
+
+    #[test]
+    fn headroom_default_covers_two_delays() {
+        // 100 Gb/s, 1 us: BDP 12.5 kB.
+        assert_eq!(
+            auto_headroom(100_000_000_000, 1_000_000, 1100),
+            25_000 + 3300
+        );
+    }
+}

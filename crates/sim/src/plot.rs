@@ -1,0 +1,1 @@
+//! Plots (to come).

@@ -1,0 +1,1247 @@
+//! The simulator: nodes, hosts running the real RNIC, switches, and the
+//! event loop that ties them together.
+//!
+//! Every host owns one [`roce_rnic::Rnic`] over [`VirtualMemory`], driven
+//! exactly as the UDP engine drives it (`handle_packet`, `poll_transmit`,
+//! `poll_timeout`/`handle_timeout`, `poll_cq`), only with simulated time.
+//! There is no second transport: retransmission, ACK coalescing, CNP
+//! generation and pacing are the RNIC's.
+
+use crate::ecmp::{self, FiveTuple};
+use crate::ecn::EcnConfig;
+use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
+use crate::link::{NPRIO, Port, Scheduler};
+use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
+use crate::packet::{IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len};
+use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
+use crate::topology::{NodeKind, PortRef, Routes, Topology};
+use crate::workload::{FlowOp, FlowSpec};
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use roce_rnic::{
+    Access, CqHandle, IntHop, Mtu, PayloadRef, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
+    RecvWr, Rnic, RnicConfig, SendWr, Sge, Transmit, VirtualMemory, WcOpcode, WcStatus, WrOpcode,
+};
+use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// RoCEv2's UDP port.
+pub const ROCE_PORT: u16 = 4791;
+
+/// Why a simulation cannot be set up.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    #[error("flow {flow}: host {host} does not exist (the fabric has {hosts} hosts)")]
+    NoSuchHost {
+        flow: usize,
+        host: u32,
+        hosts: usize,
+    },
+    #[error("flow {flow}: source and destination are both host {host}")]
+    SameHost { flow: usize, host: u32 },
+    #[error("flow {flow}: size must be 1..=2147483648 bytes, got {size}")]
+    BadSize { flow: usize, size: u64 },
+    #[error("no ECN thresholds for links of {rate_bps} b/s (add that speed to the K/P maps)")]
+    NoEcnForSpeed { rate_bps: u64 },
+    #[error("priority {0} is out of range 0..=7")]
+    BadPriority(u8),
+    #[error("RNIC refused the set-up of flow {flow}: {why}")]
+    Rnic { flow: usize, why: String },
+}
+
+/// ECN marking thresholds for switch ports.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum EcnPolicy {
+    /// No marking.
+    #[default]
+    Off,
+    /// The same thresholds on every switch port.
+    Fixed(EcnConfig),
+    /// Thresholds chosen by port speed (as the HPCC simulator's K/P maps).
+    BySpeed(Vec<(u64, EcnConfig)>),
+}
+
+/// Everything that shapes a run, besides the topology and the flows.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub seed: u64,
+    /// Hard stop of simulated time.
+    pub stop: Option<Ps>,
+    pub mtu: Mtu,
+    /// Priority of data packets (DSCP = 8 × priority).
+    pub data_prio: u8,
+    /// Priority of ACKs, NAKs and CNPs.
+    pub control_prio: u8,
+    pub rnic: RnicConfig,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout).
+    pub qp_timeout: u8,
+    pub retry_cnt: u8,
+    pub buffer: BufferConfig,
+    pub ecn: EcnPolicy,
+    pub scheduler: Scheduler,
+    /// Stamp INT on data packets at every switch egress.
+    pub int: bool,
+    /// Preamble, SFD and inter-frame gap bytes charged per frame on the wire.
+    pub ifg_bytes: u64,
+    /// Packets a NIC takes from the RNIC ahead of its port (per port, all
+    /// priorities), so a paused priority does not block the others.
+    pub nic_staging_pkts: usize,
+    /// Sampling interval for queues.csv and flow progress (0 = off).
+    pub sample: Ps,
+    /// Flows (lowest ids) whose delivered bytes are sampled for the
+    /// throughput plot.
+    pub trace_flows: usize,
+    /// Keep every PFC frame as bytes (for a pcap).
+    pub capture_pfc: bool,
+    /// Report a PFC deadlock when every non-empty queue has been paused for
+    /// this long with nothing delivered (0 = off).
+    pub deadlock_after: Ps,
+    /// Most rows kept for queues.csv / pfc.csv.
+    pub max_rows: usize,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            seed: 1,
+            stop: None,
+            mtu: Mtu::Mtu1024,
+            data_prio: 3,
+            control_prio: 6,
+            rnic: RnicConfig::default(),
+            qp_timeout: 14,
+            retry_cnt: 7,
+            buffer: BufferConfig::default(),
+            ecn: EcnPolicy::Off,
+            scheduler: Scheduler::Strict,
+            int: false,
+            ifg_bytes: PREAMBLE_IFG,
+            nic_staging_pkts: 16,
+            sample: 10 * crate::event::PS_PER_US,
+            trace_flows: 16,
+            capture_pfc: false,
+            deadlock_after: 0,
+            max_rows: 2_000_000,
+        }
+    }
+}
+
+/// A host: its node, its RNIC, and the verbs objects every flow shares.
+struct Host {
+    node: u32,
+    rnic: Rnic<VirtualMemory>,
+    pd: PdHandle,
+    cq: CqHandle,
+    timer_at: Option<Ps>,
+    timer_version: u32,
+    forced_at: Option<Ps>,
+    /// Flow of each local QPN (index `qpn - qpn_base`).
+    qp_flow: Vec<u32>,
+    qpn_base: u32,
+}
+
+struct SwitchState {
+    node: u32,
+    mmu: Mmu,
+    seed: u64,
+}
+
+struct NodeState {
+    ports: Vec<Port>,
+    /// Index into `hosts` or `switches`.
+    index: u32,
+    host: bool,
+}
+
+struct FlowState {
+    spec: FlowSpec,
+    sport: u16,
+    src_qpn: u32,
+    dst_qpn: u32,
+    src_lkey: u32,
+    dst_lkey: u32,
+    finish: Option<Ps>,
+    status: Option<WcStatus>,
+    rx_bytes: u64,
+    ideal: Ps,
+}
+
+/// The whole fabric.
+pub struct Simulator {
+    pub cfg: SimConfig,
+    pub topo: Topology,
+    routes: Routes,
+    q: EventQueue,
+    nodes: Vec<NodeState>,
+    hosts: Vec<Host>,
+    switches: Vec<SwitchState>,
+    flows: Vec<FlowState>,
+    packets: Vec<Packet>,
+    free: Vec<u32>,
+    rng: ChaCha8Rng,
+    pub counters: Counters,
+    pfc_log: Vec<PfcEvent>,
+    queue_log: Vec<QueueSample>,
+    flow_log: Vec<(Ps, u32, u64)>,
+    pfc_frames: Vec<(Ps, Vec<u8>)>,
+    live_bytes: u64,
+    finished: usize,
+    stall_since: Option<Ps>,
+    last_delivered: u64,
+    deadlock: Option<String>,
+}
+
+fn host_ip(h: u32) -> Ipv4Addr {
+    // 10.0.0.1 is host 0; room for 16 M hosts.
+    Ipv4Addr::from(0x0a00_0001u32 + h)
+}
+
+fn ip_host(ip: IpAddr) -> Option<u32> {
+    match ip {
+        IpAddr::V4(v) => u32::from(v).checked_sub(0x0a00_0001),
+        IpAddr::V6(_) => None,
+    }
+}
+
+impl Simulator {
+    /// Builds hosts, switches and ports, and schedules the flows.
+    pub fn new(cfg: SimConfig, topo: Topology, flows: &[FlowSpec]) -> Result<Simulator, SimError> {
+        for p in [cfg.data_prio, cfg.control_prio] {
+            if p > 7 {
+                return Err(SimError::BadPriority(p));
+            }
+        }
+        let routes = topo.routes();
+        let max_frame = frame_len(&data_repr(true), cfg.mtu.bytes() as usize);
+        let mut nodes = Vec::with_capacity(topo.nodes.len());
+        let mut hosts = Vec::new();
+        let mut switches = Vec::new();
+        let mut rnic_cfg = cfg.rnic.clone();
+        rnic_cfg.cnp_dscp = cfg.control_prio << 3;
+        for (i, n) in topo.nodes.iter().enumerate() {
+            let mut ports: Vec<Port> = topo.ports[i]
+                .iter()
+                .map(|p| Port::new(p.peer as u32, p.peer_port, p.rate_bps, p.delay_ps))
+                .collect();
+            match n.kind {
+                NodeKind::Host => {
+                    let mut rnic = Rnic::new(rnic_cfg.clone(), VirtualMemory::new());
+                    let pd = rnic.alloc_pd();
+                    let cq = rnic
+                        .create_cq(rnic.config().max_cqe)
+                        .map_err(|e| SimError::Rnic {
+                            flow: 0,
+                            why: e.to_string(),
+                        })?;
+                    nodes.push(NodeState {
+                        ports,
+                        index: hosts.len() as u32,
+                        host: true,
+                    });
+                    hosts.push(Host {
+                        node: i as u32,
+                        rnic,
+                        pd,
+                        cq,
+                        timer_at: None,
+                        timer_version: 0,
+                        forced_at: None,
+                        qp_flow: Vec::new(),
+                        qpn_base: 0,
+                    });
+                }
+                NodeKind::Switch => {
+                    let mut headroom = Vec::with_capacity(ports.len());
+                    for p in ports.iter_mut() {
+                        p.ecn = match &cfg.ecn {
+                            EcnPolicy::Off => None,
+                            EcnPolicy::Fixed(e) => Some(*e),
+                            EcnPolicy::BySpeed(m) => Some(
+                                m.iter()
+                                    .find(|(r, _)| *r == p.rate_bps)
+                                    .map(|(_, e)| *e)
+                                    .ok_or(SimError::NoEcnForSpeed {
+                                        rate_bps: p.rate_bps,
+                                    })?,
+                            ),
+                        };
+                        headroom.push(cfg.buffer.headroom_bytes.unwrap_or_else(|| {
+                            auto_headroom(p.rate_bps, p.delay_ps, max_frame + cfg.ifg_bytes)
+                        }));
+                    }
+                    nodes.push(NodeState {
+                        ports,
+                        index: switches.len() as u32,
+                        host: false,
+                    });
+                    switches.push(SwitchState {
+                        node: i as u32,
+                        mmu: Mmu::new(cfg.buffer, headroom),
+                        seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
+                    });
+                }
+            }
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
+        let mut states = Vec::with_capacity(flows.len());
+        let n_hosts = topo.n_hosts();
+        for (i, f) in flows.iter().enumerate() {
+            for h in [f.src, f.dst] {
+                if h as usize >= n_hosts {
+                    return Err(SimError::NoSuchHost {
+                        flow: i,
+                        host: h,
+                        hosts: n_hosts,
+                    });
+                }
+            }
+            if f.src == f.dst {
+                return Err(SimError::SameHost {
+                    flow: i,
+                    host: f.src,
+                });
+            }
+            if f.size == 0 || f.size > 1 << 31 {
+                return Err(SimError::BadSize {
+                    flow: i,
+                    size: f.size,
+                });
+            }
+            let path = topo.path(&routes, f.src, f.dst);
+            states.push(FlowState {
+                spec: *f,
+                sport: 49152 + (rng.next_u64() % 16384) as u16,
+                src_qpn: 0,
+                dst_qpn: 0,
+                src_lkey: 0,
+                dst_lkey: 0,
+                finish: None,
+                status: None,
+                rx_bytes: 0,
+                ideal: ideal_fct(&path, f.size, cfg.mtu, cfg.ifg_bytes),
+            });
+        }
+        let mut sim = Simulator {
+            cfg,
+            topo,
+            routes,
+            q: EventQueue::new(),
+            nodes,
+            hosts,
+            switches,
+            flows: states,
+            packets: Vec::new(),
+            free: Vec::new(),
+            rng,
+            counters: Counters::default(),
+            pfc_log: Vec::new(),
+            queue_log: Vec::new(),
+            flow_log: Vec::new(),
+            pfc_frames: Vec::new(),
+            live_bytes: 0,
+            finished: 0,
+            stall_since: None,
+            last_delivered: 0,
+            deadlock: None,
+        };
+        for (i, f) in flows.iter().enumerate() {
+            sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
+        }
+        if sim.cfg.sample > 0 {
+            sim.q.schedule(0, Event::Sample);
+        }
+        Ok(sim)
+    }
+
+    pub fn now(&self) -> Ps {
+        self.q.now()
+    }
+
+    /// Events handled so far.
+    pub fn events(&self) -> u64 {
+        self.q.popped()
+    }
+
+    /// Flows finished so far.
+    pub fn finished(&self) -> usize {
+        self.finished
+    }
+
+    pub fn n_flows(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// True when every flow finished, the stop time passed, or a deadlock
+    /// was found.
+    pub fn done(&self) -> bool {
+        self.deadlock.is_some()
+            || self.q.is_empty()
+            || self
+                .cfg
+                .stop
+                .is_some_and(|s| self.q.peek_time().is_some_and(|t| t > s))
+    }
+
+    /// Handles up to `max` events; returns how many ran.
+    pub fn step(&mut self, max: u64) -> u64 {
+        let mut n = 0;
+        while n < max && !self.done() {
+            let Some((_, ev)) = self.q.pop() else { break };
+            self.handle(ev);
+            n += 1;
+        }
+        n
+    }
+
+    /// Runs to the end.
+    pub fn run(&mut self) {
+        while !self.done() {
+            self.step(u64::MAX);
+        }
+    }
+
+    fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::FlowStart { flow } => self.start_flow(flow),
+            Event::Arrive { node, port, pkt } => {
+                if self.nodes[node as usize].host {
+                    self.host_rx(self.nodes[node as usize].index, pkt);
+                } else {
+                    self.switch_rx(node, port, pkt);
+                }
+            }
+            Event::TxDone { node, port } => {
+                self.nodes[node as usize].ports[usize::from(port)].busy = false;
+                self.kick(node, port);
+            }
+            Event::HostTimer { host, version } => {
+                let h = &mut self.hosts[host as usize];
+                if h.timer_version == version {
+                    h.timer_at = None;
+                    let now_ns = self.q.now() / PS_PER_NS;
+                    h.rnic.handle_timeout(now_ns);
+                    self.after_host(host);
+                }
+            }
+            Event::PfcArrive {
+                node,
+                port,
+                prio,
+                quanta,
+            } => self.pfc_rx(node, port, prio, quanta),
+            Event::PauseEnd {
+                node,
+                port,
+                prio,
+                version,
+            } => {
+                let now = self.q.now();
+                let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+                let pi = usize::from(prio);
+                if p.pause_version[pi] == version {
+                    if let Some(s) = p.pause_started[pi].take() {
+                        p.paused_ps[pi] += now - s;
+                    }
+                    p.paused_until[pi] = 0;
+                    self.log_pfc(node, port, prio, "expire");
+                    self.kick(node, port);
+                }
+            }
+            Event::PfcRefresh {
+                node,
+                port,
+                prio,
+                version,
+            } => {
+                let sw = self.nodes[node as usize].index as usize;
+                let p = &self.nodes[node as usize].ports[usize::from(port)];
+                if p.refresh_version[usize::from(prio)] == version
+                    && self.switches[sw].mmu.is_xoff(usize::from(port), prio)
+                {
+                    self.send_pfc(node, port, prio, true);
+                }
+            }
+            Event::Sample => self.sample(),
+        }
+    }
+
+    // ---- hosts -------------------------------------------------------------
+
+    fn start_flow(&mut self, flow: u32) {
+        let fs = &self.flows[flow as usize];
+        let spec = fs.spec;
+        let sport = fs.sport;
+        let mtu = self.cfg.mtu;
+        let dscp = self.cfg.data_prio << 3;
+        let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
+        let setup = |h: &mut Host, access: Access| -> roce_rnic::Result<(u32, roce_rnic::Mr)> {
+            let buf = h.rnic.mem_mut().alloc(spec.size);
+            let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
+            let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
+            init.max_send_wr = 4;
+            init.max_recv_wr = 4;
+            let qpn = h.rnic.create_qp(init)?;
+            let mut a = QpAttr::init(Access::ALL);
+            a.udp_sport = Some(sport);
+            a.dscp = Some(dscp);
+            h.rnic.modify_qp(qpn, QpState::Init, &a)?;
+            Ok((qpn, mr))
+        };
+        let dst_res = setup(
+            &mut self.hosts[spec.dst as usize],
+            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        );
+        let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE);
+        let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {
+            (Ok(d), Ok(s)) => (d, s),
+            (Err(e), _) | (_, Err(e)) => {
+                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+                return;
+            }
+        };
+        let connect =
+            |h: &mut Host, me: u32, peer_host: u32, peer_qpn: u32| -> roce_rnic::Result<()> {
+                let ah = SocketAddr::new(IpAddr::V4(host_ip(peer_host)), ROCE_PORT);
+                h.rnic
+                    .modify_qp(me, QpState::Rtr, &QpAttr::rtr(ah, peer_qpn, 0, mtu))?;
+                let mut rts = QpAttr::rts(0);
+                rts.timeout = Some(timeout);
+                rts.retry_cnt = Some(retry);
+                h.rnic.modify_qp(me, QpState::Rts, &rts)
+            };
+        let r = connect(&mut self.hosts[spec.dst as usize], dq, spec.src, sq)
+            .and_then(|_| connect(&mut self.hosts[spec.src as usize], sq, spec.dst, dq));
+        if let Err(e) = r {
+            self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+            return;
+        }
+        let sge = Sge {
+            addr: smr.addr,
+            length: spec.size as u32,
+            lkey: smr.lkey,
+        };
+        let wr = match spec.op {
+            FlowOp::Write => SendWr::new(
+                u64::from(flow),
+                WrOpcode::RdmaWrite {
+                    remote_addr: dmr.addr,
+                    rkey: dmr.rkey,
+                },
+                vec![sge],
+            ),
+            FlowOp::Send => SendWr::new(u64::from(flow), WrOpcode::Send, vec![sge]),
+        };
+        if spec.op == FlowOp::Send {
+            let rwr = RecvWr {
+                wr_id: u64::from(flow),
+                sg_list: vec![Sge {
+                    addr: dmr.addr,
+                    length: spec.size as u32,
+                    lkey: dmr.lkey,
+                }],
+            };
+            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &[rwr]) {
+                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+                return;
+            }
+        }
+        let fs = &mut self.flows[flow as usize];
+        fs.src_qpn = sq;
+        fs.dst_qpn = dq;
+        fs.src_lkey = smr.lkey;
+        fs.dst_lkey = dmr.lkey;
+        for (h, qpn) in [(spec.src, sq), (spec.dst, dq)] {
+            let host = &mut self.hosts[h as usize];
+            if host.qp_flow.is_empty() {
+                host.qpn_base = qpn;
+            }
+            let i = (qpn - host.qpn_base) as usize;
+            if host.qp_flow.len() <= i {
+                host.qp_flow.resize(i + 1, u32::MAX);
+            }
+            host.qp_flow[i] = flow;
+        }
+        if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &[wr]) {
+            self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+            return;
+        }
+        self.after_host(spec.src);
+    }
+
+    fn fail_flow(&mut self, flow: u32, status: WcStatus, why: &str) {
+        let f = &mut self.flows[flow as usize];
+        if f.status.is_none() {
+            f.status = Some(status);
+            f.finish = Some(self.q.now());
+            self.finished += 1;
+            self.counters.failed_flows += 1;
+            if self.counters.first_error.is_none() {
+                self.counters.first_error = Some(format!("flow {flow}: {why}"));
+            }
+        }
+    }
+
+    fn flow_of(&self, host: u32, qpn: u32) -> u32 {
+        let h = &self.hosts[host as usize];
+        qpn.checked_sub(h.qpn_base)
+            .and_then(|i| h.qp_flow.get(i as usize).copied())
+            .unwrap_or(u32::MAX)
+    }
+
+    fn host_rx(&mut self, host: u32, pkt: u32) {
+        let now = self.q.now();
+        let p = self.take_packet(pkt);
+        self.counters.delivered_bytes += u64::from(p.frame);
+        self.counters.delivered_pkts += 1;
+        if p.payload > 0 && p.flow != u32::MAX {
+            self.flows[p.flow as usize].rx_bytes += u64::from(p.payload);
+            self.counters.delivered_payload += u64::from(p.payload);
+        }
+        if let Some(int) = &p.int {
+            self.counters.int_hops += int.hops.len() as u64;
+        }
+        let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
+        self.hosts[host as usize].rnic.handle_packet(
+            now / PS_PER_NS,
+            src,
+            p.ce,
+            &p.repr,
+            PayloadRef::Virtual(p.payload),
+        );
+        self.after_host(host);
+    }
+
+    /// After anything touched a host: retire completions, feed the port,
+    /// re-arm the timer.
+    fn after_host(&mut self, host: u32) {
+        let now = self.q.now();
+        let h = &mut self.hosts[host as usize];
+        if h.rnic.cq_len(h.cq) > 0 {
+            let wcs = h.rnic.poll_cq(h.cq, usize::MAX);
+            for wc in wcs {
+                if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
+                    continue;
+                }
+                self.complete_flow(wc.wr_id as u32, wc.status);
+            }
+        }
+        let node = self.hosts[host as usize].node;
+        self.kick(node, 0);
+        let h = &mut self.hosts[host as usize];
+        let Some(t_ns) = h.rnic.poll_timeout() else {
+            return;
+        };
+        let mut t = t_ns.saturating_mul(PS_PER_NS);
+        if t <= now {
+            // Overdue (a pacing time that passed while the port was busy, or
+            // a timer due now): run it once at this instant; what is still
+            // overdue waits for the next packet or port event.
+            if h.forced_at == Some(now) {
+                return;
+            }
+            h.forced_at = Some(now);
+            h.rnic.handle_timeout(now / PS_PER_NS);
+            self.kick(node, 0);
+            let h = &mut self.hosts[host as usize];
+            match h.rnic.poll_timeout() {
+                Some(t2) if t2.saturating_mul(PS_PER_NS) > now => t = t2 * PS_PER_NS,
+                _ => return,
+            }
+        }
+        let h = &mut self.hosts[host as usize];
+        if h.timer_at.is_none_or(|a| t < a || a <= now) {
+            h.timer_version = h.timer_version.wrapping_add(1);
+            h.timer_at = Some(t);
+            let version = h.timer_version;
+            self.q.schedule(t, Event::HostTimer { host, version });
+        }
+    }
+
+    fn complete_flow(&mut self, flow: u32, status: WcStatus) {
+        let now = self.q.now();
+        let Some(f) = self.flows.get_mut(flow as usize) else {
+            return;
+        };
+        if f.status.is_some() {
+            return;
+        }
+        f.status = Some(status);
+        f.finish = Some(now);
+        self.finished += 1;
+        if status != WcStatus::Success {
+            self.counters.failed_flows += 1;
+            if self.counters.first_error.is_none() {
+                self.counters.first_error = Some(format!("flow {flow}: {}", status.name()));
+            }
+        }
+        // Tear the pair down so hosts carry only live QPs.
+        let (src, dst, sq, dq, sl, dl) = (
+            f.spec.src, f.spec.dst, f.src_qpn, f.dst_qpn, f.src_lkey, f.dst_lkey,
+        );
+        for (h, q, l) in [(src, sq, sl), (dst, dq, dl)] {
+            let r = &mut self.hosts[h as usize].rnic;
+            let _ = r.destroy_qp(q);
+            let _ = r.dereg_mr(l);
+        }
+    }
+
+    // ---- packets -----------------------------------------------------------
+
+    fn alloc_packet(&mut self, p: Packet) -> u32 {
+        self.live_bytes += u64::from(p.frame);
+        if let Some(i) = self.free.pop() {
+            self.packets[i as usize] = p;
+            i
+        } else {
+            self.packets.push(p);
+            (self.packets.len() - 1) as u32
+        }
+    }
+
+    fn take_packet(&mut self, i: u32) -> Packet {
+        self.free.push(i);
+        let p = std::mem::replace(&mut self.packets[i as usize], placeholder());
+        self.live_bytes -= u64::from(p.frame);
+        p
+    }
+
+    fn packet_from(&mut self, host: u32, t: Transmit) -> Packet {
+        let dst = ip_host(t.dst.ip()).unwrap_or(u32::MAX);
+        let payload = t.payload.len() as u32;
+        let frame = frame_len(&t.repr, payload as usize) as u32;
+        let mut p = Packet {
+            src: host,
+            dst,
+            sport: t.udp_sport,
+            prio: (t.dscp >> 3).min(7),
+            ecn_capable: t.ecn_capable,
+            ce: false,
+            frame,
+            payload,
+            flow: self.flow_of(host, t.src_qpn),
+            ingress: 0,
+            repr: t.repr,
+            int: None,
+        };
+        if p.is_control() {
+            p.prio = self.cfg.control_prio;
+        } else if self.cfg.int && payload > 0 {
+            p.int = Some(Box::new(IntStack {
+                hops: Vec::with_capacity(5),
+            }));
+        }
+        p
+    }
+
+    // ---- ports -------------------------------------------------------------
+
+    fn kick(&mut self, node: u32, port: u16) {
+        let now = self.q.now();
+        let ns = &mut self.nodes[node as usize];
+        if ns.ports[usize::from(port)].busy {
+            return;
+        }
+        let sched = self.cfg.scheduler;
+        if ns.host {
+            let host = ns.index;
+            loop {
+                let packets = &self.packets;
+                let ns = &mut self.nodes[node as usize];
+                let p = &mut ns.ports[0];
+                if let Some(prio) = p.pick(now, &Scheduler::Strict, |i| {
+                    u64::from(packets[i as usize].frame)
+                }) {
+                    self.start_tx(node, 0, prio);
+                    return;
+                }
+                if p.queued_pkts() >= self.cfg.nic_staging_pkts {
+                    return;
+                }
+                let h = &mut self.hosts[host as usize];
+                let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+                    return;
+                };
+                let pkt = self.packet_from(host, t);
+                self.counters.injected_bytes += u64::from(pkt.frame);
+                self.counters.injected_pkts += 1;
+                let (prio, frame) = (usize::from(pkt.prio), u64::from(pkt.frame));
+                let id = self.alloc_packet(pkt);
+                let p = &mut self.nodes[node as usize].ports[0];
+                p.queues[prio].push_back(id);
+                p.qbytes[prio] += frame;
+            }
+        } else {
+            let packets = &self.packets;
+            let p = &mut ns.ports[usize::from(port)];
+            if let Some(prio) = p.pick(now, &sched, |i| u64::from(packets[i as usize].frame)) {
+                self.start_tx(node, port, prio);
+            }
+        }
+    }
+
+    /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
+    fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
+        let now = self.q.now();
+        let pi = usize::from(port);
+        let Some(id) = self.nodes[node as usize].ports[pi].queues[prio].pop_front() else {
+            return;
+        };
+        let frame = u64::from(self.packets[id as usize].frame);
+        let is_host = self.nodes[node as usize].host;
+        {
+            let p = &mut self.nodes[node as usize].ports[pi];
+            p.qbytes[prio] -= frame;
+        }
+        if !is_host {
+            let sw = self.nodes[node as usize].index as usize;
+            let ingress = self.packets[id as usize].ingress;
+            let mmu = &mut self.switches[sw].mmu;
+            mmu.release(usize::from(ingress), prio as u8, frame);
+            if mmu.check_xon(usize::from(ingress), prio as u8) {
+                self.send_pfc(node, ingress, prio as u8, false);
+            }
+            // ECN on the queue the packet leaves behind (RED on egress).
+            let p = &self.nodes[node as usize].ports[pi];
+            let qlen = p.qbytes[prio];
+            if let Some(e) = p.ecn {
+                let pk = &self.packets[id as usize];
+                if pk.ecn_capable && !pk.ce && e.probability(qlen) > 0.0 {
+                    let u = crate::workload::uniform(&mut self.rng);
+                    if e.mark(qlen, u) {
+                        self.packets[id as usize].ce = true;
+                        self.counters.ecn_marks += 1;
+                    }
+                }
+            }
+            if self.packets[id as usize].int.is_some() {
+                let tx_bytes = p.tx_bytes;
+                let rate = p.rate_bps;
+                if let Some(int) = &mut self.packets[id as usize].int
+                    && int.hops.len() < MAX_INT_HOPS
+                {
+                    {
+                        int.hops.push(IntHop {
+                            ts: now / PS_PER_NS,
+                            tx_bytes,
+                            qlen,
+                            link_bps: rate,
+                        });
+                    }
+                }
+            }
+        }
+        let ifg = self.cfg.ifg_bytes;
+        let p = &mut self.nodes[node as usize].ports[pi];
+        p.tx_bytes += frame;
+        p.tx_pkts += 1;
+        p.busy = true;
+        let ser = ser_ps(frame + ifg, p.rate_bps);
+        let (peer, peer_port, delay) = (p.peer, p.peer_port, p.delay_ps);
+        self.q.schedule(now + ser, Event::TxDone { node, port });
+        self.q.schedule(
+            now + ser + delay,
+            Event::Arrive {
+                node: peer,
+                port: peer_port,
+                pkt: id,
+            },
+        );
+    }
+
+    // ---- switches ----------------------------------------------------------
+
+    fn switch_rx(&mut self, node: u32, port: u16, pkt: u32) {
+        let sw = self.nodes[node as usize].index as usize;
+        let (dst, prio, frame, tuple) = {
+            let p = &self.packets[pkt as usize];
+            (
+                p.dst,
+                p.prio,
+                u64::from(p.frame),
+                FiveTuple {
+                    src_ip: u32::from(host_ip(p.src)),
+                    dst_ip: u32::from(host_ip(p.dst)),
+                    src_port: p.sport,
+                    dst_port: ROCE_PORT,
+                    protocol: 17,
+                },
+            )
+        };
+        let hops = if (dst as usize) < self.topo.n_hosts() {
+            self.routes.get(node as usize, dst)
+        } else {
+            &[]
+        };
+        if hops.is_empty() {
+            self.drop_packet(pkt, "no route");
+            return;
+        }
+        let out = hops[ecmp::select(&tuple, self.switches[sw].seed, hops.len())];
+        let mmu = &mut self.switches[sw].mmu;
+        if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
+            self.drop_packet(pkt, "buffer");
+            return;
+        }
+        self.packets[pkt as usize].ingress = port;
+        if self.switches[sw].mmu.check_xoff(usize::from(port), prio) {
+            self.send_pfc(node, port, prio, true);
+        }
+        let p = &mut self.nodes[node as usize].ports[usize::from(out)];
+        let pi = usize::from(prio);
+        p.queues[pi].push_back(pkt);
+        p.qbytes[pi] += frame;
+        p.max_qbytes[pi] = p.max_qbytes[pi].max(p.qbytes[pi]);
+        self.kick(node, out);
+    }
+
+    fn drop_packet(&mut self, pkt: u32, _why: &str) {
+        let p = self.take_packet(pkt);
+        self.counters.dropped_pkts += 1;
+        self.counters.dropped_bytes += u64::from(p.frame);
+    }
+
+    /// Sends XOFF (`pause`) or XON for `prio` out of `port` to the peer.
+    fn send_pfc(&mut self, node: u32, port: u16, prio: u8, pause: bool) {
+        let now = self.q.now();
+        let quanta = if pause {
+            self.cfg.buffer.pause_quanta.max(1)
+        } else {
+            0
+        };
+        let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+        let pi = usize::from(prio);
+        if pause {
+            p.xoff_tx[pi] += 1;
+            self.counters.pfc_xoff_tx += 1;
+        } else {
+            p.xon_tx[pi] += 1;
+            self.counters.pfc_xon_tx += 1;
+        }
+        p.refresh_version[pi] = p.refresh_version[pi].wrapping_add(1);
+        // A PFC frame (64 B + preamble/IFG) overtakes queued data: MAC
+        // control frames are sent at the next frame boundary.
+        let ser = ser_ps(64 + self.cfg.ifg_bytes, p.rate_bps);
+        let (peer, peer_port, delay, rate) = (p.peer, p.peer_port, p.delay_ps, p.rate_bps);
+        let version = p.refresh_version[pi];
+        self.q.schedule(
+            now + ser + delay,
+            Event::PfcArrive {
+                node: peer,
+                port: peer_port,
+                prio,
+                quanta,
+            },
+        );
+        if pause {
+            // Refresh before the peer's pause runs out.
+            let dur = pause_ps(quanta, rate);
+            self.q.schedule(
+                now + (dur / 2).max(1),
+                Event::PfcRefresh {
+                    node,
+                    port,
+                    prio,
+                    version,
+                },
+            );
+        }
+        self.log_pfc(node, port, prio, if pause { "xoff_tx" } else { "xon_tx" });
+        if self.cfg.capture_pfc {
+            let mut r = PfcRepr {
+                class_enable: 1 << prio,
+                quanta: [0; 8],
+            };
+            r.quanta[pi] = quanta;
+            let mac = roce_wire::Mac([
+                0x02,
+                0,
+                (node >> 16) as u8,
+                (node >> 8) as u8,
+                node as u8,
+                port as u8,
+            ]);
+            self.pfc_frames.push((now / PS_PER_NS, r.to_frame(mac)));
+        }
+    }
+
+    fn pfc_rx(&mut self, node: u32, port: u16, prio: u8, quanta: u16) {
+        let now = self.q.now();
+        let pi = usize::from(prio);
+        let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+        if quanta > 0 {
+            p.xoff_rx[pi] += 1;
+            self.counters.pfc_pause_rx += 1;
+            if p.pause_started[pi].is_none() {
+                p.pause_started[pi] = Some(now);
+            }
+            p.paused_until[pi] = now + pause_ps(quanta, p.rate_bps).max(1);
+            p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
+            let (until, version) = (p.paused_until[pi], p.pause_version[pi]);
+            self.q.schedule(
+                until,
+                Event::PauseEnd {
+                    node,
+                    port,
+                    prio,
+                    version,
+                },
+            );
+            self.log_pfc(node, port, prio, "pause");
+        } else {
+            p.xon_rx[pi] += 1;
+            p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
+            if let Some(s) = p.pause_started[pi].take() {
+                p.paused_ps[pi] += now - s;
+            }
+            p.paused_until[pi] = 0;
+            self.log_pfc(node, port, prio, "resume");
+            self.kick(node, port);
+        }
+    }
+
+    fn log_pfc(&mut self, node: u32, port: u16, prio: u8, what: &'static str) {
+        if self.pfc_log.len() < self.cfg.max_rows {
+            self.pfc_log.push(PfcEvent {
+                time: self.q.now(),
+                node,
+                port,
+                prio,
+                what,
+            });
+        }
+    }
+
+    // ---- sampling ----------------------------------------------------------
+
+    fn sample(&mut self) {
+        let now = self.q.now();
+        let mut all_paused = true;
+        let mut held = 0u64;
+        for sw in &self.switches {
+            for (pi, p) in self.nodes[sw.node as usize].ports.iter().enumerate() {
+                for prio in 0..NPRIO {
+                    let b = p.qbytes[prio];
+                    if b == 0 {
+                        continue;
+                    }
+                    held += b;
+                    if !p.is_paused(prio, now) {
+                        all_paused = false;
+                    }
+                    if self.queue_log.len() < self.cfg.max_rows {
+                        self.queue_log.push(QueueSample {
+                            time: now,
+                            node: sw.node,
+                            port: pi as u16,
+                            prio: prio as u8,
+                            bytes: b,
+                        });
+                    }
+                }
+            }
+        }
+        for (i, f) in self.flows.iter().enumerate().take(self.cfg.trace_flows) {
+            if f.spec.start <= now && f.finish.is_none_or(|t| t + self.cfg.sample > now) {
+                self.flow_log.push((now, i as u32, f.rx_bytes));
+            }
+        }
+        // Deadlock: bytes held, every holding queue paused, nothing delivered.
+        let delivered = self.counters.delivered_bytes;
+        if self.cfg.deadlock_after > 0 && held > 0 && all_paused && delivered == self.last_delivered
+        {
+            let since = *self.stall_since.get_or_insert(now);
+            if now - since >= self.cfg.deadlock_after {
+                self.deadlock = Some(self.describe_deadlock());
+                self.counters.deadlock = self.deadlock.clone();
+            }
+        } else {
+            self.stall_since = None;
+        }
+        self.last_delivered = delivered;
+        if self.finished < self.flows.len() {
+            self.q.schedule(now + self.cfg.sample, Event::Sample);
+        }
+    }
+
+    fn describe_deadlock(&self) -> String {
+        let now = self.q.now();
+        let mut ports = Vec::new();
+        for sw in &self.switches {
+            for (pi, p) in self.nodes[sw.node as usize].ports.iter().enumerate() {
+                for prio in 0..NPRIO {
+                    if p.qbytes[prio] > 0 && p.is_paused(prio, now) {
+                        ports.push(format!(
+                            "{}:{}→{} prio {} ({} B)",
+                            self.topo.nodes[sw.node as usize].name,
+                            pi,
+                            self.topo.nodes[p.peer as usize].name,
+                            prio,
+                            p.qbytes[prio]
+                        ));
+                    }
+                }
+            }
+        }
+        format!(
+            "PFC deadlock at {:.3} us: every queue holding bytes is paused and nothing moved for {:.1} us: {}",
+            now as f64 / 1e6,
+            self.cfg.deadlock_after as f64 / 1e6,
+            ports.join(", ")
+        )
+    }
+
+    /// The run's results so far.
+    pub fn report(&self) -> Report {
+        let mut c = self.counters.clone();
+        let mut paused_ps = 0;
+        for n in &self.nodes {
+            for p in &n.ports {
+                for prio in 0..NPRIO {
+                    paused_ps += p.paused_ps[prio];
+                    if let Some(s) = p.pause_started[prio] {
+                        paused_ps += self.q.now().saturating_sub(s);
+                    }
+                }
+            }
+        }
+        c.paused_ps = paused_ps;
+        c.live_bytes = self.live_bytes;
+        for h in &self.hosts {
+            let rc = h.rnic.counters();
+            c.retransmits += rc.retransmits;
+            c.cnps_tx += rc.cnps_tx;
+            c.cnps_rx += rc.cnps_rx;
+            c.timeouts += rc.timeouts;
+            c.naks += rc.naks_rx;
+        }
+        c.buffer_peak = self.switches.iter().map(|s| s.mmu.peak).max().unwrap_or(0);
+        let flows = self
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| FlowResult {
+                id: i as u32,
+                src: f.spec.src,
+                dst: f.spec.dst,
+                size: f.spec.size,
+                start: f.spec.start,
+                finish: f.finish,
+                ideal: f.ideal,
+                ok: f.status == Some(WcStatus::Success),
+                sport: f.sport,
+            })
+            .collect();
+        let mut ports = Vec::new();
+        for (ni, n) in self.nodes.iter().enumerate() {
+            for (pi, p) in n.ports.iter().enumerate() {
+                ports.push(crate::metrics::PortStats {
+                    node: ni as u32,
+                    port: pi as u16,
+                    peer: p.peer,
+                    rate_bps: p.rate_bps,
+                    tx_bytes: p.tx_bytes,
+                    xoff_tx: p.xoff_tx,
+                    xon_tx: p.xon_tx,
+                    xoff_rx: p.xoff_rx,
+                    paused_ps: p.paused_ps,
+                    max_qbytes: p.max_qbytes,
+                });
+            }
+        }
+        Report {
+            now: self.q.now(),
+            events: self.q.popped(),
+            counters: c,
+            flows,
+            ports,
+            pfc: self.pfc_log.clone(),
+            queues: self.queue_log.clone(),
+            flow_progress: self.flow_log.clone(),
+            pfc_frames: self.pfc_frames.clone(),
+            node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
+            host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
+        }
+    }
+}
+
+/// Pause time of `quanta` at `rate_bps` in ps (one quantum = 512 bit times).
+pub fn pause_ps(quanta: u16, rate_bps: u64) -> Ps {
+    ser_ps(u64::from(quanta) * 64, rate_bps)
+}
+
+fn placeholder() -> Packet {
+    Packet {
+        src: 0,
+        dst: 0,
+        sport: 0,
+        prio: 0,
+        ecn_capable: false,
+        ce: false,
+        frame: 0,
+        payload: 0,
+        flow: u32::MAX,
+        ingress: 0,
+        repr: TransportRepr::default(),
+        int: None,
+    }
+}
+
+/// The transport headers of a WRITE data packet (first packets carry RETH).
+fn data_repr(first: bool) -> TransportRepr {
+    let mut t = TransportRepr::new(BthRepr {
+        opcode: if first {
+            Opcode::RcWriteFirst
+        } else {
+            Opcode::RcWriteMiddle
+        },
+        ..Default::default()
+    });
+    if first {
+        t.reth = Some(RethRepr::default());
+    }
+    t
+}
+
+/// The flow completion time with the fabric to itself: the sender
+/// serializes every packet at the path's slowest link, the largest packet
+/// is store-and-forwarded once by every other hop, every link's delay is
+/// paid, and the final ACK returns over the same links.
+pub fn ideal_fct(path: &[PortRef], size: u64, mtu: Mtu, ifg: u64) -> Ps {
+    if path.is_empty() {
+        return 0;
+    }
+    let m = u64::from(mtu.bytes());
+    let n = size.div_ceil(m).max(1);
+    let wire = |op: Opcode, reth: bool, len: u64| {
+        let mut t = TransportRepr::new(BthRepr {
+            opcode: op,
+            ..Default::default()
+        });
+        if reth {
+            t.reth = Some(RethRepr::default());
+        }
+        frame_len(&t, len as usize) + ifg
+    };
+    let (total_wire, max_wire) = if n == 1 {
+        let w = wire(Opcode::RcWriteOnly, true, size);
+        (w, w)
+    } else {
+        let first = wire(Opcode::RcWriteFirst, true, m);
+        let mid = wire(Opcode::RcWriteMiddle, false, m);
+        let last = wire(Opcode::RcWriteLast, false, size - (n - 1) * m);
+        (first + mid * (n - 2) + last, first.max(mid).max(last))
+    };
+    let rmin = path.iter().map(|p| p.rate_bps).min().unwrap_or(1);
+    let mut t = ser_ps(total_wire, rmin);
+    let ack = 66 + ifg;
+    for p in path {
+        t += p.delay_ps * 2 + ser_ps(ack, p.rate_bps);
+        if p.rate_bps != rmin {
+            t += ser_ps(max_wire, p.rate_bps);
+        }
+    }
+    // Every hop but one bottleneck store-and-forwards the largest packet.
+    let bottlenecks = path.iter().filter(|p| p.rate_bps == rmin).count() as u64;
+    t += ser_ps(max_wire, rmin) * bottlenecks.saturating_sub(1);
+    t
+}

@@ -1,0 +1,524 @@
+//! Fabric graphs: nodes (hosts and switches) joined by full-duplex links,
+//! the standard datacenter shapes, validation, and shortest-path ECMP
+//! routing tables.
+//!
+//! Routing follows what a BGP/ECMP Clos fabric converges to and what the
+//! HPCC ns-3 simulator computes: for every destination host, a breadth-first
+//! search backwards from it over switches (never through another host); a
+//! switch's next hops toward that host are all neighbours one hop closer.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+/// Why a topology is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    #[error("link {index}: unknown node `{name}`")]
+    UnknownNode { index: usize, name: String },
+    #[error("link {index}: duplicate link between `{a}` and `{b}`")]
+    DuplicateLink { index: usize, a: String, b: String },
+    #[error("link {index}: `{name}` is linked to itself")]
+    SelfLink { index: usize, name: String },
+    #[error("link {index}: rate must be positive")]
+    ZeroRate { index: usize },
+    #[error("node name `{0}` is used twice")]
+    DuplicateName(String),
+    #[error("host `{name}` has {links} links; a host needs exactly one")]
+    HostLinks { name: String, links: usize },
+    #[error("host `{0}` is linked straight to another host; put a switch between them")]
+    HostToHost(String),
+    #[error("the fabric is disconnected: `{a}` cannot reach `{b}`")]
+    Disconnected { a: String, b: String },
+    #[error("{0}")]
+    Shape(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKind {
+    Host,
+    Switch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub kind: NodeKind,
+}
+
+/// A full-duplex link; both directions have the same rate and delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub a: usize,
+    pub b: usize,
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+}
+
+/// One end of a link as seen from a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortRef {
+    pub link: usize,
+    pub peer: usize,
+    pub peer_port: u16,
+    pub rate_bps: u64,
+    pub delay_ps: u64,
+}
+
+/// A validated fabric.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+    /// Node index of host `h`, in host order.
+    pub hosts: Vec<usize>,
+    /// Host index of each node (`None` for switches).
+    pub host_of: Vec<Option<u32>>,
+    /// Ports of each node, in link order.
+    pub ports: Vec<Vec<PortRef>>,
+}
+
+const G: u64 = 1_000_000_000;
+
+/// Incremental construction by name.
+#[derive(Debug, Default)]
+pub struct Builder {
+    nodes: Vec<Node>,
+    index: HashMap<String, usize>,
+    links: Vec<(String, String, u64, u64)>,
+}
+
+impl Builder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    pub fn host(&mut self, name: impl Into<String>) -> &mut Self {
+        self.node(name.into(), NodeKind::Host)
+    }
+    pub fn switch(&mut self, name: impl Into<String>) -> &mut Self {
+        self.node(name.into(), NodeKind::Switch)
+    }
+    fn node(&mut self, name: String, kind: NodeKind) -> &mut Self {
+        self.index.entry(name.clone()).or_insert(self.nodes.len());
+        self.nodes.push(Node { name, kind });
+        self
+    }
+    pub fn link(
+        &mut self,
+        a: impl Into<String>,
+        b: impl Into<String>,
+        rate_bps: u64,
+        delay_ps: u64,
+    ) -> &mut Self {
+        self.links.push((a.into(), b.into(), rate_bps, delay_ps));
+        self
+    }
+
+    /// Checks the graph and builds port tables.
+    pub fn build(self) -> Result<Topology, TopologyError> {
+        if self.index.len() != self.nodes.len() {
+            let mut seen = HashSet::new();
+            for n in &self.nodes {
+                if !seen.insert(&n.name) {
+                    return Err(TopologyError::DuplicateName(n.name.clone()));
+                }
+            }
+        }
+        let mut links = Vec::with_capacity(self.links.len());
+        let mut pairs = HashSet::new();
+        for (index, (a, b, rate_bps, delay_ps)) in self.links.into_iter().enumerate() {
+            let find = |name: &String| {
+                self.index
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| TopologyError::UnknownNode {
+                        index,
+                        name: name.clone(),
+                    })
+            };
+            let (ia, ib) = (find(&a)?, find(&b)?);
+            if ia == ib {
+                return Err(TopologyError::SelfLink { index, name: a });
+            }
+            if rate_bps == 0 {
+                return Err(TopologyError::ZeroRate { index });
+            }
+            if !pairs.insert((ia.min(ib), ia.max(ib))) {
+                return Err(TopologyError::DuplicateLink { index, a, b });
+            }
+            links.push(Link {
+                a: ia,
+                b: ib,
+                rate_bps,
+                delay_ps,
+            });
+        }
+        Topology::from_parts(self.nodes, links)
+    }
+}
+
+impl Topology {
+    /// Builds from nodes and links that are already indexed.
+    pub fn from_parts(nodes: Vec<Node>, links: Vec<Link>) -> Result<Topology, TopologyError> {
+        let mut ports: Vec<Vec<PortRef>> = vec![Vec::new(); nodes.len()];
+        for (i, l) in links.iter().enumerate() {
+            let pa = ports[l.a].len() as u16;
+            let pb = ports[l.b].len() as u16;
+            ports[l.a].push(PortRef {
+                link: i,
+                peer: l.b,
+                peer_port: pb,
+                rate_bps: l.rate_bps,
+                delay_ps: l.delay_ps,
+            });
+            ports[l.b].push(PortRef {
+                link: i,
+                peer: l.a,
+                peer_port: pa,
+                rate_bps: l.rate_bps,
+                delay_ps: l.delay_ps,
+            });
+        }
+        let mut hosts = Vec::new();
+        let mut host_of = vec![None; nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            if n.kind == NodeKind::Host {
+                if ports[i].len() != 1 {
+                    return Err(TopologyError::HostLinks {
+                        name: n.name.clone(),
+                        links: ports[i].len(),
+                    });
+                }
+                if nodes[ports[i][0].peer].kind == NodeKind::Host {
+                    return Err(TopologyError::HostToHost(n.name.clone()));
+                }
+                host_of[i] = Some(hosts.len() as u32);
+                hosts.push(i);
+            }
+        }
+        if hosts.is_empty() {
+            return Err(TopologyError::Shape("the fabric has no hosts".into()));
+        }
+        // Connectivity: everything reachable from node 0.
+        let mut seen = vec![false; nodes.len()];
+        let mut q = VecDeque::from([0usize]);
+        seen[0] = true;
+        while let Some(n) = q.pop_front() {
+            for p in &ports[n] {
+                if !seen[p.peer] {
+                    seen[p.peer] = true;
+                    q.push_back(p.peer);
+                }
+            }
+        }
+        if let Some(far) = seen.iter().position(|s| !s) {
+            return Err(TopologyError::Disconnected {
+                a: nodes[0].name.clone(),
+                b: nodes[far].name.clone(),
+            });
+        }
+        Ok(Topology {
+            nodes,
+            links,
+            hosts,
+            host_of,
+            ports,
+        })
+    }
+
+    pub fn n_hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// Equal-cost next-hop ports toward each host, for every node:
+    /// `table.get(node, host)` is a slice of port numbers.
+    pub fn routes(&self) -> Routes {
+        let n = self.nodes.len();
+        let h = self.hosts.len();
+        let mut spans = vec![(0u32, 0u16); n * h];
+        let mut ports_flat: Vec<u16> = Vec::new();
+        let mut dist = vec![u32::MAX; n];
+        let mut q = VecDeque::new();
+        for (hi, &hn) in self.hosts.iter().enumerate() {
+            dist.fill(u32::MAX);
+            dist[hn] = 0;
+            q.clear();
+            q.push_back(hn);
+            while let Some(x) = q.pop_front() {
+                for p in &self.ports[x] {
+                    if dist[p.peer] == u32::MAX {
+                        dist[p.peer] = dist[x] + 1;
+                        // Transit only through switches.
+                        if self.nodes[p.peer].kind == NodeKind::Switch {
+                            q.push_back(p.peer);
+                        }
+                    }
+                }
+            }
+            for (node, ports) in self.ports.iter().enumerate() {
+                if node == hn || dist[node] == u32::MAX {
+                    continue;
+                }
+                let start = ports_flat.len() as u32;
+                for (pi, p) in ports.iter().enumerate() {
+                    if dist[p.peer] != u32::MAX && dist[p.peer] + 1 == dist[node] {
+                        // A host is a next hop only when it is the destination.
+                        if self.nodes[p.peer].kind == NodeKind::Host && p.peer != hn {
+                            continue;
+                        }
+                        ports_flat.push(pi as u16);
+                    }
+                }
+                spans[node * h + hi] = (start, (ports_flat.len() as u32 - start) as u16);
+            }
+        }
+        Routes {
+            n_hosts: h,
+            spans,
+            ports: ports_flat,
+        }
+    }
+
+    /// The links a packet crosses from host `src` to host `dst` following
+    /// the first equal-cost choice at every hop (all choices have the same
+    /// length; in the symmetric shapes built here they also have the same
+    /// rates and delays).
+    pub fn path(&self, routes: &Routes, src: u32, dst: u32) -> Vec<PortRef> {
+        let mut out = Vec::new();
+        let mut node = self.hosts[src as usize];
+        let target = self.hosts[dst as usize];
+        while node != target && out.len() <= self.nodes.len() {
+            let p = match routes.get(node, dst).first() {
+                Some(&p) => self.ports[node][usize::from(p)],
+                None => break,
+            };
+            out.push(p);
+            node = p.peer;
+        }
+        out
+    }
+
+    /// N hosts on one switch (the classic incast star).
+    pub fn star(hosts: usize, rate_bps: u64, delay_ps: u64) -> Result<Topology, TopologyError> {
+        let mut b = Builder::new();
+        b.switch("sw0");
+        for i in 0..hosts {
+            b.host(format!("h{i}"));
+            b.link(format!("h{i}"), "sw0", rate_bps, delay_ps);
+        }
+        b.build()
+    }
+
+    /// Two switches joined by one (bottleneck) link, `left` and `right` hosts.
+    pub fn dumbbell(
+        left: usize,
+        right: usize,
+        host_bps: u64,
+        core_bps: u64,
+        delay_ps: u64,
+    ) -> Result<Topology, TopologyError> {
+        let mut b = Builder::new();
+        b.switch("swL").switch("swR");
+        b.link("swL", "swR", core_bps, delay_ps);
+        for i in 0..left + right {
+            let sw = if i < left { "swL" } else { "swR" };
+            b.host(format!("h{i}"));
+            b.link(format!("h{i}"), sw, host_bps, delay_ps);
+        }
+        b.build()
+    }
+
+    /// A two-tier Clos: every leaf connects to every spine. The leaf-spine
+    /// link rate is `hosts_per_leaf × host_bps / (spines × oversubscription)`
+    /// unless given.
+    pub fn leaf_spine(
+        leaves: usize,
+        spines: usize,
+        hosts_per_leaf: usize,
+        host_bps: u64,
+        spine_bps: Option<u64>,
+        oversubscription: f64,
+        delay_ps: u64,
+    ) -> Result<Topology, TopologyError> {
+        if leaves == 0 || spines == 0 || hosts_per_leaf == 0 {
+            return Err(TopologyError::Shape(
+                "leaf-spine needs at least one leaf, spine and host per leaf".into(),
+            ));
+        }
+        if oversubscription.is_nan() || oversubscription <= 0.0 {
+            return Err(TopologyError::Shape(
+                "oversubscription must be positive".into(),
+            ));
+        }
+        let up = spine_bps.unwrap_or_else(|| {
+            ((hosts_per_leaf as f64 * host_bps as f64) / (spines as f64 * oversubscription)) as u64
+        });
+        let mut b = Builder::new();
+        for s in 0..spines {
+            b.switch(format!("spine{s}"));
+        }
+        for l in 0..leaves {
+            b.switch(format!("leaf{l}"));
+            for s in 0..spines {
+                b.link(format!("leaf{l}"), format!("spine{s}"), up, delay_ps);
+            }
+        }
+        for l in 0..leaves {
+            for i in 0..hosts_per_leaf {
+                let h = format!("h{}", l * hosts_per_leaf + i);
+                b.host(h.clone());
+                b.link(h, format!("leaf{l}"), host_bps, delay_ps);
+            }
+        }
+        b.build()
+    }
+
+    /// A three-tier fat tree in pods: each pod has `tors_per_pod` ToRs and
+    /// `aggs_per_pod` aggregation switches, fully meshed; aggregation switch
+    /// `j` of every pod connects to core group `j` (`cores / aggs_per_pod`
+    /// cores). With 5 pods × 4 ToR × 16 hosts, 4 aggs per pod and 16 cores
+    /// this is the 320-host tree of the HPCC paper (Li et al., SIGCOMM 2019).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fat_tree(
+        pods: usize,
+        tors_per_pod: usize,
+        aggs_per_pod: usize,
+        hosts_per_tor: usize,
+        cores: usize,
+        host_bps: u64,
+        fabric_bps: u64,
+        delay_ps: u64,
+    ) -> Result<Topology, TopologyError> {
+        if pods == 0 || tors_per_pod == 0 || aggs_per_pod == 0 || hosts_per_tor == 0 {
+            return Err(TopologyError::Shape(
+                "fat-tree needs pods, ToRs, aggregation switches and hosts".into(),
+            ));
+        }
+        if cores == 0 || !cores.is_multiple_of(aggs_per_pod) {
+            return Err(TopologyError::Shape(format!(
+                "fat-tree cores ({cores}) must be a positive multiple of aggs_per_pod ({aggs_per_pod})"
+            )));
+        }
+        let per_group = cores / aggs_per_pod;
+        let mut b = Builder::new();
+        let n_hosts = pods * tors_per_pod * hosts_per_tor;
+        // Hosts first, so host h is node h (as in the HPCC topology files).
+        for h in 0..n_hosts {
+            b.host(format!("h{h}"));
+        }
+        for t in 0..pods * tors_per_pod {
+            b.switch(format!("tor{t}"));
+        }
+        for a in 0..pods * aggs_per_pod {
+            b.switch(format!("agg{a}"));
+        }
+        for c in 0..cores {
+            b.switch(format!("core{c}"));
+        }
+        for h in 0..n_hosts {
+            b.link(
+                format!("h{h}"),
+                format!("tor{}", h / hosts_per_tor),
+                host_bps,
+                delay_ps,
+            );
+        }
+        for p in 0..pods {
+            for t in 0..tors_per_pod {
+                for a in 0..aggs_per_pod {
+                    b.link(
+                        format!("tor{}", p * tors_per_pod + t),
+                        format!("agg{}", p * aggs_per_pod + a),
+                        fabric_bps,
+                        delay_ps,
+                    );
+                }
+            }
+        }
+        for p in 0..pods {
+            for a in 0..aggs_per_pod {
+                for c in 0..per_group {
+                    b.link(
+                        format!("agg{}", p * aggs_per_pod + a),
+                        format!("core{}", a * per_group + c),
+                        fabric_bps,
+                        delay_ps,
+                    );
+                }
+            }
+        }
+        b.build()
+    }
+}
+
+/// Next-hop tables (see [`Topology::routes`]).
+#[derive(Debug, Clone)]
+pub struct Routes {
+    n_hosts: usize,
+    spans: Vec<(u32, u16)>,
+    ports: Vec<u16>,
+}
+
+impl Routes {
+    /// Next-hop ports at `node` toward host `dst`.
+    pub fn get(&self, node: usize, dst: u32) -> &[u16] {
+        let (s, n) = self.spans[node * self.n_hosts + dst as usize];
+        &self.ports[s as usize..s as usize + usize::from(n)]
+    }
+}
+
+/// Gigabits per second to bits per second.
+pub const fn gbps(g: u64) -> u64 {
+    g * G
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fat_tree_320_matches_hpcc_shape() {
+        let t = Topology::fat_tree(5, 4, 4, 16, 16, gbps(100), gbps(400), 1_000_000).unwrap();
+        assert_eq!(t.n_hosts(), 320);
+        assert_eq!(t.nodes.len(), 376);
+        assert_eq!(t.links.len(), 480);
+        let r = t.routes();
+        // Host 0 to host 319 crosses ToR, agg, core, agg, ToR: 6 links.
+        assert_eq!(t.path(&r, 0, 319).len(), 6);
+        // A ToR has 4 equal-cost uplinks toward a remote host.
+        let tor0 = t.hosts.len();
+        assert_eq!(r.get(tor0, 319).len(), 4);
+        assert_eq!(r.get(tor0, 1).len(), 1);
+    }
+
+    #[test]
+    fn leaf_spine_oversubscription() {
+        let t = Topology::leaf_spine(4, 2, 8, gbps(100), None, 2.0, 1_000_000).unwrap();
+        // 8 × 100G down, 2 uplinks at 200G each: 2:1.
+        let up = t
+            .links
+            .iter()
+            .find(|l| t.nodes[l.a].name == "leaf0")
+            .unwrap();
+        assert_eq!(up.rate_bps, gbps(200));
+        assert_eq!(t.path(&t.routes(), 0, 31).len(), 4);
+    }
+
+    #[test]
+    fn validation_errors() {
+        let mut b = Builder::new();
+        b.host("a").switch("s").link("a", "x", 1, 1);
+        assert!(matches!(b.build(), Err(TopologyError::UnknownNode { .. })));
+        let mut b = Builder::new();
+        b.host("a")
+            .switch("s")
+            .link("a", "s", 1, 1)
+            .link("s", "a", 1, 1);
+        assert!(matches!(
+            b.build(),
+            Err(TopologyError::DuplicateLink { .. })
+        ));
+        let mut b = Builder::new();
+        b.host("a").host("b").switch("s").switch("t");
+        b.link("a", "s", 1, 1).link("b", "t", 1, 1);
+        assert!(matches!(b.build(), Err(TopologyError::Disconnected { .. })));
+    }
+}
