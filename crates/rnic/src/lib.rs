@@ -14,6 +14,7 @@
 pub mod cc;
 pub mod cq;
 pub mod error;
+pub mod fuzzing;
 pub mod memory;
 pub mod mr;
 pub mod pair;

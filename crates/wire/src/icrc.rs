@@ -30,16 +30,19 @@ use crate::udp::UDP_HEADER_LEN;
 /// of the pad, *excluding* the 4 ICRC bytes. Returns the CRC value; its
 /// little-endian bytes are what goes on the wire.
 pub fn compute(ip_header: &[u8], udp_onwards: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&[0xff; 8]);
-    let mut ip = [0u8; 40];
+    // The masked prefix and the start of the payload go through the CRC in
+    // one contiguous call: crc32fast's folding path needs 64+ bytes, and
+    // several short updates would each fall back to the table path.
+    let mut buf = [0u8; 192];
+    buf[..8].fill(0xff);
     let n = ip_header.len().min(40);
-    ip[..n].copy_from_slice(&ip_header[..n]);
+    let ip = &mut buf[8..8 + n];
+    ip.copy_from_slice(&ip_header[..n]);
     if n >= 1 && ip[0] >> 4 == 6 {
         ip[0] |= 0x0f;
-        ip[1] = 0xff;
-        ip[2] = 0xff;
-        ip[3] = 0xff;
+        if n >= 4 {
+            ip[1..4].fill(0xff);
+        }
         if n > 7 {
             ip[7] = 0xff;
         }
@@ -49,19 +52,18 @@ pub fn compute(ip_header: &[u8], udp_onwards: &[u8]) -> u32 {
         ip[10] = 0xff;
         ip[11] = 0xff;
     }
-    h.update(&ip[..n]);
-    let fixed = UDP_HEADER_LEN + BTH_LEN;
-    if udp_onwards.len() >= fixed {
-        let mut hdr = [0u8; UDP_HEADER_LEN + BTH_LEN];
-        hdr.copy_from_slice(&udp_onwards[..fixed]);
-        hdr[6] = 0xff;
-        hdr[7] = 0xff;
-        hdr[UDP_HEADER_LEN + 4] = 0xff;
-        h.update(&hdr);
-        h.update(&udp_onwards[fixed..]);
-    } else {
-        h.update(udp_onwards);
+    let mut at = 8 + n;
+    let take = udp_onwards.len().min(buf.len() - at);
+    buf[at..at + take].copy_from_slice(&udp_onwards[..take]);
+    if take >= UDP_HEADER_LEN + BTH_LEN {
+        buf[at + 6] = 0xff;
+        buf[at + 7] = 0xff;
+        buf[at + UDP_HEADER_LEN + 4] = 0xff;
     }
+    at += take;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&buf[..at]);
+    h.update(&udp_onwards[take..]);
     h.finalize()
 }
 
