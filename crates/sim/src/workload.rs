@@ -284,11 +284,11 @@ mod tests {
             100_000_000_000,
             &c,
             0,
-            PS_PER_S / 100,
+            PS_PER_S / 1000,
             &mut rng,
         )
         .unwrap();
-        // 8 hosts × 10 ms × 50 Gb/s / 8000 bits = 50,000 flows.
+        // 8 hosts × 1 ms × 50 Gb/s / 8000 bits = 50,000 flows.
         let n = f.len() as f64;
         assert!((n - 50_000.0).abs() < 1_000.0, "{n}");
         assert!(f.iter().all(|x| x.src != x.dst));
