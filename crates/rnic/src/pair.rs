@@ -187,19 +187,21 @@ impl Pair {
         }
         let mut frame = Self::frame_for(side, &t, ce);
         self.stats.frames += 1;
-        if let Some(c) = &mut self.capture {
-            c.push(CapturedFrame {
-                ts_ns: self.now,
-                dir: side,
-                bytes: frame.clone(),
-            });
-        }
         // Serialization including preamble, SFD, FCS and inter-frame gap (24 B).
         let ser = ((frame.len() as u64 + 24) * 8 * 1_000_000_000)
             .checked_div(self.link.rate_bps)
             .unwrap_or(0);
-        let depart = self.busy_until[side].max(self.now) + ser;
+        let start = self.busy_until[side].max(self.now);
+        let depart = start + ser;
         self.busy_until[side] = depart;
+        if let Some(c) = &mut self.capture {
+            // Stamped when the first bit goes on the wire.
+            c.push(CapturedFrame {
+                ts_ns: start,
+                dir: side,
+                bytes: frame.clone(),
+            });
+        }
         if self.chance(self.link.loss) {
             self.stats.lost += 1;
             return;
