@@ -42,7 +42,7 @@ impl FaultConfig {
 }
 
 /// What the injector did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FaultStats {
     pub lost: u64,
     pub reordered: u64,

@@ -3,9 +3,9 @@
 
 use crate::fault::FaultStats;
 use roce_rnic::Counters;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Stats {
     /// Datagrams handed to the socket, and their UDP payload bytes.
     pub tx_packets: u64,

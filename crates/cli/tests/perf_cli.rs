@@ -1,0 +1,473 @@
+//! `roce perf`, run as the built binary: every test in one process over
+//! loopback, every opcode between two processes, faults, clear errors, and
+//! two hosts in two network namespaces joined by a veth pair.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const ROCE: &str = env!("CARGO_BIN_EXE_roce");
+
+fn roce(args: &[&str]) -> Output {
+    Command::new(ROCE).args(args).output().expect("run roce")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json_ok(o: &Output) -> Value {
+    assert!(
+        o.status.success(),
+        "roce failed: {:?}\nstdout: {}\nstderr: {}",
+        o.status,
+        text(&o.stdout),
+        text(&o.stderr)
+    );
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&o.stdout)));
+    assert_eq!(v["verified"], Value::Bool(true), "{v}");
+    v
+}
+
+/// A TCP port nobody listens on right now.
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+#[test]
+fn every_test_runs_in_loopback_with_verified_data() {
+    for (t, size) in [
+        ("send_bw", "3000"),
+        ("write_bw", "5000"),
+        ("read_bw", "5000"),
+        ("atomic_bw", "8"),
+        ("send_lat", "100"),
+        ("write_lat", "100"),
+        ("read_lat", "100"),
+        ("atomic_lat", "8"),
+    ] {
+        let o = roce(&[
+            "perf",
+            t,
+            "--loopback",
+            "-n",
+            "200",
+            "-s",
+            size,
+            "--udp-port",
+            "0",
+            "--verify",
+            "--json",
+        ]);
+        let v = json_ok(&o);
+        assert_eq!(v["test"], t);
+        assert_eq!(v["iterations"].as_u64(), Some(200), "{t}: {v}");
+        assert!(v["seconds"].as_f64().unwrap() > 0.0);
+        if t.ends_with("_bw") {
+            assert!(v["bw_gbps"].as_f64().unwrap() > 0.0, "{v}");
+            assert!(v["msg_rate_mpps"].as_f64().unwrap() > 0.0);
+        } else {
+            let l = &v["latency_us"];
+            for k in ["min", "max", "typical", "avg", "stdev", "p99", "p999"] {
+                assert!(l[k].as_f64().is_some(), "{t}: latency_us.{k} in {v}");
+            }
+            assert!(l["min"].as_f64() <= l["p99"].as_f64());
+        }
+        let c = &v["counters"];
+        assert!(c["tx_packets"].as_u64().unwrap() > 0);
+        assert_eq!(c["icrc_errors"].as_u64(), Some(0));
+    }
+}
+
+#[test]
+fn human_output_follows_perftests_tables() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "50",
+        "-s",
+        "1024",
+        "--udp-port",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(
+        s.contains(
+            "#bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]   MsgRate[Mpps]"
+        ),
+        "{s}"
+    );
+    assert!(
+        s.contains("RDMA_Write BW Test") && s.contains(" 1024 "),
+        "{s}"
+    );
+    let o = roce(&[
+        "perf",
+        "read_lat",
+        "--loopback",
+        "-n",
+        "50",
+        "--udp-port",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(
+        s.contains("t_min[usec]") && s.contains("99.9% percentile[usec]"),
+        "{s}"
+    );
+}
+
+#[test]
+fn sizes_qps_and_duration() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-q",
+        "3",
+        "-t",
+        "16",
+        "--cq-mod",
+        "4",
+        "-D",
+        "0.2",
+        "-s",
+        "512",
+        "-I",
+        "1024",
+        "--udp-port",
+        "0",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    assert_eq!(v["qps"].as_u64(), Some(3));
+    assert!(v["iterations"].as_u64().unwrap() > 0);
+    // -a with a few iterations: every size from 2 bytes up, here capped by a short run.
+    let o = roce(&[
+        "perf",
+        "send_bw",
+        "--loopback",
+        "-a",
+        "-n",
+        "3",
+        "--udp-port",
+        "0",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    let sizes: Vec<u64> = v["sizes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes.first(), Some(&2));
+    assert_eq!(sizes.last(), Some(&(8 << 20)));
+    assert_eq!(v["results"].as_array().unwrap().len(), 23);
+}
+
+#[test]
+fn faults_are_survived_and_counted() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "300",
+        "-s",
+        "4096",
+        "--udp-port",
+        "0",
+        "--loss",
+        "0.05",
+        "--reorder",
+        "0.02",
+        "--dup",
+        "0.02",
+        "--corrupt",
+        "0.02",
+        "--seed",
+        "7",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    let c = &v["counters"];
+    assert!(c["faults"]["lost"].as_u64().unwrap() > 0, "{v}");
+    assert!(c["retransmissions"].as_u64().unwrap() > 0, "{v}");
+    // Corruption from the client is caught by the server's ICRC check.
+    assert!(
+        v["server_counters"]["icrc_errors"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+}
+
+#[test]
+fn capture_of_a_loopback_run_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("perf.pcap");
+    let o = roce(&[
+        "perf",
+        "read_bw",
+        "--loopback",
+        "-n",
+        "20",
+        "-s",
+        "3000",
+        "--pcap",
+        cap.to_str().unwrap(),
+        "--json",
+        "--verify",
+    ]);
+    json_ok(&o);
+    let o = roce(&["pcap", "decode", cap.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines: Vec<Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // 20 READ requests and 3 responses each.
+    assert!(lines.len() >= 80, "{} frames", lines.len());
+    for l in &lines {
+        if l.get("error").is_some() {
+            // UDP 4791 was busy on 127.0.0.x, so a free port was used and
+            // the frames are not on the RoCEv2 port: nothing more to check.
+            return;
+        }
+        assert_eq!(l["icrc"]["ok"], Value::Bool(true), "{l}");
+    }
+}
+
+/// Spawns a server and waits until it listens.
+fn spawn_server(args: &[&str], wrap: &[&str]) -> Child {
+    let mut cmd = if wrap.is_empty() {
+        Command::new(ROCE)
+    } else {
+        let mut c = Command::new(wrap[0]);
+        c.args(&wrap[1..]).arg(ROCE);
+        c
+    };
+    let mut child = cmd
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn server");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("waiting for a client"), "server said: {line}");
+    // Keep draining stderr so the server never blocks on it.
+    std::thread::spawn(move || {
+        let mut rest = String::new();
+        while err.read_line(&mut rest).unwrap_or(0) > 0 {}
+    });
+    child
+}
+
+fn wait_exit(mut c: Child) -> std::process::ExitStatus {
+    for _ in 0..3000 {
+        if let Some(s) = c.try_wait().unwrap() {
+            return s;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = c.kill();
+    panic!("server did not exit");
+}
+
+#[test]
+fn every_opcode_between_two_processes() {
+    for (t, size) in [
+        ("send_bw", "2500"),
+        ("write_bw", "2500"),
+        ("read_bw", "2500"),
+        ("atomic_bw", "8"),
+        ("write_lat", "64"),
+        ("send_lat", "64"),
+    ] {
+        let port = free_port().to_string();
+        let server = spawn_server(
+            &[
+                "perf",
+                t,
+                "-p",
+                &port,
+                "--bind",
+                "127.0.0.1",
+                "--udp-port",
+                "0",
+                "--verify",
+            ],
+            &[],
+        );
+        let o = roce(&[
+            "perf",
+            t,
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-n",
+            "100",
+            "-s",
+            size,
+            "--udp-port",
+            "0",
+            "--verify",
+            "--json",
+        ]);
+        json_ok(&o);
+        assert!(wait_exit(server).success(), "{t}: server failed");
+    }
+}
+
+#[test]
+fn mismatched_mtu_and_unreachable_server_fail_clearly() {
+    let port = free_port().to_string();
+    let server = spawn_server(
+        &[
+            "perf",
+            "write_bw",
+            "-p",
+            &port,
+            "--udp-port",
+            "0",
+            "-m",
+            "1024",
+        ],
+        &[],
+    );
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "--udp-port",
+        "0",
+        "-m",
+        "4096",
+    ]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(e.contains("MTU mismatch") && e.contains("-m/--mtu"), "{e}");
+    assert!(!wait_exit(server).success());
+
+    let port = free_port().to_string();
+    let o = roce(&["perf", "write_bw", "127.0.0.1", "-p", &port]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(e.contains("connection refused"), "{e}");
+    assert_eq!(e.lines().count(), 1, "one clear line: {e}");
+
+    let o = roce(&["perf", "write_sideways", "--loopback"]);
+    assert!(!o.status.success());
+    assert!(text(&o.stderr).contains("unknown test"));
+}
+
+/// Runs `ip` with arguments; false when it fails.
+fn ip(args: &[&str]) -> bool {
+    Command::new("ip")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Deletes the namespaces when the test ends, however it ends.
+struct Netns(Vec<String>);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for n in &self.0 {
+            ip(&["netns", "del", n]);
+        }
+    }
+}
+
+#[test]
+fn two_hosts_in_two_namespaces_over_veth() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc_geteuid() } == 0;
+    if !root {
+        eprintln!(
+            "SKIP two_hosts_in_two_namespaces_over_veth: needs root to create network namespaces"
+        );
+        return;
+    }
+    if !ip(&["-V"]) {
+        eprintln!(
+            "SKIP two_hosts_in_two_namespaces_over_veth: the `ip` command (iproute2) is not available"
+        );
+        return;
+    }
+    let tag = std::process::id();
+    let (a, b) = (format!("roceA{tag}"), format!("roceB{tag}"));
+    let ns = Netns(vec![a.clone(), b.clone()]);
+    let (va, vb) = (
+        format!("rva{}", tag % 100_000),
+        format!("rvb{}", tag % 100_000),
+    );
+    let steps: Vec<Vec<&str>> = vec![
+        vec!["netns", "add", &a],
+        vec!["netns", "add", &b],
+        vec![
+            "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
+        ],
+        vec!["-n", &a, "addr", "add", "10.99.0.1/24", "dev", &va],
+        vec!["-n", &b, "addr", "add", "10.99.0.2/24", "dev", &vb],
+        vec!["-n", &a, "link", "set", &va, "up"],
+        vec!["-n", &b, "link", "set", &vb, "up"],
+        vec!["-n", &a, "link", "set", "lo", "up"],
+        vec!["-n", &b, "link", "set", "lo", "up"],
+    ];
+    for s in &steps {
+        if !ip(s) {
+            eprintln!(
+                "SKIP two_hosts_in_two_namespaces_over_veth: `ip {}` failed (no namespace support here?)",
+                s.join(" ")
+            );
+            return;
+        }
+    }
+    // The server is host A (10.99.0.1), the client host B; RoCE uses UDP 4791 on both.
+    let server = spawn_server(
+        &["perf", "write_bw", "--bind", "10.99.0.1", "--verify"],
+        &["ip", "netns", "exec", &a],
+    );
+    let o = Command::new("ip")
+        .args(["netns", "exec", &b, ROCE])
+        .args([
+            "perf",
+            "write_bw",
+            "10.99.0.1",
+            "-n",
+            "200",
+            "-s",
+            "8192",
+            "--verify",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v = json_ok(&o);
+    assert_eq!(v["counters"]["icrc_errors"].as_u64(), Some(0), "{v}");
+    assert!(wait_exit(server).success());
+    drop(ns);
+    assert!(!ip(&["netns", "pids", &a]), "namespace {a} still exists");
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
