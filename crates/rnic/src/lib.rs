@@ -789,6 +789,11 @@ impl<M: Memory> Rnic<M> {
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        if self.timers.first().is_none_or(|&(t, _)| t > now) {
+            return;
+        }
+        // Each QP due now runs once; one due again at `now` waits for the
+        // next call rather than spinning here.
         let due: Vec<(Nanos, u32)> = self
             .timers
             .iter()

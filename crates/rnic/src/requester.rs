@@ -616,8 +616,8 @@ impl Qp {
         // Scatter into the local SGEs (checked for LOCAL_WRITE when the WQE started).
         let mut skip = off;
         let mut done_bytes = 0usize;
-        let sges = self.sq[i].wr.sg_list.clone();
-        for s in &sges {
+        let mut failed = false;
+        for s in &self.sq[i].wr.sg_list {
             if done_bytes == payload.len() {
                 break;
             }
@@ -632,11 +632,15 @@ impl Qp {
                 .write(s.addr + skip, payload.slice(done_bytes, n))
                 .is_err()
             {
-                self.fail_wqe(i, WcStatus::LocProtErr, ctx);
-                return;
+                failed = true;
+                break;
             }
             skip = 0;
             done_bytes += n;
+        }
+        if failed {
+            self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+            return;
         }
         let w = &mut self.sq[i];
         w.acked += 1;
