@@ -292,6 +292,8 @@ pub(crate) struct ReadJob {
     pub va: u64,
     pub remaining: u64,
     pub msn: u32,
+    /// A replay for a duplicate request (does not hold a new resource).
+    pub replay: bool,
 }
 
 /// Responder resources kept for duplicate READ/ATOMIC requests (IBA 9.7.5.1.5).

@@ -382,7 +382,7 @@ impl Qp {
                 let active = self
                     .resp_q
                     .iter()
-                    .filter(|x| matches!(x, RespItem::Read(_)))
+                    .filter(|x| matches!(x, RespItem::Read(j) if !j.replay))
                     .count();
                 if active >= usize::from(self.max_dest_rd_atomic.max(1)) {
                     return Err(Reject::Nak(NakCode::InvalidRequest));
@@ -403,6 +403,7 @@ impl Qp {
                     va: r.va,
                     remaining: len,
                     msn: self.msn,
+                    replay: false,
                 }));
                 self.epsn = self.epsn.add(npkts);
                 Ok(())
@@ -489,6 +490,7 @@ impl Qp {
                     va: va + off,
                     remaining: len.saturating_sub(off),
                     msn: self.msn,
+                    replay: true,
                 }));
             }
         } else if op.is_atomic() {

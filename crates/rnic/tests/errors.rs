@@ -918,3 +918,34 @@ fn ce_marks_make_cnps_paced_per_qp() {
     assert_eq!(p.a.counters().cnps_rx, 2);
     assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed), 2);
 }
+
+#[test]
+fn read_replays_do_not_use_up_responder_resources() {
+    let (mut p, a, b) = setup(RcOptions::default());
+    let read = |psn: u32| {
+        let mut t = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcReadRequest,
+            dest_qp: b.qpn,
+            psn: Psn::new(psn),
+            ack_req: true,
+            ..Default::default()
+        });
+        t.reth = Some(RethRepr {
+            va: b.buf,
+            rkey: b.mr.rkey,
+            dma_len: 8,
+        });
+        t
+    };
+    let start = RcOptions::default().psn_a;
+    // 15 new READs, a duplicate of the first (a replay), then the 16th new READ,
+    // all before B gets to send a single response: max_dest_rd_atomic is 16.
+    for i in 0..15 {
+        p.b.handle_packet(0, ADDR_A, false, &read(start + i), PayloadRef::Bytes(&[]));
+    }
+    p.b.handle_packet(0, ADDR_A, false, &read(start), PayloadRef::Bytes(&[]));
+    p.b.handle_packet(0, ADDR_A, false, &read(start + 15), PayloadRef::Bytes(&[]));
+    assert_eq!(p.b.counters().naks_tx, 0, "{:?}", p.b.counters());
+    assert_eq!(p.b.qp_state(b.qpn).unwrap(), QpState::Rts);
+    let _ = a;
+}

@@ -446,3 +446,19 @@ fn regression_flush_without_cause() {
     };
     run(&ops, link, Mtu::Mtu1024, 16777210).unwrap();
 }
+
+#[test]
+fn many_outstanding_reads_under_loss_never_exceed_responder_resources() {
+    // 16 READs in flight (max_rd_atomic = max_dest_rd_atomic = 16) while
+    // losses make the responder replay: replays must not count as new reads.
+    let ops: Vec<Op> = (0..64).map(|_| Op::Read(3000)).collect();
+    for seed in 0..6 {
+        let link = LinkConfig {
+            seed,
+            loss: 0.08,
+            dup: 0.05,
+            ..LinkConfig::default()
+        };
+        run(&ops, link, Mtu::Mtu1024, 77).unwrap();
+    }
+}
