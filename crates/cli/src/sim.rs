@@ -1,15 +1,199 @@
-//! `roce sim`: the fabric simulator (being built; see issue 5).
+//! `roce sim`: the fabric simulator (`roce-sim`) from the command line.
+//!
+//! `roce sim SCENARIO.toml [--out DIR] [--seed N]` runs a scenario and
+//! writes fct.csv, summary.json, queues.csv, pfc.csv and plots into DIR;
+//! `roce sim --hpcc-config CONFIG.txt` runs an experiment written for the
+//! HPCC ns-3 simulator and also writes its FCT and PFC files.
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
-use std::path::PathBuf;
+use indicatif::{ProgressBar, ProgressStyle};
+use roce_sim::scenario::Scenario;
+use roce_sim::{Report, Simulator, Summary};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// `println!` that ignores a closed stdout (`roce sim … | head`).
+macro_rules! say {
+    ($($t:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
 
 #[derive(Debug, Args)]
 pub struct SimArgs {
-    /// Scenario file (TOML).
+    /// Scenario file (TOML; see scenarios/README.md).
     pub scenario: Option<PathBuf>,
+    /// Output directory (default: out/sim/<scenario name>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run an HPCC ns-3 simulator config file (config.txt) instead.
+    #[arg(long, value_name = "CONFIG.txt", conflicts_with = "scenario")]
+    pub hpcc_config: Option<PathBuf>,
+    /// Skip the PNG/SVG plots.
+    #[arg(long)]
+    pub no_plots: bool,
 }
 
-pub fn run(_args: SimArgs) -> Result<()> {
-    bail!("roce sim is not built yet")
+pub fn run(args: SimArgs) -> Result<()> {
+    if let Some(cfg) = &args.hpcc_config {
+        return run_hpcc(cfg, args.out.as_deref(), args.seed, !args.no_plots);
+    }
+    let Some(path) = &args.scenario else {
+        bail!("give a scenario file (roce sim SCENARIO.toml) or --hpcc-config CONFIG.txt");
+    };
+    let sc = Scenario::load(path, args.seed)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("out/sim").join(&sc.name));
+    let (report, wall) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    finish(&report, wall, &out, !args.no_plots)?;
+    Ok(())
+}
+
+/// Runs a simulation with a progress bar on a terminal.
+pub fn simulate(
+    cfg: roce_sim::SimConfig,
+    topo: roce_sim::Topology,
+    flows: &[roce_sim::workload::FlowSpec],
+) -> Result<(Report, f64)> {
+    let t0 = Instant::now();
+    let mut sim = Simulator::new(cfg, topo, flows)?;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = ProgressBar::new(sim.n_flows() as u64);
+        b.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} flows {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        // Show only for runs longer than a second.
+        b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        b
+    });
+    while !sim.done() {
+        sim.step(1 << 16);
+        if let Some(b) = &bar {
+            if b.is_hidden() && t0.elapsed().as_secs_f64() > 1.0 {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            b.set_position(sim.finished() as u64);
+            b.set_message(format!(
+                "{:.1} us simulated, {} events",
+                sim.now() as f64 / 1e6,
+                sim.events()
+            ));
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok((sim.report(), t0.elapsed().as_secs_f64()))
+}
+
+/// Writes the output files and prints a short summary.
+pub fn finish(report: &Report, wall: f64, out: &Path, plots: bool) -> Result<Summary> {
+    let s = report
+        .write_all(out, wall)
+        .with_context(|| format!("writing results to {}", out.display()))?;
+    print_summary(&s, out);
+    if plots {
+        let files = roce_sim::plot::write_plots(report, out)?;
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "png"))
+        {
+            say!("plot: {}", f.display());
+        }
+    }
+    if let Some(d) = &s.deadlock {
+        say!("DEADLOCK: {d}");
+    }
+    Ok(s)
+}
+
+fn print_summary(s: &Summary, out: &Path) {
+    say!(
+        "flows: {} total, {} finished, {} failed, {} unfinished",
+        s.flows.total,
+        s.flows.finished,
+        s.flows.failed,
+        s.flows.unfinished
+    );
+    if let Some(p) = &s.slowdown {
+        say!(
+            "slowdown: p50 {:.2}  p95 {:.2}  p99 {:.2}  (mean {:.2})",
+            p.p50,
+            p.p95,
+            p.p99,
+            p.mean
+        );
+    }
+    say!(
+        "drops {}  PFC pause frames {}  paused {:.1} us  ECN marks {}  CNPs {}  retransmissions {}",
+        s.drops,
+        s.pfc_pause_frames,
+        s.pfc_paused_us,
+        s.ecn_marks,
+        s.cnps,
+        s.retransmissions
+    );
+    say!(
+        "{} events in {:.3} s wall ({:.2} M events/s), {:.1} us simulated",
+        s.events,
+        s.wall_seconds,
+        s.events_per_second / 1e6,
+        s.simulated_us
+    );
+    say!("results in {}", out.display());
+}
+
+fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -> Result<()> {
+    let exp = roce_sim::hpcc::Experiment::load(config, seed)?;
+    for w in &exp.warnings {
+        eprintln!("roce: warning: {w}");
+    }
+    let out = out.map(Path::to_path_buf).unwrap_or_else(|| {
+        config
+            .parent()
+            .map(|p| p.join("roce-sim-out"))
+            .unwrap_or_else(|| PathBuf::from("out/sim/hpcc"))
+    });
+    let (report, wall) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows)?;
+    finish(&report, wall, &out, plots)?;
+    let written = exp.write_outputs(&report, &out)?;
+    for f in written {
+        say!("wrote {}", f.display());
+    }
+    Ok(())
+}
+
+/// The `roce demo` section: a small incast where a switch queue builds up
+/// and PFC pauses the senders; prints the plot paths.
+#[allow(dead_code)] // called from demo.rs
+pub fn demo_section(out: &Path) -> Result<()> {
+    say!("== Simulated 8:1 incast: a queue builds and PFC pauses the senders ==");
+    let src = include_str!("../../../scenarios/incast.toml");
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let sc = Scenario::parse(src, "scenarios/incast.toml", &base, None)?;
+    let dir = out.join("sim-incast");
+    let (report, wall) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    let s = finish(&report, wall, &dir, true)?;
+    let peak = report
+        .ports
+        .iter()
+        .map(|p| p.max_qbytes.iter().max().copied().unwrap_or(0))
+        .max()
+        .unwrap_or(0);
+    say!(
+        "peak egress queue {:.1} KB; {} PFC pause frames; {} drops\n",
+        peak as f64 / 1e3,
+        s.pfc_pause_frames,
+        s.drops
+    );
+    Ok(())
 }

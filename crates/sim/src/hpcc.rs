@@ -1,1 +1,675 @@
-//! HPCC formats (to come).
+//! Drop-in reading of the HPCC ns-3 simulator's experiments
+//! (github.com/alibaba-edu/High-Precision-Congestion-Control,
+//! `simulation/scratch/third.cc`): its key/value `config.txt`, its topology
+//! and flow files, and its FCT and PFC output formats, so an experiment
+//! written for it runs here unchanged.
+//!
+//! Formats (as third.cc reads and writes them):
+//! * topology: `nodes switches links`, then the switch ids, then one line
+//!   per link `src dst rate delay error_rate` (`100Gbps`, `1000ns`);
+//! * flows: the count, then `src dst priority dport size start_seconds`;
+//! * FCT output: `sip dip sport dport size start_ns fct_ns standalone_fct_ns`
+//!   with IPs in hex as `0x0b000001 + (id/256)·0x10000 + (id%256)·0x100`;
+//! * PFC output: `time_ns node node_type if_index type` (1 = paused,
+//!   0 = resumed), logged by the device that receives the PFC frame;
+//!   interface indices start at 1.
+
+use crate::ecn::EcnConfig;
+use crate::event::{PS_PER_NS, PS_PER_S, Ps};
+use crate::metrics::Report;
+use crate::pfc::Threshold;
+use crate::sim::{EcnPolicy, SimConfig};
+use crate::topology::{Link, Node, NodeKind, Topology};
+use crate::workload::{FlowOp, FlowSpec};
+use roce_rnic::Mtu;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// A problem with an HPCC experiment's files.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {field}: {msg}")]
+pub struct HpccError {
+    pub file: String,
+    pub line: usize,
+    pub field: String,
+    pub msg: String,
+}
+
+/// Congestion-control modes of the HPCC simulator (`CC_MODE`).
+pub fn cc_mode_name(m: u32) -> &'static str {
+    match m {
+        1 => "DCQCN",
+        3 => "HPCC",
+        7 => "TIMELY",
+        8 => "DCTCP",
+        10 => "HPCC-PINT",
+        _ => "unknown",
+    }
+}
+
+/// Keys that parameterise congestion control; read, kept, and used once
+/// the congestion-control issue lands.
+const CC_KEYS: &[&str] = &[
+    "RATE_AI",
+    "RATE_HAI",
+    "MIN_RATE",
+    "EWMA_GAIN",
+    "RP_TIMER",
+    "ALPHA_RESUME_INTERVAL",
+    "RATE_DECREASE_INTERVAL",
+    "FAST_RECOVERY_TIMES",
+    "CLAMP_TARGET_RATE",
+    "HAS_WIN",
+    "GLOBAL_T",
+    "VAR_WIN",
+    "FAST_REACT",
+    "U_TARGET",
+    "MI_THRESH",
+    "INT_MULTI",
+    "RATE_BOUND",
+    "DCTCP_RATE_AI",
+    "MULTI_RATE",
+    "SAMPLE_FEEDBACK",
+    "PINT_LOG_BASE",
+    "PINT_PROB",
+];
+
+/// Keys accepted without effect, and why.
+const IGNORED: &[(&str, &str)] = &[
+    ("DATA_RATE", "link rates come from the topology file"),
+    ("LINK_DELAY", "link delays come from the topology file"),
+    (
+        "TRACE_FILE",
+        "packet traces are not written (use queues.csv/pfc.csv)",
+    ),
+    ("TRACE_OUTPUT_FILE", "packet traces are not written"),
+    ("ENABLE_TRACE", "packet traces are not written"),
+    ("QLEN_MON_FILE", "queue lengths go to queues.csv"),
+    ("QLEN_MON_START", "queue lengths go to queues.csv"),
+    ("QLEN_MON_END", "queue lengths go to queues.csv"),
+    (
+        "ERROR_RATE_PER_LINK",
+        "random link errors are not simulated",
+    ),
+    (
+        "L2_CHUNK_SIZE",
+        "the RNIC's go-back-N replaces the L2 chunk model",
+    ),
+    ("L2_ACK_INTERVAL", "the RNIC requests ACKs itself"),
+    (
+        "L2_BACK_TO_ZERO",
+        "the RNIC's go-back-N replaces the L2 chunk model",
+    ),
+];
+
+/// An experiment read from HPCC-format files.
+#[derive(Debug, Clone)]
+pub struct Experiment {
+    pub cfg: SimConfig,
+    pub topo: Topology,
+    pub flows: Vec<FlowSpec>,
+    /// Things the user should know (unknown keys, unimplemented modes).
+    pub warnings: Vec<String>,
+    pub cc_mode: u32,
+    /// Original node id of each host (host index order).
+    pub host_ids: Vec<u32>,
+    pub flow_dports: Vec<u16>,
+    pub fct_file: PathBuf,
+    pub pfc_file: PathBuf,
+    pub payload_size: u32,
+}
+
+fn parse_rate(s: &str) -> Option<u64> {
+    let lower = s.to_ascii_lowercase();
+    let (num, mult) = [
+        ("gbps", 1e9),
+        ("gb/s", 1e9),
+        ("mbps", 1e6),
+        ("mb/s", 1e6),
+        ("kbps", 1e3),
+        ("kb/s", 1e3),
+        ("bps", 1.0),
+        ("b/s", 1.0),
+    ]
+    .iter()
+    .find_map(|(u, m)| lower.strip_suffix(u).map(|n| (n.to_string(), *m)))?;
+    let v: f64 = num.trim().parse().ok()?;
+    (v > 0.0).then(|| (v * mult).round() as u64)
+}
+
+fn parse_time_ps(s: &str) -> Option<Ps> {
+    let (num, mult) = [
+        ("ps", 1.0),
+        ("ns", 1e3),
+        ("us", 1e6),
+        ("ms", 1e9),
+        ("s", 1e12),
+    ]
+    .iter()
+    .find_map(|(u, m)| s.strip_suffix(u).map(|n| (n, *m)))?;
+    let v: f64 = num.trim().parse().ok()?;
+    (v >= 0.0).then(|| (v * mult).round() as Ps)
+}
+
+/// Finds an input file the way users run third.cc: relative to the working
+/// directory, else to the config's directory or its parent.
+fn find(config_dir: &Path, p: &str) -> PathBuf {
+    let direct = PathBuf::from(p);
+    if direct.is_absolute() || direct.exists() {
+        return direct;
+    }
+    for base in [Some(config_dir), config_dir.parent()]
+        .into_iter()
+        .flatten()
+    {
+        let c = base.join(p);
+        if c.exists() {
+            return c;
+        }
+    }
+    direct
+}
+
+impl Experiment {
+    /// Reads `config` and the files it names.
+    pub fn load(config: &Path, seed: Option<u64>) -> Result<Experiment, HpccError> {
+        let cfile = config.display().to_string();
+        let text = std::fs::read_to_string(config).map_err(|e| HpccError {
+            file: cfile.clone(),
+            line: 0,
+            field: "(file)".into(),
+            msg: format!("cannot read: {e}"),
+        })?;
+        let dir = config.parent().unwrap_or(Path::new("."));
+        let mut kv: BTreeMap<String, (usize, Vec<String>)> = BTreeMap::new();
+        let mut warnings = Vec::new();
+        for (i, raw) in text.lines().enumerate() {
+            let l = raw.split('#').next().unwrap_or("").trim();
+            if l.is_empty() {
+                continue;
+            }
+            let mut it = l.split_whitespace();
+            let key = it.next().unwrap_or("").to_string();
+            let vals: Vec<String> = it.map(str::to_string).collect();
+            kv.insert(key, (i + 1, vals));
+        }
+        let err = |line: usize, field: &str, msg: String| HpccError {
+            file: cfile.clone(),
+            line,
+            field: field.to_string(),
+            msg,
+        };
+        let one = |key: &str| -> Option<(usize, String)> {
+            kv.get(key)
+                .and_then(|(l, v)| v.first().map(|s| (*l, s.clone())))
+        };
+        let num = |key: &str| -> Result<Option<f64>, HpccError> {
+            match one(key) {
+                None => Ok(None),
+                Some((l, v)) => v
+                    .parse::<f64>()
+                    .map(Some)
+                    .map_err(|_| err(l, key, format!("expected a number, got `{v}`"))),
+            }
+        };
+        let mut cfg = SimConfig {
+            seed: seed.unwrap_or(1),
+            ..SimConfig::default()
+        };
+        let mut used: Vec<&str> = Vec::new();
+        // Congestion control.
+        let cc_mode = num("CC_MODE")?.unwrap_or(1.0) as u32;
+        used.push("CC_MODE");
+        warnings.push(format!(
+            "CC_MODE {cc_mode} ({}) is not implemented yet: flows send at line rate with no congestion control (PFC and ECN marking still apply), so FCTs will not match the HPCC simulator's until the congestion-control issue lands",
+            cc_mode_name(cc_mode)
+        ));
+        for k in CC_KEYS {
+            used.push(k);
+        }
+        for (k, why) in IGNORED {
+            if kv.contains_key(*k) {
+                warnings.push(format!("{k} is accepted but has no effect: {why}"));
+            }
+            used.push(k);
+        }
+        // Switches.
+        let qcn = num("ENABLE_QCN")?.unwrap_or(1.0) != 0.0;
+        used.push("ENABLE_QCN");
+        if num("USE_DYNAMIC_PFC_THRESHOLD")?.unwrap_or(1.0) == 0.0 {
+            warnings.push(
+                "USE_DYNAMIC_PFC_THRESHOLD 0: using a static XOFF threshold of 1/8 of the buffer per ingress queue".into(),
+            );
+            cfg.buffer.threshold = Threshold::Static {
+                bytes: cfg.buffer.size_bytes / 8,
+            };
+        }
+        used.push("USE_DYNAMIC_PFC_THRESHOLD");
+        if let Some(mb) = num("BUFFER_SIZE")? {
+            cfg.buffer.size_bytes = (mb * 1024.0 * 1024.0) as u64;
+            if let Threshold::Static { bytes } = &mut cfg.buffer.threshold {
+                *bytes = cfg.buffer.size_bytes / 8;
+            }
+        }
+        used.push("BUFFER_SIZE");
+        let payload = num("PACKET_PAYLOAD_SIZE")?.unwrap_or(1000.0) as u32;
+        used.push("PACKET_PAYLOAD_SIZE");
+        cfg.mtu = Mtu::from_bytes(payload).unwrap_or_else(|| {
+            let m = [256, 512, 1024, 2048, 4096]
+                .into_iter()
+                .min_by_key(|m| (i64::from(*m) - i64::from(payload)).abs())
+                .and_then(Mtu::from_bytes)
+                .unwrap_or(Mtu::Mtu1024);
+            warnings.push(format!(
+                "PACKET_PAYLOAD_SIZE {payload} is not an InfiniBand MTU; the RNIC segments at {} bytes",
+                m.bytes()
+            ));
+            m
+        });
+        if let Some(ack_high) = num("ACK_HIGH_PRIO")? {
+            cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
+        }
+        used.push("ACK_HIGH_PRIO");
+        if let Some(us) = num("PAUSE_TIME")? {
+            // Quanta at 100 Gb/s; the simulator refreshes pauses anyway.
+            cfg.buffer.pause_quanta = ((us * 1e-6 * 100e9 / 512.0) as u64).clamp(1, 0xffff) as u16;
+        }
+        used.push("PAUSE_TIME");
+        if let Some(s) = num("SIMULATOR_STOP_TIME")? {
+            cfg.stop = Some((s * PS_PER_S as f64) as Ps);
+        }
+        used.push("SIMULATOR_STOP_TIME");
+        if let Some((l, v)) = kv.get("LINK_DOWN")
+            && v.first().is_some_and(|t| t != "0")
+        {
+            return Err(err(
+                *l,
+                "LINK_DOWN",
+                "link failures are not simulated yet".into(),
+            ));
+        }
+        used.push("LINK_DOWN");
+        // K/P maps.
+        let map = |key: &str| -> Result<BTreeMap<u64, f64>, HpccError> {
+            let mut m = BTreeMap::new();
+            if let Some((l, v)) = kv.get(key) {
+                let n: usize = v.first().and_then(|x| x.parse().ok()).ok_or_else(|| {
+                    err(*l, key, "expected a count of (rate, value) pairs".into())
+                })?;
+                if v.len() != 1 + 2 * n {
+                    return Err(err(*l, key, format!("expected {n} (rate, value) pairs")));
+                }
+                for i in 0..n {
+                    let r: u64 = v[1 + 2 * i]
+                        .parse()
+                        .map_err(|_| err(*l, key, format!("bad rate `{}`", v[1 + 2 * i])))?;
+                    let x: f64 = v[2 + 2 * i]
+                        .parse()
+                        .map_err(|_| err(*l, key, format!("bad value `{}`", v[2 + 2 * i])))?;
+                    m.insert(r, x);
+                }
+            }
+            Ok(m)
+        };
+        let (kmin, kmax, pmax) = (map("KMIN_MAP")?, map("KMAX_MAP")?, map("PMAX_MAP")?);
+        used.extend(["KMIN_MAP", "KMAX_MAP", "PMAX_MAP"]);
+        // Files.
+        let path_of = |key: &str| -> Result<(usize, String), HpccError> {
+            one(key).ok_or_else(|| err(0, key, "required".into()))
+        };
+        let (_, topo_name) = path_of("TOPOLOGY_FILE")?;
+        let (_, flow_name) = path_of("FLOW_FILE")?;
+        used.extend([
+            "TOPOLOGY_FILE",
+            "FLOW_FILE",
+            "FCT_OUTPUT_FILE",
+            "PFC_OUTPUT_FILE",
+        ]);
+        let fct_file = PathBuf::from(one("FCT_OUTPUT_FILE").map_or("fct.txt".into(), |x| x.1));
+        let pfc_file = PathBuf::from(one("PFC_OUTPUT_FILE").map_or("pfc.txt".into(), |x| x.1));
+        for (k, (l, _)) in &kv {
+            if !used.contains(&k.as_str()) {
+                warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored)"));
+            }
+        }
+        let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        if qcn {
+            let mut rates: Vec<u64> = topo.links.iter().map(|l| l.rate_bps).collect();
+            rates.sort_unstable();
+            rates.dedup();
+            let line = |k: &str| kv.get(k).map_or(0, |x| x.0);
+            let mut by = Vec::new();
+            for r in rates {
+                let (a, b, c) = (kmin.get(&r), kmax.get(&r), pmax.get(&r));
+                let missing = [
+                    ("KMIN_MAP", a.is_none()),
+                    ("KMAX_MAP", b.is_none()),
+                    ("PMAX_MAP", c.is_none()),
+                ]
+                .into_iter()
+                .find(|x| x.1);
+                if let Some((k, _)) = missing {
+                    return Err(err(
+                        line(k),
+                        k,
+                        format!(
+                            "no entry for link speed {r} b/s (the topology has links of that speed)"
+                        ),
+                    ));
+                }
+                if let (Some(a), Some(b), Some(c)) = (a, b, c) {
+                    by.push((
+                        r,
+                        EcnConfig {
+                            kmin_bytes: (*a * 1000.0) as u64,
+                            kmax_bytes: (*b * 1000.0) as u64,
+                            pmax: *c,
+                        },
+                    ));
+                }
+            }
+            cfg.ecn = EcnPolicy::BySpeed(by);
+        }
+        let (flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
+        Ok(Experiment {
+            cfg,
+            topo,
+            flows,
+            warnings,
+            cc_mode,
+            host_ids,
+            flow_dports: dports,
+            fct_file,
+            pfc_file,
+            payload_size: payload,
+        })
+    }
+
+    /// Writes the FCT and PFC files in HPCC's formats into `dir` (named as
+    /// the config's FCT_OUTPUT_FILE and PFC_OUTPUT_FILE).
+    pub fn write_outputs(&self, r: &Report, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+        std::fs::create_dir_all(dir)?;
+        let name = |p: &Path, d: &str| dir.join(p.file_name().unwrap_or(d.as_ref()));
+        let fct = name(&self.fct_file, "fct.txt");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&fct)?);
+        let mut done: Vec<_> = r.flows.iter().filter(|f| f.ok).collect();
+        done.sort_by_key(|f| (f.finish, f.id));
+        for f in done {
+            let (Some(fin), Some(fct_ps)) = (f.finish, f.fct()) else {
+                continue;
+            };
+            let _ = fin;
+            writeln!(
+                w,
+                "{:08x} {:08x} {} {} {} {} {} {}",
+                hpcc_ip(self.host_ids[f.src as usize]),
+                hpcc_ip(self.host_ids[f.dst as usize]),
+                f.sport,
+                self.flow_dports.get(f.id as usize).copied().unwrap_or(100),
+                f.size,
+                f.start / PS_PER_NS,
+                fct_ps / PS_PER_NS,
+                f.ideal / PS_PER_NS
+            )?;
+        }
+        w.flush()?;
+        let pfc = name(&self.pfc_file, "pfc.txt");
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&pfc)?);
+        for e in &r.pfc {
+            let t = match e.what {
+                "pause" => 1,
+                "resume" | "expire" => 0,
+                _ => continue,
+            };
+            let node_type = u32::from(!r.host_nodes.contains(&e.node));
+            writeln!(
+                w,
+                "{} {} {} {} {}",
+                e.time / PS_PER_NS,
+                e.node,
+                node_type,
+                e.port + 1,
+                t
+            )?;
+        }
+        w.flush()?;
+        Ok(vec![fct, pfc])
+    }
+}
+
+/// The HPCC simulator's address of node `id`.
+pub fn hpcc_ip(id: u32) -> u32 {
+    0x0b00_0001 + (id / 256) * 0x0001_0000 + (id % 256) * 0x0000_0100
+}
+
+fn tokens(text: &str) -> Vec<(usize, &str)> {
+    text.lines()
+        .enumerate()
+        .flat_map(|(i, l)| l.split_whitespace().map(move |t| (i + 1, t)))
+        .collect()
+}
+
+/// Reads a topology file; node ids are kept (node `i` is node `i`).
+pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
+        file: file.clone(),
+        line: 0,
+        field: "(file)".into(),
+        msg: format!("cannot read: {e}"),
+    })?;
+    let toks = tokens(&text);
+    let mut it = toks.iter();
+    let err = |line: usize, field: &str, msg: String| HpccError {
+        file: file.clone(),
+        line,
+        field: field.to_string(),
+        msg,
+    };
+    let mut next_num = |field: &str| -> Result<(usize, u64), HpccError> {
+        let (l, t) = it
+            .next()
+            .ok_or_else(|| err(0, field, "unexpected end of file".into()))?;
+        t.parse()
+            .map(|v| (*l, v))
+            .map_err(|_| err(*l, field, format!("expected a number, got `{t}`")))
+    };
+    let (_, n) = next_num("node count")?;
+    let (_, s) = next_num("switch count")?;
+    let (_, m) = next_num("link count")?;
+    let n = n as usize;
+    let mut kind = vec![NodeKind::Host; n];
+    for _ in 0..s {
+        let (l, id) = next_num("switch id")?;
+        if id as usize >= n {
+            return Err(err(
+                l,
+                "switch id",
+                format!("{id} is not below the node count {n}"),
+            ));
+        }
+        kind[id as usize] = NodeKind::Switch;
+    }
+    let mut links = Vec::new();
+    let rest: Vec<&(usize, &str)> = toks.iter().skip(3 + s as usize).collect();
+    for i in 0..m as usize {
+        let f = rest.get(i * 5..i * 5 + 5).ok_or_else(|| {
+            err(
+                rest.last().map_or(0, |x| x.0),
+                "links",
+                format!("expected {m} links, found {i}"),
+            )
+        })?;
+        let l = f[0].0;
+        let id = |t: &str, what: &str| -> Result<usize, HpccError> {
+            t.parse::<usize>()
+                .ok()
+                .filter(|&v| v < n)
+                .ok_or_else(|| err(l, what, format!("expected a node id below {n}, got `{t}`")))
+        };
+        let a = id(f[0].1, "src")?;
+        let b = id(f[1].1, "dst")?;
+        let rate = parse_rate(f[2].1).ok_or_else(|| {
+            err(
+                l,
+                "rate",
+                format!("expected a rate like 100Gbps, got `{}`", f[2].1),
+            )
+        })?;
+        let delay = parse_time_ps(f[3].1).ok_or_else(|| {
+            err(
+                l,
+                "delay",
+                format!("expected a time like 1000ns, got `{}`", f[3].1),
+            )
+        })?;
+        let e: f64 = f[4].1.parse().map_err(|_| {
+            err(
+                l,
+                "error_rate",
+                format!("expected a number, got `{}`", f[4].1),
+            )
+        })?;
+        if e > 0.0 {
+            return Err(err(
+                l,
+                "error_rate",
+                "random link errors are not simulated yet".into(),
+            ));
+        }
+        links.push(Link {
+            a,
+            b,
+            rate_bps: rate,
+            delay_ps: delay,
+        });
+    }
+    let nodes: Vec<Node> = kind
+        .iter()
+        .enumerate()
+        .map(|(i, k)| Node {
+            name: match k {
+                NodeKind::Host => format!("host{i}"),
+                NodeKind::Switch => format!("switch{i}"),
+            },
+            kind: *k,
+        })
+        .collect();
+    let host_ids: Vec<u32> = (0..n as u32)
+        .filter(|&i| kind[i as usize] == NodeKind::Host)
+        .collect();
+    let topo = Topology::from_parts(nodes, links).map_err(|e| err(1, "topology", e.to_string()))?;
+    Ok((topo, host_ids))
+}
+
+/// Reads a flow file; returns flows (host indices) and their dports.
+pub fn read_flows(path: &Path, host_ids: &[u32]) -> Result<(Vec<FlowSpec>, Vec<u16>), HpccError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
+        file: file.clone(),
+        line: 0,
+        field: "(file)".into(),
+        msg: format!("cannot read: {e}"),
+    })?;
+    let err = |line: usize, field: &str, msg: String| HpccError {
+        file: file.clone(),
+        line,
+        field: field.to_string(),
+        msg,
+    };
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    let (l0, first) = lines
+        .next()
+        .ok_or_else(|| err(1, "flow count", "empty file".into()))?;
+    let n: usize = first.trim().parse().map_err(|_| {
+        err(
+            l0 + 1,
+            "flow count",
+            format!("expected a number, got `{}`", first.trim()),
+        )
+    })?;
+    let host = |id: &str, line: usize, field: &str| -> Result<u32, HpccError> {
+        let v: u32 = id
+            .parse()
+            .map_err(|_| err(line, field, format!("expected a node id, got `{id}`")))?;
+        host_ids
+            .iter()
+            .position(|&h| h == v)
+            .map(|p| p as u32)
+            .ok_or_else(|| err(line, field, format!("node {v} is not a host")))
+    };
+    let mut flows = Vec::with_capacity(n);
+    let mut dports = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (i, l) = lines
+            .next()
+            .ok_or_else(|| err(text.lines().count(), "flows", format!("expected {n} flows")))?;
+        let line = i + 1;
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 6 {
+            return Err(err(
+                line,
+                "flow",
+                "expected `src dst priority dport size start_seconds`".into(),
+            ));
+        }
+        let src = host(f[0], line, "src")?;
+        let dst = host(f[1], line, "dst")?;
+        let dport: u16 = f[3]
+            .parse()
+            .map_err(|_| err(line, "dport", format!("expected a port, got `{}`", f[3])))?;
+        let size: u64 = f[4]
+            .parse()
+            .ok()
+            .filter(|&s| s > 0 && s <= 1 << 31)
+            .ok_or_else(|| {
+                err(
+                    line,
+                    "size",
+                    format!("expected 1..=2^31 bytes, got `{}`", f[4]),
+                )
+            })?;
+        let start: f64 = f[5]
+            .parse()
+            .ok()
+            .filter(|&s: &f64| s >= 0.0)
+            .ok_or_else(|| {
+                err(
+                    line,
+                    "start_time",
+                    format!("expected seconds ≥ 0, got `{}`", f[5]),
+                )
+            })?;
+        if src == dst {
+            return Err(err(line, "dst", "a flow to its own source".into()));
+        }
+        flows.push(FlowSpec {
+            src,
+            dst,
+            size,
+            start: (start * PS_PER_S as f64).round() as Ps,
+            op: FlowOp::Write,
+        });
+        dports.push(dport);
+    }
+    Ok((flows, dports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_rate("100Gbps"), Some(100_000_000_000));
+        assert_eq!(parse_rate("25Gb/s"), Some(25_000_000_000));
+        assert_eq!(parse_time_ps("1000ns"), Some(1_000_000));
+        assert_eq!(parse_time_ps("0.001ms"), Some(1_000_000));
+        assert_eq!(hpcc_ip(0), 0x0b00_0001);
+        assert_eq!(hpcc_ip(257), 0x0b01_0101);
+    }
+}

@@ -1,1 +1,873 @@
-//! Scenario (to come).
+//! The scenario file: a TOML description of a fabric, its switches, its
+//! transport settings and its traffic, checked field by field.
+//!
+//! Every mistake is reported as one line naming the file, the line, the
+//! field and what was expected, e.g.
+//! `incast.toml:12: topology.hosts: expected at least 2 hosts, got 1`.
+//! The schema is documented in `scenarios/README.md`.
+
+use crate::ecn::EcnConfig;
+use crate::event::{PS_PER_NS, PS_PER_US, Ps};
+use crate::link::Scheduler;
+use crate::pfc::{BufferConfig, Threshold};
+use crate::sim::{EcnPolicy, SimConfig};
+use crate::topology::{Builder, Topology, gbps};
+use crate::workload::{self, Cdf, FlowOp, FlowSpec};
+use rand_chacha::ChaCha8Rng;
+use rand_chacha::rand_core::SeedableRng;
+use roce_rnic::Mtu;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A scenario mistake, located.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {field}: {msg}")]
+pub struct ScenarioError {
+    pub file: String,
+    pub line: usize,
+    pub field: String,
+    pub msg: String,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    name: Option<String>,
+    seed: Option<u64>,
+    stop_us: Option<f64>,
+    #[serde(default)]
+    transport: Transport,
+    #[serde(default)]
+    switch: Switch,
+    topology: Option<Topo>,
+    #[serde(default)]
+    workload: Vec<Work>,
+    #[serde(default)]
+    output: Output,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Transport {
+    mtu: Option<u32>,
+    op: Option<String>,
+    data_priority: Option<u8>,
+    control_priority: Option<u8>,
+    ack_every: Option<u32>,
+    timeout: Option<u8>,
+    retry_cnt: Option<u8>,
+    ecn: Option<bool>,
+    cnp_interval_us: Option<f64>,
+    /// Preamble + inter-frame gap bytes per frame.
+    ifg_bytes: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Switch {
+    buffer_kb: Option<u64>,
+    reserve_bytes: Option<u64>,
+    pfc: Option<String>,
+    alpha: Option<f64>,
+    xoff_bytes: Option<u64>,
+    xon_offset_bytes: Option<u64>,
+    headroom_bytes: Option<u64>,
+    lossless_priorities: Option<Vec<u8>>,
+    pause_quanta: Option<u16>,
+    scheduler: Option<String>,
+    dwrr_weights: Option<Vec<u32>>,
+    int: Option<bool>,
+    ecn: Option<Ecn>,
+    ecn_by_speed: Option<Vec<EcnSpeed>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Ecn {
+    kmin_kb: f64,
+    kmax_kb: f64,
+    pmax: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EcnSpeed {
+    gbps: f64,
+    kmin_kb: f64,
+    kmax_kb: f64,
+    pmax: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Topo {
+    kind: String,
+    hosts: Option<toml::Value>,
+    host_gbps: Option<f64>,
+    link_delay_ns: Option<f64>,
+    left: Option<usize>,
+    right: Option<usize>,
+    core_gbps: Option<f64>,
+    leaves: Option<usize>,
+    spines: Option<usize>,
+    hosts_per_leaf: Option<usize>,
+    oversubscription: Option<f64>,
+    spine_gbps: Option<f64>,
+    pods: Option<usize>,
+    tors_per_pod: Option<usize>,
+    aggs_per_pod: Option<usize>,
+    hosts_per_tor: Option<usize>,
+    cores: Option<usize>,
+    fabric_gbps: Option<f64>,
+    switches: Option<Vec<String>>,
+    links: Option<Vec<LinkSpec>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkSpec {
+    a: String,
+    b: String,
+    gbps: f64,
+    delay_ns: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+enum HostRef {
+    Index(u32),
+    Name(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlowLine {
+    src: HostRef,
+    dst: HostRef,
+    size: u64,
+    start_us: Option<f64>,
+    op: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Work {
+    kind: String,
+    flows: Option<Vec<FlowLine>>,
+    load: Option<f64>,
+    cdf: Option<String>,
+    duration_us: Option<f64>,
+    start_us: Option<f64>,
+    hosts: Option<Vec<HostRef>>,
+    senders: Option<Vec<HostRef>>,
+    dst: Option<HostRef>,
+    size: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Output {
+    sample_us: Option<f64>,
+    trace_flows: Option<usize>,
+    capture_pfc: Option<bool>,
+    deadlock_us: Option<f64>,
+}
+
+/// A loaded scenario, ready to simulate.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub cfg: SimConfig,
+    pub topo: Topology,
+    pub flows: Vec<FlowSpec>,
+}
+
+/// Where a field lives in the file: `[section]` or the `index`-th
+/// `[[section]]`, and the key.
+struct Loc<'a> {
+    section: &'a str,
+    index: Option<usize>,
+    key: &'a str,
+}
+
+struct Ctx<'a> {
+    file: String,
+    src: &'a str,
+    base: PathBuf,
+}
+
+impl Ctx<'_> {
+    /// The 1-based line of `loc.key` in its section (or the section header,
+    /// or line 1).
+    fn line_of(&self, loc: &Loc<'_>) -> usize {
+        let mut cur = String::new();
+        let mut occurrence: Option<usize> = None;
+        let mut counts: std::collections::HashMap<String, usize> = Default::default();
+        let mut header_line = None;
+        for (i, raw) in self.src.lines().enumerate() {
+            let l = raw.trim();
+            if let Some(h) = l.strip_prefix("[[").and_then(|x| x.split("]]").next()) {
+                cur = h.trim().to_string();
+                let c = counts.entry(cur.clone()).or_insert(0);
+                occurrence = Some(*c);
+                *c += 1;
+            } else if let Some(h) = l.strip_prefix('[').and_then(|x| x.split(']').next()) {
+                cur = h.trim().to_string();
+                occurrence = None;
+            } else {
+                let top = cur.split('.').next().unwrap_or("");
+                let in_section = top == loc.section
+                    && (loc.index.is_none() || occurrence == loc.index || cur != loc.section);
+                if in_section {
+                    let key = l.split('=').next().unwrap_or("").trim();
+                    if key == loc.key {
+                        return i + 1;
+                    }
+                }
+                continue;
+            }
+            if header_line.is_none()
+                && cur == loc.section
+                && (loc.index.is_none() || occurrence == loc.index)
+            {
+                header_line = Some(i + 1);
+            }
+        }
+        if loc.section.is_empty() {
+            for (i, raw) in self.src.lines().enumerate() {
+                if raw.trim().split('=').next().unwrap_or("").trim() == loc.key {
+                    return i + 1;
+                }
+            }
+        }
+        header_line.unwrap_or(1)
+    }
+
+    fn err(&self, loc: Loc<'_>, msg: impl Into<String>) -> ScenarioError {
+        let field = match (loc.section, loc.index) {
+            ("", _) => loc.key.to_string(),
+            (s, Some(i)) => format!("{s}[{i}].{}", loc.key),
+            (s, None) => format!("{s}.{}", loc.key),
+        };
+        ScenarioError {
+            file: self.file.clone(),
+            line: self.line_of(&loc),
+            field,
+            msg: msg.into(),
+        }
+    }
+}
+
+fn loc<'a>(section: &'a str, key: &'a str) -> Loc<'a> {
+    Loc {
+        section,
+        index: None,
+        key,
+    }
+}
+
+/// True for a positive number (false for NaN).
+fn positive(x: f64) -> bool {
+    x > 0.0
+}
+
+/// True for a number ≥ 0 (false for NaN).
+fn nonneg(x: f64) -> bool {
+    x >= 0.0
+}
+
+fn ps_from_us(us: f64) -> Ps {
+    (us * PS_PER_US as f64).round() as Ps
+}
+
+fn bps_from_gbps(g: f64) -> u64 {
+    (g * 1e9).round() as u64
+}
+
+impl Scenario {
+    /// Reads and checks `path`; `seed` overrides the file's seed.
+    pub fn load(path: &Path, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+        let file = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            file: file.clone(),
+            line: 0,
+            field: "(file)".into(),
+            msg: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::parse(&src, &file, &base, seed)
+    }
+
+    /// Parses scenario text. `file` names it in messages; relative CDF
+    /// paths are resolved against `base`.
+    pub fn parse(
+        src: &str,
+        file: &str,
+        base: &Path,
+        seed: Option<u64>,
+    ) -> Result<Scenario, ScenarioError> {
+        let ctx = Ctx {
+            file: file.to_string(),
+            src,
+            base: base.to_path_buf(),
+        };
+        let f: File = toml::from_str(src).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| src[..s.start.min(src.len())].matches('\n').count() + 1)
+                .unwrap_or(1);
+            let msg = e.message().trim().to_string();
+            let field = msg
+                .split('`')
+                .nth(1)
+                .filter(|_| msg.contains("field"))
+                .unwrap_or("(syntax)")
+                .to_string();
+            ScenarioError {
+                file: file.to_string(),
+                line,
+                field,
+                msg,
+            }
+        })?;
+        build(&ctx, f, seed)
+    }
+}
+
+fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+    let mut cfg = SimConfig {
+        seed: seed.or(f.seed).unwrap_or(1),
+        ..SimConfig::default()
+    };
+    if let Some(s) = f.stop_us {
+        if !positive(s) {
+            return Err(ctx.err(loc("", "stop_us"), "expected a positive number of µs"));
+        }
+        cfg.stop = Some(ps_from_us(s));
+    }
+    // Transport.
+    let t = &f.transport;
+    if let Some(m) = t.mtu {
+        cfg.mtu = Mtu::from_bytes(m).ok_or_else(|| {
+            ctx.err(
+                loc("transport", "mtu"),
+                format!("expected one of 256, 512, 1024, 2048, 4096, got {m}"),
+            )
+        })?;
+    }
+    let op = match t.op.as_deref() {
+        None | Some("write") => FlowOp::Write,
+        Some("send") => FlowOp::Send,
+        Some(o) => {
+            return Err(ctx.err(
+                loc("transport", "op"),
+                format!("expected \"write\" or \"send\", got \"{o}\""),
+            ));
+        }
+    };
+    for (key, v) in [
+        ("data_priority", t.data_priority),
+        ("control_priority", t.control_priority),
+    ] {
+        if v.is_some_and(|p| p > 7) {
+            return Err(ctx.err(loc("transport", key), "expected a priority 0..=7"));
+        }
+    }
+    cfg.data_prio = t.data_priority.unwrap_or(cfg.data_prio);
+    cfg.control_prio = t.control_priority.unwrap_or(cfg.control_prio);
+    if let Some(a) = t.ack_every {
+        if a == 0 {
+            return Err(ctx.err(loc("transport", "ack_every"), "expected at least 1"));
+        }
+        cfg.rnic.ack_req_every = a;
+    }
+    if let Some(v) = t.timeout {
+        if v > 31 {
+            return Err(ctx.err(loc("transport", "timeout"), "expected 0..=31"));
+        }
+        cfg.qp_timeout = v;
+    }
+    if let Some(v) = t.retry_cnt {
+        if v > 7 {
+            return Err(ctx.err(loc("transport", "retry_cnt"), "expected 0..=7"));
+        }
+        cfg.retry_cnt = v;
+    }
+    cfg.rnic.ecn = t.ecn.unwrap_or(true);
+    if let Some(us) = t.cnp_interval_us {
+        if !nonneg(us) {
+            return Err(ctx.err(loc("transport", "cnp_interval_us"), "expected ≥ 0"));
+        }
+        cfg.rnic.cnp_interval_ns = (us * 1e3) as u64;
+    }
+    cfg.ifg_bytes = t.ifg_bytes.unwrap_or(cfg.ifg_bytes);
+    // Switches.
+    let s = &f.switch;
+    let mut b = BufferConfig::default();
+    if let Some(kb) = s.buffer_kb {
+        if kb == 0 {
+            return Err(ctx.err(loc("switch", "buffer_kb"), "expected a positive size"));
+        }
+        b.size_bytes = kb * 1024;
+    }
+    b.reserve_bytes = s.reserve_bytes.unwrap_or(b.reserve_bytes);
+    b.xon_offset_bytes = s.xon_offset_bytes.unwrap_or(b.xon_offset_bytes);
+    b.headroom_bytes = s.headroom_bytes.or(b.headroom_bytes);
+    b.pause_quanta = s.pause_quanta.unwrap_or(b.pause_quanta);
+    if b.pause_quanta == 0 {
+        return Err(ctx.err(loc("switch", "pause_quanta"), "expected 1..=65535"));
+    }
+    if let Some(ps) = &s.lossless_priorities {
+        let mut m = 0u8;
+        for &p in ps {
+            if p > 7 {
+                return Err(ctx.err(
+                    loc("switch", "lossless_priorities"),
+                    format!("expected priorities 0..=7, got {p}"),
+                ));
+            }
+            m |= 1 << p;
+        }
+        b.lossless = m;
+    } else {
+        b.lossless = 1 << cfg.data_prio;
+    }
+    let alpha = s.alpha.unwrap_or(0.125);
+    if !positive(alpha) {
+        return Err(ctx.err(loc("switch", "alpha"), "expected a positive number"));
+    }
+    b.threshold = match s.pfc.as_deref() {
+        None | Some("dynamic") => Threshold::Dynamic { alpha },
+        Some("static") => Threshold::Static {
+            bytes: s.xoff_bytes.ok_or_else(|| {
+                ctx.err(
+                    loc("switch", "xoff_bytes"),
+                    "expected a byte count when pfc = \"static\"",
+                )
+            })?,
+        },
+        Some("off") => {
+            b.lossless = 0;
+            Threshold::Dynamic { alpha }
+        }
+        Some(o) => {
+            return Err(ctx.err(
+                loc("switch", "pfc"),
+                format!("expected \"dynamic\", \"static\" or \"off\", got \"{o}\""),
+            ));
+        }
+    };
+    cfg.buffer = b;
+    cfg.scheduler = match s.scheduler.as_deref() {
+        None | Some("strict") => Scheduler::Strict,
+        Some("dwrr") => {
+            let mut w = [1u32; 8];
+            if let Some(v) = &s.dwrr_weights {
+                if v.len() != 8 || v.contains(&0) {
+                    return Err(ctx.err(
+                        loc("switch", "dwrr_weights"),
+                        "expected 8 positive weights, one per priority",
+                    ));
+                }
+                w.copy_from_slice(v);
+            }
+            Scheduler::Dwrr {
+                strict_from: cfg.control_prio,
+                weights: w,
+            }
+        }
+        Some(o) => {
+            return Err(ctx.err(
+                loc("switch", "scheduler"),
+                format!("expected \"strict\" or \"dwrr\", got \"{o}\""),
+            ));
+        }
+    };
+    cfg.int = s.int.unwrap_or(false);
+    let ecn_of = |kmin: f64, kmax: f64, pmax: f64, key: &str| {
+        if !(kmin >= 0.0 && kmax >= kmin && (0.0..=1.0).contains(&pmax)) {
+            return Err(ctx.err(
+                loc("switch", key),
+                "expected 0 ≤ kmin_kb ≤ kmax_kb and 0 ≤ pmax ≤ 1",
+            ));
+        }
+        Ok(EcnConfig {
+            kmin_bytes: (kmin * 1000.0) as u64,
+            kmax_bytes: (kmax * 1000.0) as u64,
+            pmax,
+        })
+    };
+    cfg.ecn = match (&s.ecn, &s.ecn_by_speed) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err(
+                loc("switch", "ecn_by_speed"),
+                "give either switch.ecn or switch.ecn_by_speed, not both",
+            ));
+        }
+        (Some(e), None) => EcnPolicy::Fixed(ecn_of(e.kmin_kb, e.kmax_kb, e.pmax, "ecn")?),
+        (None, Some(v)) => EcnPolicy::BySpeed(
+            v.iter()
+                .map(|e| {
+                    Ok((
+                        bps_from_gbps(e.gbps),
+                        ecn_of(e.kmin_kb, e.kmax_kb, e.pmax, "ecn_by_speed")?,
+                    ))
+                })
+                .collect::<Result<_, ScenarioError>>()?,
+        ),
+        (None, None) => EcnPolicy::Off,
+    };
+    // Output.
+    let o = &f.output;
+    if let Some(us) = o.sample_us {
+        if !nonneg(us) {
+            return Err(ctx.err(loc("output", "sample_us"), "expected ≥ 0"));
+        }
+        cfg.sample = ps_from_us(us);
+    }
+    cfg.trace_flows = o.trace_flows.unwrap_or(cfg.trace_flows);
+    cfg.capture_pfc = o.capture_pfc.unwrap_or(false);
+    if let Some(us) = o.deadlock_us {
+        cfg.deadlock_after = ps_from_us(us.max(0.0));
+    }
+    // Topology.
+    let Some(tp) = &f.topology else {
+        return Err(ctx.err(loc("", "topology"), "missing [topology] table"));
+    };
+    let topo = topology(ctx, tp)?;
+    // Workloads.
+    if f.workload.is_empty() {
+        return Err(ctx.err(
+            loc("", "workload"),
+            "expected at least one [[workload]] table",
+        ));
+    }
+    let host_bps = topo
+        .hosts
+        .first()
+        .map(|&h| topo.ports[h][0].rate_bps)
+        .unwrap_or(1);
+    let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x5eed_f10e);
+    let mut flows = Vec::new();
+    for (i, w) in f.workload.iter().enumerate() {
+        flows.extend(workload_of(ctx, &topo, host_bps, op, i, w, &mut rng)?);
+    }
+    // Stable order: by start time, then as listed.
+    flows.sort_by_key(|f| f.start);
+    Ok(Scenario {
+        name: f.name.unwrap_or_else(|| "scenario".into()),
+        cfg,
+        topo,
+        flows,
+    })
+}
+
+fn need<T: Copy>(ctx: &Ctx<'_>, v: Option<T>, key: &str, kind: &str) -> Result<T, ScenarioError> {
+    v.ok_or_else(|| {
+        ctx.err(
+            loc("topology", key),
+            format!("required for kind = \"{kind}\""),
+        )
+    })
+}
+
+fn topology(ctx: &Ctx<'_>, t: &Topo) -> Result<Topology, ScenarioError> {
+    let k = t.kind.as_str();
+    let delay = ((t.link_delay_ns.unwrap_or(1000.0)) * PS_PER_NS as f64) as Ps;
+    let host_g = t.host_gbps.unwrap_or(100.0);
+    if !positive(host_g) {
+        return Err(ctx.err(loc("topology", "host_gbps"), "expected a positive rate"));
+    }
+    let host_bps = bps_from_gbps(host_g);
+    let count = |key: &str| -> Result<usize, ScenarioError> {
+        match &t.hosts {
+            Some(toml::Value::Integer(n)) if *n >= 2 => Ok(*n as usize),
+            Some(toml::Value::Integer(n)) => Err(ctx.err(
+                loc("topology", key),
+                format!("expected at least 2 hosts, got {n}"),
+            )),
+            Some(_) => Err(ctx.err(loc("topology", key), "expected a host count")),
+            None => Err(ctx.err(loc("topology", key), format!("required for kind = \"{k}\""))),
+        }
+    };
+    let shape = |e: crate::topology::TopologyError| ctx.err(loc("topology", "kind"), e.to_string());
+    match k {
+        "star" => Topology::star(count("hosts")?, host_bps, delay).map_err(shape),
+        "dumbbell" => {
+            let l = need(ctx, t.left, "left", k)?;
+            let r = need(ctx, t.right, "right", k)?;
+            let core = bps_from_gbps(t.core_gbps.unwrap_or(host_g));
+            Topology::dumbbell(l, r, host_bps, core, delay).map_err(shape)
+        }
+        "leaf_spine" => Topology::leaf_spine(
+            need(ctx, t.leaves, "leaves", k)?,
+            need(ctx, t.spines, "spines", k)?,
+            need(ctx, t.hosts_per_leaf, "hosts_per_leaf", k)?,
+            host_bps,
+            t.spine_gbps.map(bps_from_gbps),
+            t.oversubscription.unwrap_or(1.0),
+            delay,
+        )
+        .map_err(shape),
+        "fat_tree" => Topology::fat_tree(
+            need(ctx, t.pods, "pods", k)?,
+            need(ctx, t.tors_per_pod, "tors_per_pod", k)?,
+            need(ctx, t.aggs_per_pod, "aggs_per_pod", k)?,
+            need(ctx, t.hosts_per_tor, "hosts_per_tor", k)?,
+            need(ctx, t.cores, "cores", k)?,
+            host_bps,
+            bps_from_gbps(t.fabric_gbps.unwrap_or(host_g)),
+            delay,
+        )
+        .map_err(shape),
+        "custom" => {
+            let hosts: Vec<String> = match &t.hosts {
+                Some(toml::Value::Array(a)) => a
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_string))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| {
+                        ctx.err(loc("topology", "hosts"), "expected a list of host names")
+                    })?,
+                _ => {
+                    return Err(ctx.err(
+                        loc("topology", "hosts"),
+                        "expected a list of host names for kind = \"custom\"",
+                    ));
+                }
+            };
+            let switches = t.switches.clone().unwrap_or_default();
+            let links = t.links.as_ref().ok_or_else(|| {
+                ctx.err(loc("topology", "links"), "required for kind = \"custom\"")
+            })?;
+            let mut b = Builder::new();
+            for h in &hosts {
+                b.host(h.clone());
+            }
+            for s in &switches {
+                b.switch(s.clone());
+            }
+            for l in links {
+                if !positive(l.gbps) {
+                    return Err(ctx.err(loc("topology", "links"), "expected gbps > 0"));
+                }
+                let d = l.delay_ns.map_or(delay, |d| (d * PS_PER_NS as f64) as Ps);
+                b.link(l.a.clone(), l.b.clone(), bps_from_gbps(l.gbps), d);
+            }
+            b.build()
+                .map_err(|e| ctx.err(loc("topology", "links"), e.to_string()))
+        }
+        other => Err(ctx.err(
+            loc("topology", "kind"),
+            format!(
+                "expected \"star\", \"dumbbell\", \"leaf_spine\", \"fat_tree\" or \"custom\", got \"{other}\""
+            ),
+        )),
+    }
+}
+
+fn resolve(ctx: &Ctx<'_>, topo: &Topology, h: &HostRef, at: Loc<'_>) -> Result<u32, ScenarioError> {
+    match h {
+        HostRef::Index(i) if (*i as usize) < topo.n_hosts() => Ok(*i),
+        HostRef::Index(i) => Err(ctx.err(
+            at,
+            format!(
+                "host {i} does not exist (hosts are 0..{})",
+                topo.n_hosts() - 1
+            ),
+        )),
+        HostRef::Name(n) => topo
+            .hosts
+            .iter()
+            .position(|&x| topo.nodes[x].name == *n)
+            .map(|p| p as u32)
+            .ok_or_else(|| ctx.err(at, format!("unknown host `{n}`"))),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn workload_of(
+    ctx: &Ctx<'_>,
+    topo: &Topology,
+    host_bps: u64,
+    op: FlowOp,
+    i: usize,
+    w: &Work,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<FlowSpec>, ScenarioError> {
+    let at = |key: &'static str| Loc {
+        section: "workload",
+        index: Some(i),
+        key,
+    };
+    let start = ps_from_us(w.start_us.unwrap_or(0.0).max(0.0));
+    let hosts: Vec<u32> = match &w.hosts {
+        Some(v) => v
+            .iter()
+            .map(|h| resolve(ctx, topo, h, at("hosts")))
+            .collect::<Result<_, _>>()?,
+        None => (0..topo.n_hosts() as u32).collect(),
+    };
+    let size = |key| -> Result<u64, ScenarioError> {
+        match w.size {
+            Some(s) if s > 0 && s <= 1 << 31 => Ok(s),
+            Some(s) => Err(ctx.err(at(key), format!("expected 1..=2147483648 bytes, got {s}"))),
+            None => Err(ctx.err(at(key), format!("required for kind = \"{}\"", w.kind))),
+        }
+    };
+    let mut v = match w.kind.as_str() {
+        "flows" => {
+            let list = w
+                .flows
+                .as_ref()
+                .ok_or_else(|| ctx.err(at("flows"), "expected a list of {src, dst, size}"))?;
+            let mut out = Vec::new();
+            for fl in list {
+                let src = resolve(ctx, topo, &fl.src, at("flows"))?;
+                let dst = resolve(ctx, topo, &fl.dst, at("flows"))?;
+                if src == dst {
+                    return Err(ctx.err(at("flows"), format!("flow from host {src} to itself")));
+                }
+                if fl.size == 0 || fl.size > 1 << 31 {
+                    return Err(ctx.err(at("flows"), "flow size must be 1..=2147483648 bytes"));
+                }
+                let fop = match fl.op.as_deref() {
+                    None => op,
+                    Some("write") => FlowOp::Write,
+                    Some("send") => FlowOp::Send,
+                    Some(o) => {
+                        return Err(ctx.err(
+                            at("flows"),
+                            format!("op: expected \"write\" or \"send\", got \"{o}\""),
+                        ));
+                    }
+                };
+                out.push(FlowSpec {
+                    src,
+                    dst,
+                    size: fl.size,
+                    start: ps_from_us(fl.start_us.unwrap_or(0.0).max(0.0)),
+                    op: fop,
+                });
+            }
+            out
+        }
+        "poisson" => {
+            let load = w
+                .load
+                .ok_or_else(|| ctx.err(at("load"), "required for kind = \"poisson\""))?;
+            let cdf_path = w
+                .cdf
+                .as_ref()
+                .ok_or_else(|| ctx.err(at("cdf"), "required for kind = \"poisson\""))?;
+            let p = ctx.base.join(cdf_path);
+            let text = std::fs::read_to_string(&p)
+                .map_err(|e| ctx.err(at("cdf"), format!("cannot read {}: {e}", p.display())))?;
+            let cdf = Cdf::parse(&text).map_err(|e| ScenarioError {
+                file: p.display().to_string(),
+                line: match &e {
+                    workload::WorkloadError::Cdf { line, .. } => *line,
+                    _ => 0,
+                },
+                field: "cdf".into(),
+                msg: match e {
+                    workload::WorkloadError::Cdf { msg, .. } => msg,
+                    other => other.to_string(),
+                },
+            })?;
+            let dur = w
+                .duration_us
+                .ok_or_else(|| ctx.err(at("duration_us"), "required for kind = \"poisson\""))?;
+            workload::poisson(&hosts, load, host_bps, &cdf, start, ps_from_us(dur), rng)
+                .map_err(|e| ctx.err(at("load"), e.to_string()))?
+        }
+        "incast" => {
+            let dst = resolve(
+                ctx,
+                topo,
+                w.dst
+                    .as_ref()
+                    .ok_or_else(|| ctx.err(at("dst"), "required for kind = \"incast\""))?,
+                at("dst"),
+            )?;
+            let senders: Vec<u32> = match &w.senders {
+                Some(v) => v
+                    .iter()
+                    .map(|h| resolve(ctx, topo, h, at("senders")))
+                    .collect::<Result<_, _>>()?,
+                None => hosts.clone(),
+            };
+            workload::incast(&senders, dst, size("size")?, start)
+        }
+        "all_to_all" => workload::all_to_all(&hosts, size("size")?, start),
+        "permutation" => workload::permutation(&hosts, size("size")?, start, rng),
+        other => {
+            return Err(ctx.err(
+                at("kind"),
+                format!(
+                    "expected \"flows\", \"poisson\", \"incast\", \"all_to_all\" or \"permutation\", got \"{other}\""
+                ),
+            ));
+        }
+    };
+    for f in &mut v {
+        f.op = if w.kind == "flows" { f.op } else { op };
+    }
+    Ok(v)
+}
+
+/// Default topology rate helper for tests and examples.
+pub fn default_host_bps() -> u64 {
+    gbps(100)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse(s, "t.toml", Path::new("."), None)
+    }
+
+    #[test]
+    fn minimal_star() {
+        let s = parse(
+            "[topology]\nkind = \"star\"\nhosts = 3\n\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n",
+        )
+        .unwrap();
+        assert_eq!(s.flows.len(), 2);
+        assert_eq!(s.topo.n_hosts(), 3);
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let e = parse(
+            "[topology]\nkind = \"star\"\nhosts = 1\n[[workload]]\nkind=\"all_to_all\"\nsize=1\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "topology.hosts"));
+        assert_eq!(
+            e.to_string(),
+            "t.toml:3: topology.hosts: expected at least 2 hosts, got 1"
+        );
+        let e = parse("[topology]\nkind = \"star\"\nhostz = 3\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "hostz"), "{e}");
+        let e = parse("[topology]\nkind = \"star\"\nhosts = 3\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1\n[[workload]]\nkind = \"incast\"\ndst = 9\nsize = 1\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (10, "workload[1].dst"), "{e}");
+        let e = parse("[transport]\nmtu = 1500\n[topology]\nkind=\"star\"\nhosts=2\n").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "transport.mtu"), "{e}");
+        let e = parse("[topology\nkind").unwrap_err();
+        assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn custom_topology_validation() {
+        let e = parse(
+            "[topology]\nkind = \"custom\"\nhosts = [\"a\", \"b\"]\nswitches = [\"s\"]\nlinks = [\n {a=\"a\", b=\"s\", gbps=100},\n {a=\"b\", b=\"t\", gbps=100},\n]\n",
+        )
+        .unwrap_err();
+        assert_eq!(e.field, "topology.links");
+        assert!(e.msg.contains("unknown node `t`"), "{e}");
+    }
+}

@@ -375,6 +375,7 @@ impl Simulator {
     /// was found.
     pub fn done(&self) -> bool {
         self.deadlock.is_some()
+            || self.finished == self.flows.len()
             || self.q.is_empty()
             || self
                 .cfg
