@@ -24,7 +24,7 @@ mod responder;
 pub mod srq;
 pub mod types;
 
-pub use cc::{CongestionControl, FixedRate, IntHop, NoCc};
+pub use cc::{CongestionControl, Dcqcn, DcqcnConfig, FixedRate, Hpcc, HpccConfig, IntHop, NoCc};
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
 pub use memory::{Memory, Payload, PayloadRef, RealMemory, VirtualMemory};
@@ -746,6 +746,22 @@ impl<M: Memory> Rnic<M> {
         } else {
             qp.on_response(now, t, payload, &mut ctx);
         }
+    }
+
+    /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):
+    /// the driver calls this with the hops an ACK for that QP carried back.
+    pub fn handle_int(&mut self, now: Nanos, qpn: u32, hops: &[IntHop]) {
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            qp.cc.on_int(now, hops);
+            self.touch(qpn);
+        }
+    }
+
+    /// The name of `qpn`'s congestion controller and its current rate and window.
+    pub fn cc_state(&self, qpn: u32) -> Option<(&'static str, Option<u64>, Option<u64>)> {
+        self.qps
+            .get(&qpn)
+            .map(|q| (q.cc.name(), q.cc.rate_bps(), q.cc.window_bytes()))
     }
 
     /// The next packet to send, if any may leave at `now`. Each QP sends its

@@ -90,6 +90,8 @@ pub struct Pair {
     in_flight: std::collections::HashMap<u64, Vec<u8>>,
     seq: u64,
     busy_until: [Nanos; 2],
+    /// When a busy port frees up and its NIC should be asked for more.
+    port_wake: [Option<Nanos>; 2],
 }
 
 /// A's address.
@@ -116,6 +118,7 @@ impl Pair {
             in_flight: Default::default(),
             seq: 0,
             busy_until: [0; 2],
+            port_wake: [None; 2],
         }
     }
 
@@ -194,6 +197,7 @@ impl Pair {
         let start = self.busy_until[side].max(self.now);
         let depart = start + ser;
         self.busy_until[side] = depart;
+        self.port_wake[side] = Some(depart);
         if let Some(c) = &mut self.capture {
             // Stamped when the first bit goes on the wire.
             c.push(CapturedFrame {
@@ -230,14 +234,23 @@ impl Pair {
         }
     }
 
+    /// Each NIC pulls its next packet only when its port is free, as a real
+    /// NIC's transmit pipeline does; so a rate limit set by congestion
+    /// control applies to packets not yet sent, not to a backlog.
     fn flush(&mut self) {
         loop {
             let mut any = false;
             for side in 0..2 {
+                if self.busy_until[side] > self.now {
+                    continue;
+                }
                 let now = self.now;
-                while let Some(t) = self.rnic(side).poll_transmit(now) {
-                    self.send(side, t);
-                    any = true;
+                match self.rnic(side).poll_transmit(now) {
+                    Some(t) => {
+                        self.send(side, t);
+                        any = true;
+                    }
+                    None => self.port_wake[side] = None,
                 }
             }
             if !any {
@@ -270,10 +283,16 @@ impl Pair {
     /// Time of the next event, if anything is pending.
     pub fn next_event(&self) -> Option<Nanos> {
         let q = self.queue.peek().map(|Reverse((t, _, _))| *t);
-        [q, self.a.poll_timeout(), self.b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            q,
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+            self.port_wake[0],
+            self.port_wake[1],
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Advances to the next event and handles it. False when nothing is pending.

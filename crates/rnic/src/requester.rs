@@ -263,7 +263,15 @@ impl Qp {
                     t.bth.solicited = solicited && !matches!(op, WrOpcode::RdmaWrite { .. });
                 }
                 self.since_ackreq += 1;
-                t.bth.ack_req = !ud && (last || self.since_ackreq >= ctx.cfg.ack_req_every);
+                // Under a congestion window, ask for ACKs once half of it is
+                // in flight: otherwise the window could fill with packets no
+                // one acknowledges until the message ends.
+                let window_half = self
+                    .cc
+                    .window_bytes()
+                    .is_some_and(|w| 2 * (self.inflight_bytes + payload.len() as u64) >= w);
+                t.bth.ack_req =
+                    !ud && (last || window_half || self.since_ackreq >= ctx.cfg.ack_req_every);
             }
         }
         let dst;
@@ -527,6 +535,12 @@ impl Qp {
                 }
                 let status = match code {
                     NakCode::PsnSequenceError => {
+                        // A NAK for a PSN already acknowledged, or never sent,
+                        // is stale (a delayed or duplicated copy): ignore it.
+                        if !psn.in_window(self.una, self.outstanding()) {
+                            ctx.counters.stale_acks += 1;
+                            return;
+                        }
                         // A copy of a NAK already acted on (no progress since) is ignored.
                         if self.rewound_at == Some(psn) {
                             return;
@@ -714,7 +728,12 @@ impl Qp {
         let mut failed = false;
         while self.sq.front().is_some_and(|w| w.done) {
             let Some(w) = self.sq.pop_front() else { break };
-            self.cursor.0 = self.cursor.0.saturating_sub(1);
+            // The cursor indexes the SQ: shift it with the queue, and if it
+            // pointed into the WQE just retired, restart at the next one.
+            self.cursor = match self.cursor {
+                (0, _) => (0, 0),
+                (i, k) => (i - 1, k),
+            };
             if w.signaled || self.init.sq_sig_all || w.status != WcStatus::Success {
                 ctx.complete(self.init.send_cq, send_wc(self.qpn, &w, w.status));
             }

@@ -152,6 +152,9 @@ fn run(
     let wa = p.a.poll_cq(a.cq, 10_000);
     let wb = p.b.poll_cq(b.cq, 10_000);
     if let Some(bad) = wa.iter().find(|w| w.status != WcStatus::Success) {
+        if std::env::var("DEBUG_PAIR").is_ok() {
+            eprintln!("RETRY-EXHAUSTED {:?} {:?}", p.stats, p.a.counters());
+        }
         // Only retry exhaustion is an acceptable failure, and only with real faults.
         prop_assert!(
             matches!(bad.status, WcStatus::RetryExcErr),
@@ -461,4 +464,39 @@ fn many_outstanding_reads_under_loss_never_exceed_responder_resources() {
         };
         run(&ops, link, Mtu::Mtu1024, 77).unwrap();
     }
+}
+
+#[test]
+fn regression_invalid_request_after_rewind() {
+    use Op::*;
+    let ops = vec![
+        Read(4097),
+        Send(4097),
+        Send(117),
+        Write(5213),
+        Send(1865),
+        Write(1849),
+        FetchAdd(1),
+        Read(4157),
+        Write(5225),
+        Send(2265),
+        FetchAdd(1),
+        WriteImm(1073),
+        Send(4017),
+        WriteImm(2373),
+        Read(0),
+        Write(4849),
+        FetchAdd(1),
+        Write(3225),
+        Send(2853),
+    ];
+    let link = LinkConfig {
+        seed: 8237740245711132495,
+        loss: 0.03273236555774851,
+        reorder: 0.023908358255810194,
+        dup: 0.036139046428145284,
+        corrupt: 0.016565560798404627,
+        ..LinkConfig::default()
+    };
+    run(&ops, link, Mtu::Mtu4096, 16777210).unwrap();
 }

@@ -8,6 +8,12 @@
 
 use crate::types::Nanos;
 
+pub mod dcqcn;
+pub mod hpcc;
+
+pub use dcqcn::{Dcqcn, DcqcnConfig};
+pub use hpcc::{Hpcc, HpccConfig};
+
 /// One hop of in-band network telemetry (for HPCC-style controllers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IntHop {

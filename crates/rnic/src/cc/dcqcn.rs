@@ -1,0 +1,298 @@
+//! DCQCN reaction point (Zhu et al., "Congestion Control for Large-Scale RDMA
+//! Deployments", SIGCOMM 2015, Fig. 5–7; the timer structure follows the
+//! ConnectX implementation as the HPCC ns-3 simulator models it).
+//!
+//! * On a CNP (at most once per `rate_decrease_interval`): the target rate
+//!   becomes the current rate, the current rate is cut by α/2, α moves toward
+//!   1 by `g`, and the increase stages restart.
+//! * Every `alpha_resume_interval` without a CNP, α decays by (1 − g).
+//! * Every `rp_timer` (timer stage) and every `byte_counter` bytes sent (byte
+//!   stage) the rate increases: *fast recovery* (Rc ← (Rt + Rc)/2) for the
+//!   first `fast_recovery_times` stages, then *additive* (Rt += R_AI) and,
+//!   once both stages are past that, *hyper* (Rt += i·R_HAI).
+//!
+//! The NP side (CNP generation, paced per QP) is in the responder.
+
+use super::CongestionControl;
+use crate::types::Nanos;
+
+/// DCQCN parameters. Defaults are the paper's (R_AI 40 Mb/s, timer 55 µs,
+/// byte counter 10 MB, F = 5, g = 1/16) with ConnectX's 4 µs decrease interval.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DcqcnConfig {
+    pub g: f64,
+    pub rate_ai_bps: u64,
+    pub rate_hai_bps: u64,
+    pub min_rate_bps: u64,
+    pub rp_timer_ns: Nanos,
+    pub alpha_resume_interval_ns: Nanos,
+    pub rate_decrease_interval_ns: Nanos,
+    /// Bytes per byte-counter stage (0 disables the byte counter).
+    pub byte_counter: u64,
+    pub fast_recovery_times: u32,
+    /// On a cut, set the target rate to the current rate (ConnectX "clamp_tgt_rate").
+    pub clamp_target_rate: bool,
+}
+
+impl Default for DcqcnConfig {
+    fn default() -> Self {
+        DcqcnConfig {
+            g: 1.0 / 16.0,
+            rate_ai_bps: 40_000_000,
+            rate_hai_bps: 400_000_000,
+            min_rate_bps: 100_000_000,
+            rp_timer_ns: 55_000,
+            alpha_resume_interval_ns: 55_000,
+            rate_decrease_interval_ns: 4_000,
+            byte_counter: 10_000_000,
+            fast_recovery_times: 5,
+            clamp_target_rate: true,
+        }
+    }
+}
+
+/// One QP's DCQCN reaction point.
+#[derive(Debug, Clone)]
+pub struct Dcqcn {
+    cfg: DcqcnConfig,
+    line: f64,
+    rc: f64,
+    rt: f64,
+    alpha: f64,
+    first_cnp: bool,
+    alpha_cnp_arrived: bool,
+    decrease_cnp_arrived: bool,
+    time_stage: u32,
+    byte_stage: u32,
+    bytes_since: u64,
+    next_alpha: Option<Nanos>,
+    next_increase: Option<Nanos>,
+    next_decrease_check: Option<Nanos>,
+    /// Rate cuts applied.
+    pub cuts: u64,
+}
+
+impl Dcqcn {
+    pub fn new(cfg: DcqcnConfig, line_rate_bps: u64) -> Dcqcn {
+        let line = line_rate_bps as f64;
+        Dcqcn {
+            cfg,
+            line,
+            rc: line,
+            rt: line,
+            alpha: 1.0,
+            first_cnp: true,
+            alpha_cnp_arrived: false,
+            decrease_cnp_arrived: false,
+            time_stage: 0,
+            byte_stage: 0,
+            bytes_since: 0,
+            next_alpha: None,
+            next_increase: None,
+            next_decrease_check: None,
+            cuts: 0,
+        }
+    }
+
+    pub fn alpha(&self) -> f64 {
+        self.alpha
+    }
+    pub fn target_rate_bps(&self) -> u64 {
+        self.rt as u64
+    }
+
+    fn quiet(&self) -> bool {
+        self.rc >= self.line
+            && self.rt >= self.line
+            && !self.decrease_cnp_arrived
+            && !self.alpha_cnp_arrived
+    }
+
+    /// The rate-decrease check that runs every `rate_decrease_interval`.
+    fn check_decrease(&mut self, now: Nanos) {
+        if !std::mem::take(&mut self.decrease_cnp_arrived) {
+            return;
+        }
+        let clamp = self.cfg.clamp_target_rate || self.time_stage != 0;
+        if clamp {
+            self.rt = self.rc;
+        }
+        self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(self.cfg.min_rate_bps as f64);
+        self.time_stage = 0;
+        self.byte_stage = 0;
+        self.bytes_since = 0;
+        self.cuts += 1;
+        self.next_increase = Some(now + self.cfg.rp_timer_ns);
+    }
+
+    /// One rate-increase event (timer or byte counter).
+    fn increase(&mut self) {
+        // Paper: fast recovery while max(T, BC) < F, hyper once min(T, BC) > F,
+        // additive in between. Without a byte counter BC follows T, which is
+        // exactly ConnectX's (and ns-3's) timer-only state machine.
+        let f = self.cfg.fast_recovery_times;
+        let t = self.time_stage;
+        let b = if self.cfg.byte_counter > 0 {
+            self.byte_stage
+        } else {
+            t
+        };
+        if t.max(b) < f {
+            // Fast recovery: halve the distance to the target.
+        } else if t.min(b) > f {
+            self.rt = (self.rt + self.cfg.rate_hai_bps as f64).min(self.line);
+        } else {
+            self.rt = (self.rt + self.cfg.rate_ai_bps as f64).min(self.line);
+        }
+        self.rc = ((self.rt + self.rc) / 2.0).min(self.line);
+        if self.line - self.rc < 1.0 {
+            self.rc = self.line;
+        }
+    }
+}
+
+impl CongestionControl for Dcqcn {
+    fn name(&self) -> &'static str {
+        "dcqcn"
+    }
+
+    fn on_cnp(&mut self, now: Nanos) {
+        self.alpha_cnp_arrived = true;
+        self.decrease_cnp_arrived = true;
+        if self.first_cnp {
+            self.first_cnp = false;
+            self.alpha = 1.0;
+            self.alpha_cnp_arrived = false;
+        }
+        if self.next_alpha.is_none() {
+            self.next_alpha = Some(now + self.cfg.alpha_resume_interval_ns);
+        }
+        if self.next_decrease_check.is_none() {
+            self.next_decrease_check = Some(now + self.cfg.rate_decrease_interval_ns + 1);
+        }
+    }
+
+    fn on_send(&mut self, _now: Nanos, bytes: usize) {
+        if self.cfg.byte_counter == 0 || self.quiet() {
+            return;
+        }
+        self.bytes_since += bytes as u64;
+        if self.bytes_since >= self.cfg.byte_counter {
+            self.bytes_since = 0;
+            self.increase();
+            self.byte_stage += 1;
+        }
+    }
+
+    fn on_tick(&mut self, now: Nanos) {
+        if let Some(t) = self.next_decrease_check.filter(|t| *t <= now) {
+            self.check_decrease(t);
+            self.next_decrease_check = Some(t + self.cfg.rate_decrease_interval_ns);
+        }
+        if let Some(t) = self.next_alpha.filter(|t| *t <= now) {
+            self.alpha = if std::mem::take(&mut self.alpha_cnp_arrived) {
+                (1.0 - self.cfg.g) * self.alpha + self.cfg.g
+            } else {
+                (1.0 - self.cfg.g) * self.alpha
+            };
+            self.next_alpha = Some(t + self.cfg.alpha_resume_interval_ns);
+        }
+        if let Some(t) = self.next_increase.filter(|t| *t <= now) {
+            self.increase();
+            self.time_stage += 1;
+            self.next_increase = Some(t + self.cfg.rp_timer_ns);
+        }
+        if self.quiet() {
+            // Back at line rate with no CNP pending: nothing to do until the
+            // next CNP (the timers restart then).
+            self.next_alpha = None;
+            self.next_increase = None;
+            self.next_decrease_check = None;
+        }
+    }
+
+    fn next_tick(&self) -> Option<Nanos> {
+        [
+            self.next_decrease_check,
+            self.next_alpha,
+            self.next_increase,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn rate_bps(&self) -> Option<u64> {
+        (self.rc < self.line).then_some(self.rc as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_until_quiet(d: &mut Dcqcn, mut now: Nanos) -> Nanos {
+        while let Some(t) = d.next_tick() {
+            now = t;
+            d.on_tick(now);
+            assert!(now < 10_000_000_000, "never recovered");
+        }
+        now
+    }
+
+    #[test]
+    fn cut_then_recover_to_line_rate() {
+        let line = 100_000_000_000;
+        let mut d = Dcqcn::new(
+            DcqcnConfig {
+                byte_counter: 0,
+                ..Default::default()
+            },
+            line,
+        );
+        assert_eq!(d.rate_bps(), None);
+        d.on_cnp(0);
+        // The cut happens at the first decrease check, 4 us later; alpha
+        // starts at 1, so it halves the rate.
+        assert_eq!(d.next_tick(), Some(4_001));
+        d.on_tick(4_001);
+        assert_eq!(d.rate_bps(), Some(50_000_000_000));
+        assert_eq!(d.target_rate_bps(), line);
+        // Another CNP: the next check cuts again, by the (still ~1) alpha.
+        d.on_cnp(5_000);
+        d.on_tick(8_001);
+        assert_eq!(d.rate_bps(), Some(25_000_000_000));
+        assert_eq!(d.target_rate_bps(), 50_000_000_000);
+        // Fast recovery: five timer stages, each halving the gap to 50 G.
+        let mut now = 8_001;
+        let mut rates = Vec::new();
+        while rates.len() < 5 {
+            now = d.next_tick().unwrap();
+            let before = d.time_stage;
+            d.on_tick(now);
+            if d.time_stage != before {
+                rates.push(d.rate_bps().unwrap());
+            }
+        }
+        assert_eq!(rates[0], 37_500_000_000);
+        assert!(rates.windows(2).all(|w| w[1] > w[0]));
+        assert!(
+            rates[4] > 49_000_000_000 && rates[4] < 50_000_000_000,
+            "{rates:?}"
+        );
+        run_until_quiet(&mut d, now);
+        assert_eq!(d.rate_bps(), None, "back at line rate");
+        assert!(d.alpha() < 0.05, "alpha decays without CNPs: {}", d.alpha());
+        assert_eq!(d.cuts, 2);
+    }
+
+    #[test]
+    fn rate_never_drops_below_min() {
+        let mut d = Dcqcn::new(DcqcnConfig::default(), 100_000_000_000);
+        for i in 0..400 {
+            d.on_cnp(i * 5_000);
+            d.on_tick(i * 5_000);
+        }
+        assert_eq!(d.rate_bps(), Some(100_000_000));
+    }
+}

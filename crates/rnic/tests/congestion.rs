@@ -1,0 +1,135 @@
+//! Congestion control end to end: CE marks → CNPs (NP) → DCQCN rate cuts (RP)
+//! slow the requester; without marks the same transfer runs at line rate.
+
+use roce_rnic::pair::{ADDR_A, ADDR_B, LinkConfig, Pair};
+use roce_rnic::*;
+
+/// Sends `len` bytes A→B on a fresh pair with DCQCN and returns (time, cuts seen via rate).
+fn transfer(ce_mark: f64, len: u32) -> (u64, Option<u64>, Counters) {
+    let mut p = Pair::new(LinkConfig {
+        ce_mark,
+        ..Default::default()
+    });
+    let line = 100_000_000_000;
+    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
+        let pd = r.alloc_pd();
+        let cq = r.create_cq(64).unwrap();
+        let buf = r.mem_mut().alloc(len as usize);
+        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
+        let qpn = r
+            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+            .unwrap();
+        (cq, buf, mr, qpn)
+    };
+    let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(Dcqcn::new(DcqcnConfig::default(), line)));
+    let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
+    for (r, me, peer, addr) in [(&mut p.a, qa, qb, ADDR_B), (&mut p.b, qb, qa, ADDR_A)] {
+        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
+            .unwrap();
+        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu4096))
+            .unwrap();
+        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
+    }
+    p.a.post_send(
+        qa,
+        &[SendWr::new(
+            1,
+            WrOpcode::RdmaWrite {
+                remote_addr: bufb,
+                rkey: mrb.rkey,
+            },
+            vec![Sge {
+                addr: buf,
+                length: len,
+                lkey: mr.lkey,
+            }],
+        )],
+    )
+    .unwrap();
+    // Run until the write completes (DCQCN's recovery timers may run on).
+    while p.a.cq_len(cq) == 0 {
+        assert!(p.step(), "stalled");
+    }
+    let done = p.now;
+    let wc = p.a.poll_cq(cq, 4);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    let rate = p.a.cc_state(qa).unwrap().1;
+    (done, rate, p.b.counters())
+}
+
+#[test]
+fn dcqcn_slows_a_marked_flow_and_not_an_unmarked_one() {
+    let len = 8 << 20;
+    let (t_clean, rate_clean, c_clean) = transfer(0.0, len);
+    let (t_marked, rate_marked, c_marked) = transfer(1.0, len);
+    assert_eq!(c_clean.cnps_tx, 0);
+    assert_eq!(rate_clean, None, "no marks: line rate");
+    // 8 MiB at 100 Gb/s is ~680 us of serialization.
+    assert!(t_clean < 800_000, "clean transfer took {t_clean} ns");
+    // Marked: CNPs every 50 us (the NP's pacing) and a much slower transfer.
+    assert!(c_marked.cnps_tx >= 10, "{c_marked:?}");
+    assert!(
+        t_marked > 2 * t_clean,
+        "marked {t_marked} ns vs clean {t_clean} ns"
+    );
+    assert!(
+        rate_marked.is_some_and(|r| r < 50_000_000_000),
+        "{rate_marked:?}"
+    );
+}
+
+#[test]
+fn hpcc_window_limits_inflight_bytes() {
+    // An HPCC window far below the BDP of a long wire caps the bytes in flight.
+    let mut p = Pair::new(LinkConfig {
+        latency_ns: 50_000,
+        ..Default::default()
+    });
+    let line = 100_000_000_000;
+    let pd = p.a.alloc_pd();
+    let cq = p.a.create_cq(64).unwrap();
+    let buf = p.a.mem_mut().alloc(1 << 20);
+    let mr = p.a.reg_mr(pd, buf, 1 << 20, Access::ALL).unwrap();
+    let cfg = HpccConfig::new(line, 10_000);
+    let qa =
+        p.a.create_qp_with_cc(
+            QpInitAttr::new(QpType::Rc, pd, cq, cq),
+            Box::new(Hpcc::new(cfg, line)),
+        )
+        .unwrap();
+    let pdb = p.b.alloc_pd();
+    let cqb = p.b.create_cq(64).unwrap();
+    let bufb = p.b.mem_mut().alloc(1 << 20);
+    let mrb = p.b.reg_mr(pdb, bufb, 1 << 20, Access::ALL).unwrap();
+    let qb =
+        p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
+            .unwrap();
+    for (r, me, peer, addr) in [(&mut p.a, qa, qb, ADDR_B), (&mut p.b, qb, qa, ADDR_A)] {
+        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
+            .unwrap();
+        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu4096))
+            .unwrap();
+        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
+    }
+    assert_eq!(p.a.cc_state(qa).unwrap().2, Some(125_000));
+    p.a.post_send(
+        qa,
+        &[SendWr::new(
+            1,
+            WrOpcode::RdmaWrite {
+                remote_addr: bufb,
+                rkey: mrb.rkey,
+            },
+            vec![Sge {
+                addr: buf,
+                length: 1 << 20,
+                lkey: mr.lkey,
+            }],
+        )],
+    )
+    .unwrap();
+    assert!(p.drive());
+    assert_eq!(p.a.poll_cq(cq, 4)[0].status, WcStatus::Success);
+    // 1 MiB with a 125 kB window over a 100 us RTT: at least 8 round trips.
+    assert!(p.now > 8 * 100_000, "finished in {} ns", p.now);
+}
