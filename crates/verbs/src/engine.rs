@@ -81,6 +81,18 @@ fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_i
     }
 }
 
+/// Packets a QP may keep unacknowledged, from the socket's receive buffer.
+///
+/// Nothing paces a QP on loopback or an idle LAN, so without a window a
+/// sender overruns the peer's socket buffer (the kernel drops silently),
+/// and go-back-N then resends the whole window into the same overflow until
+/// the retry count runs out. A peer like this one has about the same buffer,
+/// so the window is what fits in ours at the largest MTU (a 4 KiB datagram
+/// costs about 8 KiB of buffer).
+pub fn window_for(rcvbuf: usize) -> u32 {
+    (rcvbuf / 8192).clamp(16, 1024) as u32
+}
+
 impl Engine {
     /// Opens the engine on `local` (IPv4; port 0 picks a free one).
     pub fn open(local: SocketAddr, cfg: EngineConfig) -> Result<Engine> {
@@ -157,12 +169,16 @@ impl Engine {
             }
             None => None,
         };
+        let mut rnic_cfg = cfg.rnic;
+        if rnic_cfg.max_outstanding_pkts == RnicConfig::default().max_outstanding_pkts {
+            rnic_cfg.max_outstanding_pkts = window_for(sock.recv_buffer_size().unwrap_or(0));
+        }
         let wall_origin_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         let batch = cfg.batch.clamp(1, 1024);
         Ok(Engine {
-            rnic: Rnic::new(cfg.rnic, RealMemory::new()),
+            rnic: Rnic::new(rnic_cfg, RealMemory::new()),
             sock,
             local: bound,
             origin: Instant::now(),
