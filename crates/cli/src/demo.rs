@@ -10,6 +10,10 @@ pub fn run(out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     packets(out)?;
     rc_write_walkthrough(out)?;
+    println!("== 3. RDMA over real UDP sockets on 127.0.0.1 ==");
+    crate::perf::demo_section(out)?;
+    println!("\n== 4. A simulated fabric: incast, queues and PFC ==");
+    crate::sim::demo_section(out)?;
     Ok(())
 }
 
