@@ -561,15 +561,20 @@ fn client_verify(test: Test, side: &Side, size: usize) -> Result<Option<String>>
     })
 }
 
-/// Drives the engine until `done` holds; fails when nothing at all changes for `STALL`.
+/// Drives the engine until `done` holds; fails when nothing at all changes
+/// for `STALL`. Sending waits until `done` was checked, so the answer the
+/// caller posts next leaves together with the RNIC's ACK.
 fn spin_until(ctx: &Context, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
     let mut last = Instant::now();
     loop {
-        if ctx.progress()? {
+        if ctx.receive()? {
             last = Instant::now();
         }
         if done()? {
             return Ok(());
+        }
+        if ctx.doorbell()? {
+            last = Instant::now();
         }
         if last.elapsed() > STALL {
             let why = ctx

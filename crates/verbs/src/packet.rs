@@ -44,6 +44,10 @@ impl OutDatagram {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// An RC ACK or NAK: no payload, nothing waits on its order.
+    pub fn is_ack(&self) -> bool {
+        self.head_len > 0 && self.head[0] == roce_wire::Opcode::RcAck.to_u8()
+    }
     /// Flips one bit at byte `at` (mod length) of the UDP payload: the fault injector's corruption.
     pub fn flip_bit(&mut self, at: usize, bit: u8) {
         let n = self.len();

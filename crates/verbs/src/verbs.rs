@@ -106,6 +106,16 @@ impl Context {
         self.lock().progress()
     }
 
+    /// Only receives: see [`Engine::receive`].
+    pub fn receive(&self) -> Result<bool> {
+        self.lock().receive()
+    }
+
+    /// Only runs timers and sends: see [`Engine::doorbell`].
+    pub fn doorbell(&self) -> Result<bool> {
+        self.lock().doorbell()
+    }
+
     /// Blocks until a datagram arrives, a timer is due, or `max` passes.
     pub fn wait_for_work(&self, max: Duration) {
         let next = self.lock().next_wakeup_in();
@@ -720,7 +730,7 @@ impl Qp {
         let mut e = self.pd.context().lock();
         let r = e.rnic.post_send(self.qpn, wrs);
         // The doorbell: start sending now rather than on the next poll.
-        e.progress()?;
+        e.doorbell()?;
         Ok(r?)
     }
 
