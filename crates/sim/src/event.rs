@@ -103,6 +103,7 @@ pub struct EventQueue {
     seq: u64,
     now: Ps,
     popped: u64,
+    peak: usize,
 }
 
 impl EventQueue {
@@ -138,6 +139,12 @@ impl EventQueue {
             seq: self.seq,
             event,
         });
+        self.peak = self.peak.max(self.heap.len());
+    }
+
+    /// Most events ever pending at once.
+    pub fn peak_len(&self) -> usize {
+        self.peak
     }
 
     /// Time of the next event.

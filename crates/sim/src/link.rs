@@ -32,7 +32,10 @@ pub struct Port {
     pub delay_ps: Ps,
     pub queues: [VecDeque<u32>; NPRIO],
     pub qbytes: [u64; NPRIO],
-    pub busy: bool,
+    /// The serializer is busy until this time.
+    pub busy_until: Ps,
+    /// A `TxDone` wake-up is scheduled at `busy_until`.
+    pub wake_pending: bool,
     /// Paused by a received XOFF until this time (0 = not paused).
     pub paused_until: [Ps; NPRIO],
     pub pause_version: [u32; NPRIO],
@@ -62,7 +65,8 @@ impl Port {
             delay_ps,
             queues: Default::default(),
             qbytes: [0; NPRIO],
-            busy: false,
+            busy_until: 0,
+            wake_pending: false,
             paused_until: [0; NPRIO],
             pause_version: [0; NPRIO],
             pause_started: [None; NPRIO],

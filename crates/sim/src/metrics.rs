@@ -40,6 +40,7 @@ pub struct Counters {
     pub int_hops: u64,
     pub failed_flows: u64,
     pub buffer_peak: u64,
+    pub peak_pending_events: u64,
     pub first_error: Option<String>,
     pub deadlock: Option<String>,
 }
@@ -188,6 +189,7 @@ pub struct Summary {
     pub in_flight_bytes: u64,
     pub buffer_peak_bytes: u64,
     pub events: u64,
+    pub peak_pending_events: u64,
     pub simulated_us: f64,
     pub wall_seconds: f64,
     pub events_per_second: f64,
@@ -237,6 +239,7 @@ impl Report {
             in_flight_bytes: c.live_bytes,
             buffer_peak_bytes: c.buffer_peak,
             events: self.events,
+            peak_pending_events: c.peak_pending_events,
             simulated_us: self.now as f64 / 1e6,
             wall_seconds,
             events_per_second: if wall_seconds > 0.0 {

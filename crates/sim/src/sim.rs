@@ -412,7 +412,14 @@ impl Simulator {
                 }
             }
             Event::TxDone { node, port } => {
-                self.nodes[node as usize].ports[usize::from(port)].busy = false;
+                let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+                // A wake-up from an earlier busy period: the serializer has
+                // started another frame since, and that frame's wake-up
+                // (if one is needed) is already scheduled.
+                if self.q.now() < p.busy_until {
+                    return;
+                }
+                p.wake_pending = false;
                 self.kick(node, port);
             }
             Event::HostTimer { host, version } => {
@@ -739,8 +746,19 @@ impl Simulator {
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        if ns.ports[usize::from(port)].busy {
-            return;
+        {
+            // A busy serializer is woken when it finishes — but only if
+            // there is something to do then, so an idle link costs one
+            // event per packet, not two.
+            let p = &mut ns.ports[usize::from(port)];
+            if p.busy_until > now {
+                if !p.wake_pending {
+                    p.wake_pending = true;
+                    let at = p.busy_until;
+                    self.q.schedule(at, Event::TxDone { node, port });
+                }
+                return;
+            }
         }
         let sched = self.cfg.scheduler;
         if ns.host {
@@ -835,10 +853,15 @@ impl Simulator {
         let p = &mut self.nodes[node as usize].ports[pi];
         p.tx_bytes += frame;
         p.tx_pkts += 1;
-        p.busy = true;
         let ser = ser_ps(frame + ifg, p.rate_bps);
+        p.busy_until = now + ser;
+        // Hosts always look for the RNIC's next packet; switches only
+        // when a queue still holds one.
+        if is_host || p.queued_pkts() > 0 {
+            p.wake_pending = true;
+            self.q.schedule(now + ser, Event::TxDone { node, port });
+        }
         let (peer, peer_port, delay) = (p.peer, p.peer_port, p.delay_ps);
-        self.q.schedule(now + ser, Event::TxDone { node, port });
         self.q.schedule(
             now + ser + delay,
             Event::Arrive {
@@ -1107,6 +1130,7 @@ impl Simulator {
         }
         c.paused_ps = paused_ps;
         c.live_bytes = self.live_bytes;
+        c.peak_pending_events = self.q.peak_len() as u64;
         for h in &self.hosts {
             let rc = h.rnic.counters();
             c.retransmits += rc.retransmits;
