@@ -1404,10 +1404,10 @@ pub fn demo_section(out: &Path) -> Result<()> {
         eb.udp_port
     );
     println!(
-        "     B's RNIC checked each ICRC, the PSN order and the rkey's rights and bounds, wrote the bytes straight into its memory (B's CPU ran no code for it),"
+        "     B's RNIC checked each ICRC, the PSN order and the rkey's rights and bounds, wrote the bytes straight into B's registered memory (B's application ran no code for it),"
     );
     println!(
-        "     and answered with an ACK; the ACK retired the request and A got its completion. {} packets out, {} back. B's CPU never saw a request. Bytes match: {}.",
+        "     and answered with an ACK; the ACK retired the request and A got its completion. {} packets out, {} back; B's application saw no completion at all. Bytes match: {}.",
         after.tx_packets - before.tx_packets,
         after.rx_packets - before.rx_packets,
         yes(ok)
