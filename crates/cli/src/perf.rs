@@ -78,6 +78,10 @@ pub struct PerfArgs {
     /// Flip one bit in this fraction of sent packets (after the ICRC).
     #[arg(long, default_value_t = 0.0)]
     pub corrupt: f64,
+    /// Mark this fraction of ECN-capable sent packets Congestion Experienced
+    /// (as a congested switch would), so the peer answers with CNPs.
+    #[arg(long = "ce-mark", default_value_t = 0.0)]
+    pub ce_mark: f64,
     /// Seed of the fault injector.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -270,6 +274,7 @@ fn faults(args: &PerfArgs, seed: u64) -> Result<FaultConfig> {
         ("reorder", args.reorder),
         ("dup", args.dup),
         ("corrupt", args.corrupt),
+        ("ce-mark", args.ce_mark),
     ] {
         if !(0.0..=1.0).contains(&p) {
             bail!("--{n} {p}: a probability is between 0 and 1");
@@ -280,6 +285,7 @@ fn faults(args: &PerfArgs, seed: u64) -> Result<FaultConfig> {
         reorder: args.reorder,
         dup: args.dup,
         corrupt: args.corrupt,
+        ce_mark: args.ce_mark,
         seed,
         ..Default::default()
     })
@@ -1254,10 +1260,10 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
             c.unknown_qp
         );
         let f = c.faults;
-        if f.lost + f.reordered + f.duplicated + f.corrupted > 0 {
+        if f.lost + f.reordered + f.duplicated + f.corrupted + f.ce_marked > 0 {
             println!(
-                " faults injected: {} lost, {} reordered, {} duplicated, {} corrupted",
-                f.lost, f.reordered, f.duplicated, f.corrupted
+                " faults injected: {} lost, {} reordered, {} duplicated, {} corrupted, {} CE-marked",
+                f.lost, f.reordered, f.duplicated, f.corrupted, f.ce_marked
             );
         }
         if let Some(v) = verified {

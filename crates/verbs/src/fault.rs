@@ -16,6 +16,10 @@ pub struct FaultConfig {
     pub reorder: f64,
     pub dup: f64,
     pub corrupt: f64,
+    /// Probability an ECN-capable packet leaves marked Congestion
+    /// Experienced, as a congested switch would mark it (drives CNPs).
+    #[serde(default)]
+    pub ce_mark: f64,
     /// Longest a reordered packet is held back: it goes out right after the
     /// next packet, or after this delay if no packet follows.
     pub reorder_delay_ns: u64,
@@ -29,6 +33,7 @@ impl Default for FaultConfig {
             reorder: 0.0,
             dup: 0.0,
             corrupt: 0.0,
+            ce_mark: 0.0,
             reorder_delay_ns: 20_000,
             seed: 1,
         }
@@ -37,7 +42,11 @@ impl Default for FaultConfig {
 
 impl FaultConfig {
     pub fn is_active(&self) -> bool {
-        self.loss > 0.0 || self.reorder > 0.0 || self.dup > 0.0 || self.corrupt > 0.0
+        self.loss > 0.0
+            || self.reorder > 0.0
+            || self.dup > 0.0
+            || self.corrupt > 0.0
+            || self.ce_mark > 0.0
     }
 }
 
@@ -48,6 +57,7 @@ pub struct FaultStats {
     pub reordered: u64,
     pub duplicated: u64,
     pub corrupted: u64,
+    pub ce_marked: u64,
 }
 
 pub struct FaultInjector {
@@ -81,6 +91,10 @@ impl FaultInjector {
         if self.chance(self.cfg.loss) {
             self.stats.lost += 1;
             return;
+        }
+        if d.tos & 3 == 2 && self.chance(self.cfg.ce_mark) {
+            self.stats.ce_marked += 1;
+            d.tos |= 3;
         }
         if self.chance(self.cfg.corrupt) {
             self.stats.corrupted += 1;

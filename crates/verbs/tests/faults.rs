@@ -265,3 +265,37 @@ fn probe() {
     });
     eprintln!("{a:?}\n{b:?}");
 }
+
+#[test]
+fn ce_marks_are_read_from_the_socket_and_answered_with_cnps() {
+    let mut o = Opts::default();
+    o.cfg_a.faults = FaultConfig {
+        ce_mark: 1.0,
+        ..Default::default()
+    };
+    let (a, b) = pair(o);
+    let _drive_b = b.ctx.spawn_progress(false);
+    a.mr.write(0, &pattern(3, 8192)).unwrap();
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: a.peer.addr,
+            rkey: a.peer.rkey,
+        },
+        vec![a.mr.sge(0, 8192)],
+    );
+    a.qp.post_send(&wr).unwrap();
+    ok_wc(&a.cq.wait(1, WAIT).unwrap());
+    assert_eq!(b.mr.read(0, 8192).unwrap(), pattern(3, 8192));
+    let deadline = std::time::Instant::now() + WAIT;
+    while a.ctx.stats().cnps_rx == 0 && std::time::Instant::now() < deadline {
+        a.ctx.progress().unwrap();
+    }
+    let (sa, sb) = (a.ctx.stats(), b.ctx.stats());
+    assert!(sa.faults.ce_marked >= 8, "{sa:?}");
+    // The CE mark survived the kernel both ways: B read it from IP_TOS…
+    assert!(sb.ce_rx >= 8, "{sb:?}");
+    // …answered with a CNP (paced per QP), and A received it.
+    assert!(sb.cnps_tx >= 1 && sa.cnps_rx >= 1, "{sa:?} {sb:?}");
+    assert_eq!(sa.icrc_errors + sb.icrc_errors, 0);
+}

@@ -302,3 +302,68 @@ fn unreachable_peer_fails_clearly() {
     assert!(ctx.stats().retransmissions >= 2);
     drop(dead);
 }
+
+#[test]
+fn ud_send_carries_a_datagram_and_its_source() {
+    let open =
+        || Device::open_with("127.0.0.1:0".parse().unwrap(), EngineConfig::default()).unwrap();
+    let (a, b) = (open(), open());
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let (ma, mb) = (
+        pa.reg_mr(4096, Access::ALL).unwrap(),
+        pb.reg_mr(4096, Access::ALL).unwrap(),
+    );
+    let qkey = 0x1234_5678;
+    let ud = |pd: &Pd, cq: &Cq| {
+        pd.qp_builder(cq)
+            .qp_type(QpType::Ud)
+            .qkey(qkey)
+            .build()
+            .unwrap()
+            .activate()
+            .unwrap()
+    };
+    let (qa, qb) = (ud(&pa, &ca), ud(&pb, &cb));
+    // A UD receive buffer starts with 40 bytes for the GRH.
+    qb.post_recv(&RecvWr {
+        wr_id: 9,
+        sg_list: vec![mb.sge(0, 40 + 512)],
+    })
+    .unwrap();
+    ma.write(0, &pattern(6, 512)).unwrap();
+    let dest = UdDest {
+        addr: std::net::SocketAddr::V4(b.local_addr()),
+        remote_qpn: qb.qpn(),
+        remote_qkey: qkey,
+    };
+    qa.post_send(&SendWr::new(1, WrOpcode::Send, vec![ma.sge(0, 512)]).to(dest))
+        .unwrap();
+    ok_wc(&ca.wait(1, WAIT).unwrap());
+    let wc = cb.wait(1, WAIT).unwrap();
+    ok_wc(&wc);
+    assert_eq!((wc[0].wr_id, wc[0].src_qp), (9, qa.qpn()));
+    assert!(wc[0].wc_flags.grh);
+    assert_eq!(mb.read(40, 512).unwrap(), pattern(6, 512));
+    // A wrong Q_Key is dropped and counted, not delivered.
+    qb.post_recv(&RecvWr {
+        wr_id: 10,
+        sg_list: vec![mb.sge(0, 40 + 512)],
+    })
+    .unwrap();
+    let bad = UdDest {
+        remote_qkey: 1,
+        ..dest
+    };
+    qa.post_send(&SendWr::new(2, WrOpcode::Send, vec![ma.sge(0, 16)]).to(bad))
+        .unwrap();
+    ok_wc(&ca.wait(1, WAIT).unwrap());
+    let deadline = std::time::Instant::now() + WAIT;
+    while b.with_engine(|e| e.rnic().counters().qkey_violations) == 0
+        && std::time::Instant::now() < deadline
+    {
+        b.progress().unwrap();
+    }
+    assert_eq!(b.with_engine(|e| e.rnic().counters().qkey_violations), 1);
+    assert!(cb.poll(4).unwrap().is_empty());
+}
