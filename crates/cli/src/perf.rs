@@ -1290,7 +1290,6 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
 /// atomics between two engines on 127.0.0.1 and 127.0.0.2 over real UDP
 /// sockets, every byte checked, the conversation captured to
 /// `out/rdma/loopback.pcap`, and each step said in plain words.
-#[allow(dead_code)] // called from demo.rs
 pub fn demo_section(out: &Path) -> Result<()> {
     let dir = out.join("rdma");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
