@@ -209,6 +209,24 @@ impl VirtualMemory {
         self.next = addr + len.div_ceil(ALIGN) * ALIGN + ALIGN;
         addr
     }
+
+    /// Releases a reservation made by [`alloc`](Self::alloc) (and any atomic
+    /// words inside it). Addresses are not reused, so a stale key can never
+    /// reach a later allocation.
+    pub fn free(&mut self, addr: u64) -> bool {
+        let Some(len) = self.blocks.remove(&addr) else { return false };
+        let end = addr.saturating_add(len);
+        let dead: Vec<u64> = self.words.range(addr..end).map(|(&a, _)| a).collect();
+        for a in dead {
+            self.words.remove(&a);
+        }
+        true
+    }
+
+    /// Number of live reservations.
+    pub fn allocations(&self) -> usize {
+        self.blocks.len()
+    }
 }
 
 impl Memory for VirtualMemory {
@@ -285,5 +303,9 @@ mod tests {
         assert!(m.write(a + (1 << 30) - 1, PayloadRef::Virtual(2)).is_err());
         m.write_u64(a, 5).unwrap();
         assert_eq!(m.read_u64(a).unwrap(), 5);
+        assert!(m.free(a));
+        assert!(!m.free(a));
+        assert!(m.read_u64(a).is_err());
+        assert_eq!(m.allocations(), 0);
     }
 }
