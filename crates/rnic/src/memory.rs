@@ -214,7 +214,9 @@ impl VirtualMemory {
     /// words inside it). Addresses are not reused, so a stale key can never
     /// reach a later allocation.
     pub fn free(&mut self, addr: u64) -> bool {
-        let Some(len) = self.blocks.remove(&addr) else { return false };
+        let Some(len) = self.blocks.remove(&addr) else {
+            return false;
+        };
         let end = addr.saturating_add(len);
         let dead: Vec<u64> = self.words.range(addr..end).map(|(&a, _)| a).collect();
         for a in dead {

@@ -366,13 +366,20 @@ impl Qp {
                 self.cursor = (i, 0);
                 return;
             };
-            if w.done {
+            if w.done || psn.after(last) {
                 continue;
             }
-            if !psn.before(first) && !psn.after(last) {
-                self.cursor = (i, psn.distance_from(first));
-                return;
-            }
+            // The first unfinished WQE that reaches `psn`: resume inside it,
+            // or at its start when `psn` fell in a WQE already finished.
+            self.cursor = (
+                i,
+                if psn.before(first) {
+                    0
+                } else {
+                    psn.distance_from(first)
+                },
+            );
+            return;
         }
         self.cursor = (self.sq.len(), 0);
     }

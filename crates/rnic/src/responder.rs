@@ -479,10 +479,16 @@ impl Qp {
                 {
                     return;
                 }
-                // Drop a queued replay of the same read: this one supersedes it.
-                self.resp_q.retain(
-                    |x| !matches!(x, RespItem::Read(j) if j.psn.in_window(p, npkts) && j.index > 0),
-                );
+                // This replay supersedes anything still queued for the same
+                // READ (an unfinished original or an older replay); it keeps
+                // the original's claim on the responder resource, if any.
+                let same = |j: &ReadJob| j.psn.in_window(p, npkts);
+                let had_original = self
+                    .resp_q
+                    .iter()
+                    .any(|x| matches!(x, RespItem::Read(j) if same(j) && !j.replay));
+                self.resp_q
+                    .retain(|x| !matches!(x, RespItem::Read(j) if same(j)));
                 self.resp_q.push_back(RespItem::Read(ReadJob {
                     psn,
                     index: k,
@@ -490,7 +496,7 @@ impl Qp {
                     va: va + off,
                     remaining: len.saturating_sub(off),
                     msn: self.msn,
-                    replay: true,
+                    replay: !had_original,
                 }));
             }
         } else if op.is_atomic() {
