@@ -114,8 +114,8 @@ fn hpcc_config_runs_and_writes_its_formats() {
     assert!(out.status.success(), "{err}");
     assert!(err.contains("unknown key FROBNICATE"), "{err}");
     assert!(
-        err.contains("CC_MODE 1 (DCQCN) is not implemented yet"),
-        "{err}"
+        !err.contains("not implemented"),
+        "CC_MODE 1 runs DCQCN: {err}"
     );
     let fct = std::fs::read_to_string(d.join("out/fct.txt")).unwrap();
     assert_eq!(fct.lines().count(), 2, "{fct}");

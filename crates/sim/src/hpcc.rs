@@ -14,6 +14,7 @@
 //!   0 = resumed), logged by the device that receives the PFC frame;
 //!   interface indices start at 1.
 
+use crate::cc::{CcConfig, HpccSettings};
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, Ps};
 use crate::metrics::Report;
@@ -21,7 +22,7 @@ use crate::pfc::Threshold;
 use crate::sim::{EcnPolicy, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
-use roce_rnic::Mtu;
+use roce_rnic::{DcqcnConfig, Mtu};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,8 +49,8 @@ pub fn cc_mode_name(m: u32) -> &'static str {
     }
 }
 
-/// Keys that parameterise congestion control; read, kept, and used once
-/// the congestion-control issue lands.
+/// Keys that parameterise congestion control (DCQCN with CC_MODE 1, HPCC
+/// with CC_MODE 3; the rest belong to modes not implemented here).
 const CC_KEYS: &[&str] = &[
     "RATE_AI",
     "RATE_HAI",
@@ -96,7 +97,6 @@ const IGNORED: &[(&str, &str)] = &[
         "L2_CHUNK_SIZE",
         "the RNIC's go-back-N replaces the L2 chunk model",
     ),
-    ("L2_ACK_INTERVAL", "the RNIC requests ACKs itself"),
     (
         "L2_BACK_TO_ZERO",
         "the RNIC's go-back-N replaces the L2 chunk model",
@@ -221,10 +221,90 @@ impl Experiment {
         // Congestion control.
         let cc_mode = num("CC_MODE")?.unwrap_or(1.0) as u32;
         used.push("CC_MODE");
-        warnings.push(format!(
-            "CC_MODE {cc_mode} ({}) is not implemented yet: flows send at line rate with no congestion control (PFC and ECN marking still apply), so FCTs will not match the HPCC simulator's until the congestion-control issue lands",
-            cc_mode_name(cc_mode)
-        ));
+        let rate = |key: &str| -> Result<Option<u64>, HpccError> {
+            match one(key) {
+                None => Ok(None),
+                Some((l, v)) => parse_rate(&v).map(Some).ok_or_else(|| {
+                    err(l, key, format!("expected a rate such as 50Mb/s, got `{v}`"))
+                }),
+            }
+        };
+        // third.cc's intervals are in microseconds.
+        let us_ns = |key: &str| -> Result<Option<u64>, HpccError> {
+            Ok(num(key)?.map(|us| (us * 1e3).round() as u64))
+        };
+        // The switches our model of each HPCC knob has; other values warn.
+        let mut expect = |key: &str, want: f64, why: &str| -> Result<(), HpccError> {
+            if let Some(v) = num(key)?
+                && v != want
+            {
+                warnings.push(format!(
+                    "{key} {v} is not modelled: {why}; running as {key} {want}"
+                ));
+            }
+            Ok(())
+        };
+        match cc_mode {
+            1 => {
+                // ns-3's DCQCN (the Mellanox model): timer-driven increase,
+                // no byte counter; its defaults where the config is silent.
+                let mut d = DcqcnConfig {
+                    byte_counter: 0,
+                    ..DcqcnConfig::default()
+                };
+                if let Some(g) = num("EWMA_GAIN")? {
+                    d.g = g;
+                }
+                d.rate_ai_bps = rate("RATE_AI")?.unwrap_or(d.rate_ai_bps);
+                d.rate_hai_bps = rate("RATE_HAI")?.unwrap_or(d.rate_hai_bps);
+                d.min_rate_bps = rate("MIN_RATE")?.unwrap_or(d.min_rate_bps);
+                d.rp_timer_ns = us_ns("RP_TIMER")?.unwrap_or(d.rp_timer_ns);
+                d.alpha_resume_interval_ns =
+                    us_ns("ALPHA_RESUME_INTERVAL")?.unwrap_or(d.alpha_resume_interval_ns);
+                d.rate_decrease_interval_ns =
+                    us_ns("RATE_DECREASE_INTERVAL")?.unwrap_or(d.rate_decrease_interval_ns);
+                if let Some(f) = num("FAST_RECOVERY_TIMES")? {
+                    d.fast_recovery_times = f as u32;
+                }
+                if let Some(c) = num("CLAMP_TARGET_RATE")? {
+                    d.clamp_target_rate = c != 0.0;
+                }
+                // ns-3 flags the ACK of every CE-marked packet as a CNP; the
+                // reaction point samples those flags once per alpha-update
+                // and rate-decrease interval, so CNPs paced at the shorter
+                // of the two carry the same information in fewer frames.
+                cfg.rnic.cnp_interval_ns = d
+                    .alpha_resume_interval_ns
+                    .min(d.rate_decrease_interval_ns);
+                cfg.cc = CcConfig::Dcqcn(d);
+            }
+            3 => {
+                let mut h = HpccSettings::default();
+                if let Some(u) = num("U_TARGET")? {
+                    h.eta = u;
+                }
+                if let Some(m) = num("MI_THRESH")? {
+                    h.max_stage = m as u32;
+                }
+                // Window steps of RATE_AI × T (third.cc's m_rai in rate
+                // terms); T is the largest base RTT (GLOBAL_T 1).
+                h.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
+                expect("HAS_WIN", 1.0, "HPCC here always keeps a window")?;
+                expect("VAR_WIN", 1.0, "the window always follows the rate")?;
+                expect("GLOBAL_T", 1.0, "T is the largest base RTT of the fabric")?;
+                expect("FAST_REACT", 1.0, "the controller reacts to every ACK")?;
+                expect("MULTI_RATE", 0.0, "one rate for all hops")?;
+                expect("SAMPLE_FEEDBACK", 0.0, "INT is read from every ACK")?;
+                expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
+                expect("INT_MULTI", 1.0, "INT counters are exact here")?;
+                cfg.cc = CcConfig::Hpcc(h);
+                cfg.int = true;
+            }
+            m => warnings.push(format!(
+                "CC_MODE {m} ({}) is not implemented: flows send at line rate with no congestion control (PFC and ECN marking still apply); implemented: 1 (DCQCN), 3 (HPCC)",
+                cc_mode_name(m)
+            )),
+        }
         for k in CC_KEYS {
             used.push(k);
         }
@@ -267,6 +347,10 @@ impl Experiment {
             ));
             m
         });
+        if let Some(n) = num("L2_ACK_INTERVAL")? {
+            cfg.rnic.ack_req_every = (n as u32).max(1);
+        }
+        used.push("L2_ACK_INTERVAL");
         if let Some(ack_high) = num("ACK_HIGH_PRIO")? {
             cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
         }
@@ -671,5 +755,84 @@ mod tests {
         assert_eq!(parse_time_ps("0.001ms"), Some(1_000_000));
         assert_eq!(hpcc_ip(0), 0x0b00_0001);
         assert_eq!(hpcc_ip(257), 0x0b01_0101);
+    }
+
+    /// Writes a two-host experiment with `extra` config lines into a
+    /// fresh directory and loads it.
+    fn load_with(tag: &str, extra: &str) -> Experiment {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-cc-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("topo.txt"),
+            "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 0.000001\n").unwrap();
+        let cfg = format!(
+            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\n{extra}"
+        );
+        std::fs::write(d.join("config.txt"), cfg).unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None).unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+        e
+    }
+
+    #[test]
+    fn cc_mode_1_is_dcqcn_with_microsecond_timers() {
+        let e = load_with(
+            "dcqcn",
+            "CC_MODE 1\nALPHA_RESUME_INTERVAL 1\nRATE_DECREASE_INTERVAL 4\nCLAMP_TARGET_RATE 0\nRP_TIMER 900\nEWMA_GAIN 0.00390625\nFAST_RECOVERY_TIMES 1\nRATE_AI 50Mb/s\nRATE_HAI 100Mb/s\nMIN_RATE 100Mb/s\nL2_ACK_INTERVAL 1\n",
+        );
+        let CcConfig::Dcqcn(d) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert_eq!(d.g, 0.00390625);
+        assert_eq!(d.rate_ai_bps, 50_000_000);
+        assert_eq!(d.rate_hai_bps, 100_000_000);
+        assert_eq!(d.min_rate_bps, 100_000_000);
+        assert_eq!(d.rp_timer_ns, 900_000);
+        assert_eq!(d.alpha_resume_interval_ns, 1_000);
+        assert_eq!(d.rate_decrease_interval_ns, 4_000);
+        assert_eq!(d.byte_counter, 0);
+        assert_eq!(d.fast_recovery_times, 1);
+        assert!(!d.clamp_target_rate);
+        assert_eq!(e.cfg.rnic.cnp_interval_ns, 1_000);
+        assert_eq!(e.cfg.rnic.ack_req_every, 1);
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("CC_MODE")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn cc_mode_3_is_hpcc_and_other_modes_say_so() {
+        let e = load_with(
+            "hpcc",
+            "CC_MODE 3\nU_TARGET 0.9\nMI_THRESH 3\nRATE_AI 50Mb/s\nHAS_WIN 1\nVAR_WIN 1\nFAST_REACT 0\n",
+        );
+        let CcConfig::Hpcc(h) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert_eq!(h.eta, 0.9);
+        assert_eq!(h.max_stage, 3);
+        assert_eq!(h.rate_ai_bps, Some(50_000_000));
+        assert!(e.cfg.int, "HPCC needs INT");
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.starts_with("FAST_REACT 0 is not modelled")),
+            "{:?}",
+            e.warnings
+        );
+        let t = load_with("timely", "CC_MODE 7\n");
+        assert_eq!(t.cfg.cc, CcConfig::None);
+        assert!(
+            t.warnings
+                .iter()
+                .any(|w| w.contains("CC_MODE 7 (TIMELY) is not implemented")),
+            "{:?}",
+            t.warnings
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! [`scenario`] (the TOML schema) and [`hpcc`] (the HPCC ns-3 simulator's
 //! input and output formats).
 
+pub mod cc;
 pub mod ecmp;
 pub mod ecn;
 pub mod event;
@@ -23,6 +24,7 @@ pub mod sim;
 pub mod topology;
 pub mod workload;
 
+pub use cc::{CcConfig, HpccSettings};
 pub use event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps};
 pub use metrics::{Report, Summary};
 pub use sim::{SimConfig, SimError, Simulator};

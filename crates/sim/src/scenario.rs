@@ -6,6 +6,7 @@
 //! `incast.toml:12: topology.hosts: expected at least 2 hosts, got 1`.
 //! The schema is documented in `scenarios/README.md`.
 
+use crate::cc::{CcConfig, HpccSettings};
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_US, Ps};
 use crate::link::Scheduler;
@@ -15,7 +16,7 @@ use crate::topology::{Builder, Topology, gbps};
 use crate::workload::{self, Cdf, FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
-use roce_rnic::Mtu;
+use roce_rnic::{DcqcnConfig, Mtu};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,7 @@ struct File {
     transport: Transport,
     #[serde(default)]
     switch: Switch,
+    cc: Option<CcTable>,
     topology: Option<Topo>,
     #[serde(default)]
     workload: Vec<Work>,
@@ -79,6 +81,28 @@ struct Switch {
     int: Option<bool>,
     ecn: Option<Ecn>,
     ecn_by_speed: Option<Vec<EcnSpeed>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CcTable {
+    algorithm: String,
+    // DCQCN
+    g: Option<f64>,
+    rate_hai_mbps: Option<f64>,
+    min_rate_mbps: Option<f64>,
+    rp_timer_us: Option<f64>,
+    alpha_resume_interval_us: Option<f64>,
+    rate_decrease_interval_us: Option<f64>,
+    byte_counter: Option<u64>,
+    fast_recovery_times: Option<u32>,
+    clamp_target_rate: Option<bool>,
+    // both
+    rate_ai_mbps: Option<f64>,
+    // HPCC
+    eta: Option<f64>,
+    max_stage: Option<u32>,
+    base_rtt_us: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -334,6 +358,109 @@ impl Scenario {
     }
 }
 
+/// The `[cc]` table: the algorithm and its parameters (keys of another
+/// algorithm are mistakes, not silently ignored).
+fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<CcConfig, ScenarioError> {
+    let dcqcn_keys = [
+        ("g", c.g.is_some()),
+        ("rate_hai_mbps", c.rate_hai_mbps.is_some()),
+        ("min_rate_mbps", c.min_rate_mbps.is_some()),
+        ("rp_timer_us", c.rp_timer_us.is_some()),
+        (
+            "alpha_resume_interval_us",
+            c.alpha_resume_interval_us.is_some(),
+        ),
+        (
+            "rate_decrease_interval_us",
+            c.rate_decrease_interval_us.is_some(),
+        ),
+        ("byte_counter", c.byte_counter.is_some()),
+        ("fast_recovery_times", c.fast_recovery_times.is_some()),
+        ("clamp_target_rate", c.clamp_target_rate.is_some()),
+    ];
+    let hpcc_keys = [
+        ("eta", c.eta.is_some()),
+        ("max_stage", c.max_stage.is_some()),
+        ("base_rtt_us", c.base_rtt_us.is_some()),
+    ];
+    let foreign = |keys: &[(&'static str, bool)], alg: &str| -> Result<(), ScenarioError> {
+        match keys.iter().find(|k| k.1) {
+            Some((k, _)) => Err(ctx.err(
+                loc("cc", k),
+                format!("not a parameter of algorithm \"{alg}\""),
+            )),
+            None => Ok(()),
+        }
+    };
+    let pos = |key: &'static str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
+        match v {
+            Some(x) if !positive(x) => Err(ctx.err(loc("cc", key), "expected a positive number")),
+            v => Ok(v),
+        }
+    };
+    let mbps = |key: &'static str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
+        Ok(pos(key, v)?.map(|x| (x * 1e6).round() as u64))
+    };
+    let us = |key: &'static str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
+        Ok(pos(key, v)?.map(|x| (x * 1e3).round() as u64))
+    };
+    match c.algorithm.as_str() {
+        "none" => {
+            foreign(&dcqcn_keys, "none")?;
+            foreign(&hpcc_keys, "none")?;
+            if c.rate_ai_mbps.is_some() {
+                return Err(ctx.err(
+                    loc("cc", "rate_ai_mbps"),
+                    "not a parameter of algorithm \"none\"",
+                ));
+            }
+            Ok(CcConfig::None)
+        }
+        "dcqcn" => {
+            foreign(&hpcc_keys, "dcqcn")?;
+            let mut d = DcqcnConfig::default();
+            if let Some(g) = c.g {
+                if !(g > 0.0 && g <= 1.0) {
+                    return Err(ctx.err(loc("cc", "g"), "expected 0 < g ≤ 1"));
+                }
+                d.g = g;
+            }
+            d.rate_ai_bps = mbps("rate_ai_mbps", c.rate_ai_mbps)?.unwrap_or(d.rate_ai_bps);
+            d.rate_hai_bps = mbps("rate_hai_mbps", c.rate_hai_mbps)?.unwrap_or(d.rate_hai_bps);
+            d.min_rate_bps = mbps("min_rate_mbps", c.min_rate_mbps)?.unwrap_or(d.min_rate_bps);
+            d.rp_timer_ns = us("rp_timer_us", c.rp_timer_us)?.unwrap_or(d.rp_timer_ns);
+            d.alpha_resume_interval_ns =
+                us("alpha_resume_interval_us", c.alpha_resume_interval_us)?
+                    .unwrap_or(d.alpha_resume_interval_ns);
+            d.rate_decrease_interval_ns =
+                us("rate_decrease_interval_us", c.rate_decrease_interval_us)?
+                    .unwrap_or(d.rate_decrease_interval_ns);
+            d.byte_counter = c.byte_counter.unwrap_or(d.byte_counter);
+            d.fast_recovery_times = c.fast_recovery_times.unwrap_or(d.fast_recovery_times);
+            d.clamp_target_rate = c.clamp_target_rate.unwrap_or(d.clamp_target_rate);
+            Ok(CcConfig::Dcqcn(d))
+        }
+        "hpcc" => {
+            foreign(&dcqcn_keys, "hpcc")?;
+            let mut h = HpccSettings::default();
+            if let Some(e) = c.eta {
+                if !(e > 0.0 && e <= 1.0) {
+                    return Err(ctx.err(loc("cc", "eta"), "expected 0 < eta ≤ 1"));
+                }
+                h.eta = e;
+            }
+            h.max_stage = c.max_stage.unwrap_or(h.max_stage);
+            h.rate_ai_bps = mbps("rate_ai_mbps", c.rate_ai_mbps)?;
+            h.base_rtt_ns = us("base_rtt_us", c.base_rtt_us)?;
+            Ok(CcConfig::Hpcc(h))
+        }
+        o => Err(ctx.err(
+            loc("cc", "algorithm"),
+            format!("expected \"none\", \"dcqcn\" or \"hpcc\", got \"{o}\""),
+        )),
+    }
+}
+
 fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
     let mut cfg = SimConfig {
         seed: seed.or(f.seed).unwrap_or(1),
@@ -401,6 +528,9 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         cfg.rnic.cnp_interval_ns = (us * 1e3) as u64;
     }
     cfg.ifg_bytes = t.ifg_bytes.unwrap_or(cfg.ifg_bytes);
+    if let Some(c) = &f.cc {
+        cfg.cc = build_cc(ctx, c)?;
+    }
     // Switches.
     let s = &f.switch;
     let mut b = BufferConfig::default();
@@ -837,6 +967,29 @@ mod tests {
         .unwrap();
         assert_eq!(s.flows.len(), 2);
         assert_eq!(s.topo.n_hosts(), 3);
+    }
+
+    #[test]
+    fn cc_table() {
+        let base = "[topology]\nkind = \"star\"\nhosts = 3\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        let s = parse(&format!(
+            "[cc]\nalgorithm = \"dcqcn\"\nrp_timer_us = 900\nrate_ai_mbps = 50\n{base}"
+        ))
+        .unwrap();
+        let CcConfig::Dcqcn(d) = s.cfg.cc else {
+            panic!("{:?}", s.cfg.cc)
+        };
+        assert_eq!((d.rp_timer_ns, d.rate_ai_bps), (900_000, 50_000_000));
+        let s = parse(&format!("[cc]\nalgorithm = \"hpcc\"\neta = 0.9\n{base}")).unwrap();
+        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.eta == 0.9));
+        let e = parse(&format!(
+            "[cc]\nalgorithm = \"hpcc\"\nrp_timer_us = 5\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.rp_timer_us"), "{e}");
+        assert!(e.msg.contains("not a parameter of algorithm \"hpcc\""));
+        let e = parse(&format!("[cc]\nalgorithm = \"timely\"\n{base}")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "cc.algorithm"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! There is no second transport: retransmission, ACK coalescing, CNP
 //! generation and pacing are the RNIC's.
 
+use crate::cc::{CcConfig, CcPlan};
 use crate::ecmp::{self, FiveTuple};
 use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
@@ -79,8 +80,11 @@ pub struct SimConfig {
     pub buffer: BufferConfig,
     pub ecn: EcnPolicy,
     pub scheduler: Scheduler,
-    /// Stamp INT on data packets at every switch egress.
+    /// Stamp INT on data packets at every switch egress (always on with
+    /// HPCC).
     pub int: bool,
+    /// The senders' congestion control.
+    pub cc: CcConfig,
     /// Preamble, SFD and inter-frame gap bytes charged per frame on the wire.
     pub ifg_bytes: u64,
     /// Packets a NIC takes from the RNIC ahead of its port (per port, all
@@ -115,6 +119,7 @@ impl Default for SimConfig {
             ecn: EcnPolicy::Off,
             scheduler: Scheduler::Strict,
             int: false,
+            cc: CcConfig::None,
             ifg_bytes: PREAMBLE_IFG,
             nic_staging_pkts: 16,
             sample: 10 * crate::event::PS_PER_US,
@@ -164,6 +169,10 @@ struct FlowState {
     status: Option<WcStatus>,
     rx_bytes: u64,
     ideal: Ps,
+    src_addr: u64,
+    dst_addr: u64,
+    /// INT of the last data packet the receiver got, echoed in its next ACK.
+    echo_int: Option<Box<IntStack>>,
 }
 
 /// The whole fabric.
@@ -171,6 +180,7 @@ pub struct Simulator {
     pub cfg: SimConfig,
     pub topo: Topology,
     routes: Routes,
+    cc: CcPlan,
     q: EventQueue,
     nodes: Vec<NodeState>,
     hosts: Vec<Host>,
@@ -205,7 +215,11 @@ fn ip_host(ip: IpAddr) -> Option<u32> {
 
 impl Simulator {
     /// Builds hosts, switches and ports, and schedules the flows.
-    pub fn new(cfg: SimConfig, topo: Topology, flows: &[FlowSpec]) -> Result<Simulator, SimError> {
+    pub fn new(
+        mut cfg: SimConfig,
+        topo: Topology,
+        flows: &[FlowSpec],
+    ) -> Result<Simulator, SimError> {
         for p in [cfg.data_prio, cfg.control_prio] {
             if p > 7 {
                 return Err(SimError::BadPriority(p));
@@ -213,6 +227,10 @@ impl Simulator {
         }
         let routes = topo.routes();
         let max_frame = frame_len(&data_repr(true), cfg.mtu.bytes() as usize);
+        let cc = CcPlan::new(&cfg.cc, &topo, &routes, max_frame + cfg.ifg_bytes);
+        if cc.hpcc().is_some() {
+            cfg.int = true;
+        }
         let mut nodes = Vec::with_capacity(topo.nodes.len());
         let mut hosts = Vec::new();
         let mut switches = Vec::new();
@@ -318,6 +336,9 @@ impl Simulator {
                 finish: None,
                 status: None,
                 rx_bytes: 0,
+                src_addr: 0,
+                dst_addr: 0,
+                echo_int: None,
                 ideal: ideal_fct(&path, f.size, cfg.mtu, cfg.ifg_bytes),
             });
         }
@@ -325,6 +346,7 @@ impl Simulator {
             cfg,
             topo,
             routes,
+            cc,
             q: EventQueue::new(),
             nodes,
             hosts,
@@ -482,13 +504,19 @@ impl Simulator {
         let mtu = self.cfg.mtu;
         let dscp = self.cfg.data_prio << 3;
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
-        let setup = |h: &mut Host, access: Access| -> roce_rnic::Result<(u32, roce_rnic::Mr)> {
+        let setup = |h: &mut Host,
+                     access: Access,
+                     cc: Option<Box<dyn roce_rnic::CongestionControl>>|
+         -> roce_rnic::Result<(u32, roce_rnic::Mr)> {
             let buf = h.rnic.mem_mut().alloc(spec.size);
             let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
             let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
             init.max_send_wr = 4;
             init.max_recv_wr = 4;
-            let qpn = h.rnic.create_qp(init)?;
+            let qpn = match cc {
+                Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
+                None => h.rnic.create_qp(init)?,
+            };
             let mut a = QpAttr::init(Access::ALL);
             a.udp_sport = Some(sport);
             a.dscp = Some(dscp);
@@ -498,8 +526,15 @@ impl Simulator {
         let dst_res = setup(
             &mut self.hosts[spec.dst as usize],
             Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            None,
         );
-        let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE);
+        let src_node = self.hosts[spec.src as usize].node as usize;
+        let line = self.nodes[src_node].ports[0].rate_bps;
+        let cc = match self.cc {
+            CcPlan::None => None,
+            _ => Some(self.cc.controller(line)),
+        };
+        let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE, cc);
         let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {
             (Ok(d), Ok(s)) => (d, s),
             (Err(e), _) | (_, Err(e)) => {
@@ -558,6 +593,8 @@ impl Simulator {
         fs.dst_qpn = dq;
         fs.src_lkey = smr.lkey;
         fs.dst_lkey = dmr.lkey;
+        fs.src_addr = smr.addr;
+        fs.dst_addr = dmr.addr;
         for (h, qpn) in [(spec.src, sq), (spec.dst, dq)] {
             let host = &mut self.hosts[h as usize];
             if host.qp_flow.is_empty() {
@@ -605,17 +642,26 @@ impl Simulator {
             self.flows[p.flow as usize].rx_bytes += u64::from(p.payload);
             self.counters.delivered_payload += u64::from(p.payload);
         }
-        if let Some(int) = &p.int {
-            self.counters.int_hops += int.hops.len() as u64;
-        }
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
-        self.hosts[host as usize].rnic.handle_packet(
-            now / PS_PER_NS,
-            src,
-            p.ce,
-            &p.repr,
-            PayloadRef::Virtual(p.payload),
-        );
+        let now_ns = now / PS_PER_NS;
+        let rnic = &mut self.hosts[host as usize].rnic;
+        rnic.handle_packet(now_ns, src, p.ce, &p.repr, PayloadRef::Virtual(p.payload));
+        if let Some(int) = p.int {
+            if p.payload > 0 {
+                // Data: the receiver keeps the telemetry for its next ACK.
+                self.counters.int_hops += int.hops.len() as u64;
+                if let Some(f) = self.flows.get_mut(p.flow as usize)
+                    && f.status.is_none()
+                {
+                    f.echo_int = Some(int);
+                }
+            } else {
+                // An ACK echoing the telemetry of the data it acknowledges:
+                // the sending QP's controller reads it (after the ACK
+                // itself, as in HPCC ns-3's ReceiveAck).
+                rnic.handle_int(now_ns, p.repr.bth.dest_qp, &int.hops);
+            }
+        }
         self.after_host(host);
     }
 
@@ -683,13 +729,16 @@ impl Simulator {
             }
         }
         // Tear the pair down so hosts carry only live QPs.
+        f.echo_int = None;
         let (src, dst, sq, dq, sl, dl) = (
             f.spec.src, f.spec.dst, f.src_qpn, f.dst_qpn, f.src_lkey, f.dst_lkey,
         );
-        for (h, q, l) in [(src, sq, sl), (dst, dq, dl)] {
+        let (sa, da) = (f.src_addr, f.dst_addr);
+        for (h, q, l, a) in [(src, sq, sl, sa), (dst, dq, dl, da)] {
             let r = &mut self.hosts[h as usize].rnic;
             let _ = r.destroy_qp(q);
             let _ = r.dereg_mr(l);
+            r.mem_mut().free(a);
         }
     }
 
@@ -733,6 +782,12 @@ impl Simulator {
         };
         if p.is_control() {
             p.prio = self.cfg.control_prio;
+            if self.cfg.int
+                && p.repr.bth.opcode == Opcode::RcAck
+                && let Some(f) = self.flows.get_mut(p.flow as usize)
+            {
+                p.int = f.echo_int.take();
+            }
         } else if self.cfg.int && payload > 0 {
             p.int = Some(Box::new(IntStack {
                 hops: Vec::with_capacity(5),
