@@ -21,36 +21,44 @@ pub struct IntStack {
     pub hops: Vec<IntHop>,
 }
 
-/// One frame.
-#[derive(Debug, Clone)]
+/// One frame's network-visible fields: what switches read and write.
+/// Kept small (and `Copy`) because every hop touches it; the transport
+/// headers, which only the two hosts read, live in a [`PacketBody`] beside
+/// it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {
     pub src: u32,
     pub dst: u32,
-    pub sport: u16,
-    pub prio: u8,
-    pub ecn_capable: bool,
-    pub ce: bool,
     /// Frame length from destination MAC to FCS: what buffers hold.
     pub frame: u32,
     /// Message bytes carried.
     pub payload: u32,
     /// Flow this packet belongs to (`u32::MAX` when unknown).
     pub flow: u32,
+    pub sport: u16,
     /// Ingress port at the switch currently holding it.
     pub ingress: u16,
+    pub prio: u8,
+    pub ecn_capable: bool,
+    pub ce: bool,
+    /// ACK, NAK, atomic ACK or CNP (see [`is_control`]).
+    pub control: bool,
+}
+
+/// The parts of a frame only its endpoints read.
+#[derive(Debug, Clone, Default)]
+pub struct PacketBody {
     pub repr: TransportRepr,
     pub int: Option<Box<IntStack>>,
 }
 
-impl Packet {
-    /// ACKs, NAKs, atomic ACKs and CNPs: the control traffic that rides the
-    /// control priority.
-    pub fn is_control(&self) -> bool {
-        matches!(
-            self.repr.bth.opcode,
-            Opcode::RcAck | Opcode::RcAtomicAck | Opcode::Cnp
-        )
-    }
+/// ACKs, NAKs, atomic ACKs and CNPs: the control traffic that rides the
+/// control priority.
+pub fn is_control(repr: &TransportRepr) -> bool {
+    matches!(
+        repr.bth.opcode,
+        Opcode::RcAck | Opcode::RcAtomicAck | Opcode::Cnp
+    )
 }
 
 /// Frame bytes (MAC header to FCS) of a RoCEv2 packet with `repr` and
@@ -64,6 +72,11 @@ pub fn frame_len(repr: &TransportRepr, payload: usize) -> u64 {
 mod tests {
     use super::*;
     use roce_wire::BthRepr;
+
+    #[test]
+    fn the_hot_part_is_small() {
+        assert!(std::mem::size_of::<Packet>() <= 32);
+    }
 
     #[test]
     fn ack_frame_is_66_bytes() {

@@ -13,7 +13,9 @@ use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
 use crate::link::{NPRIO, Port, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
-use crate::packet::{IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len};
+use crate::packet::{
+    IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+};
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
 use crate::topology::{NodeKind, PortRef, Routes, Topology};
 use crate::workload::{FlowOp, FlowSpec};
@@ -187,6 +189,8 @@ pub struct Simulator {
     switches: Vec<SwitchState>,
     flows: Vec<FlowState>,
     packets: Vec<Packet>,
+    /// Transport headers and INT of each packet slot.
+    bodies: Vec<PacketBody>,
     free: Vec<u32>,
     rng: ChaCha8Rng,
     pub counters: Counters,
@@ -353,6 +357,7 @@ impl Simulator {
             switches,
             flows: states,
             packets: Vec::new(),
+            bodies: Vec::new(),
             free: Vec::new(),
             rng,
             counters: Counters::default(),
@@ -395,7 +400,7 @@ impl Simulator {
 
     /// True when every flow finished, the stop time passed, or a deadlock
     /// was found.
-    pub fn done(&self) -> bool {
+    pub fn done(&mut self) -> bool {
         self.deadlock.is_some()
             || self.finished == self.flows.len()
             || self.q.is_empty()
@@ -636,6 +641,7 @@ impl Simulator {
     fn host_rx(&mut self, host: u32, pkt: u32) {
         let now = self.q.now();
         let p = self.take_packet(pkt);
+        let body = &mut self.bodies[pkt as usize];
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
         if p.payload > 0 && p.flow != u32::MAX {
@@ -645,8 +651,14 @@ impl Simulator {
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
-        rnic.handle_packet(now_ns, src, p.ce, &p.repr, PayloadRef::Virtual(p.payload));
-        if let Some(int) = p.int {
+        rnic.handle_packet(
+            now_ns,
+            src,
+            p.ce,
+            &body.repr,
+            PayloadRef::Virtual(p.payload),
+        );
+        if let Some(int) = body.int.take() {
             if p.payload > 0 {
                 // Data: the receiver keeps the telemetry for its next ACK.
                 self.counters.int_hops += int.hops.len() as u64;
@@ -659,7 +671,7 @@ impl Simulator {
                 // An ACK echoing the telemetry of the data it acknowledges:
                 // the sending QP's controller reads it (after the ACK
                 // itself, as in HPCC ns-3's ReceiveAck).
-                rnic.handle_int(now_ns, p.repr.bth.dest_qp, &int.hops);
+                rnic.handle_int(now_ns, body.repr.bth.dest_qp, &int.hops);
             }
         }
         self.after_host(host);
@@ -744,28 +756,33 @@ impl Simulator {
 
     // ---- packets -----------------------------------------------------------
 
-    fn alloc_packet(&mut self, p: Packet) -> u32 {
+    fn alloc_packet(&mut self, p: Packet, body: PacketBody) -> u32 {
         self.live_bytes += u64::from(p.frame);
         if let Some(i) = self.free.pop() {
             self.packets[i as usize] = p;
+            self.bodies[i as usize] = body;
             i
         } else {
             self.packets.push(p);
+            self.bodies.push(body);
             (self.packets.len() - 1) as u32
         }
     }
 
+    /// Frees slot `i` and returns its header; the body stays readable
+    /// until the slot is reused.
     fn take_packet(&mut self, i: u32) -> Packet {
         self.free.push(i);
-        let p = std::mem::replace(&mut self.packets[i as usize], placeholder());
+        let p = self.packets[i as usize];
         self.live_bytes -= u64::from(p.frame);
         p
     }
 
-    fn packet_from(&mut self, host: u32, t: Transmit) -> Packet {
+    fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, PacketBody) {
         let dst = ip_host(t.dst.ip()).unwrap_or(u32::MAX);
         let payload = t.payload.len() as u32;
         let frame = frame_len(&t.repr, payload as usize) as u32;
+        let control = is_control(&t.repr);
         let mut p = Packet {
             src: host,
             dst,
@@ -773,27 +790,30 @@ impl Simulator {
             prio: (t.dscp >> 3).min(7),
             ecn_capable: t.ecn_capable,
             ce: false,
+            control,
             frame,
             payload,
             flow: self.flow_of(host, t.src_qpn),
             ingress: 0,
+        };
+        let mut body = PacketBody {
             repr: t.repr,
             int: None,
         };
-        if p.is_control() {
+        if control {
             p.prio = self.cfg.control_prio;
             if self.cfg.int
-                && p.repr.bth.opcode == Opcode::RcAck
+                && body.repr.bth.opcode == Opcode::RcAck
                 && let Some(f) = self.flows.get_mut(p.flow as usize)
             {
-                p.int = f.echo_int.take();
+                body.int = f.echo_int.take();
             }
         } else if self.cfg.int && payload > 0 {
-            p.int = Some(Box::new(IntStack {
+            body.int = Some(Box::new(IntStack {
                 hops: Vec::with_capacity(5),
             }));
         }
-        p
+        (p, body)
     }
 
     // ---- ports -------------------------------------------------------------
@@ -835,11 +855,11 @@ impl Simulator {
                 let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
                     return;
                 };
-                let pkt = self.packet_from(host, t);
+                let (pkt, body) = self.packet_from(host, t);
                 self.counters.injected_bytes += u64::from(pkt.frame);
                 self.counters.injected_pkts += 1;
                 let (prio, frame) = (usize::from(pkt.prio), u64::from(pkt.frame));
-                let id = self.alloc_packet(pkt);
+                let id = self.alloc_packet(pkt, body);
                 let p = &mut self.nodes[node as usize].ports[0];
                 p.queues[prio].push_back(id);
                 p.qbytes[prio] += frame;
@@ -887,10 +907,10 @@ impl Simulator {
                     }
                 }
             }
-            if self.packets[id as usize].int.is_some() {
+            if self.cfg.int {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
-                if let Some(int) = &mut self.packets[id as usize].int
+                if let Some(int) = &mut self.bodies[id as usize].int
                     && int.hops.len() < MAX_INT_HOPS
                 {
                     {
@@ -975,6 +995,7 @@ impl Simulator {
 
     fn drop_packet(&mut self, pkt: u32, _why: &str) {
         let p = self.take_packet(pkt);
+        self.bodies[pkt as usize].int = None;
         self.counters.dropped_pkts += 1;
         self.counters.dropped_bytes += u64::from(p.frame);
     }
@@ -1247,23 +1268,6 @@ impl Simulator {
 /// Pause time of `quanta` at `rate_bps` in ps (one quantum = 512 bit times).
 pub fn pause_ps(quanta: u16, rate_bps: u64) -> Ps {
     ser_ps(u64::from(quanta) * 64, rate_bps)
-}
-
-fn placeholder() -> Packet {
-    Packet {
-        src: 0,
-        dst: 0,
-        sport: 0,
-        prio: 0,
-        ecn_capable: false,
-        ce: false,
-        frame: 0,
-        payload: 0,
-        flow: u32::MAX,
-        ingress: 0,
-        repr: TransportRepr::default(),
-        int: None,
-    }
 }
 
 /// The transport headers of a WRITE data packet (first packets carry RETH).
