@@ -470,6 +470,37 @@ impl Experiment {
         })
     }
 
+    /// The last FCT column, computed as third.cc's `qp_finish` does: the
+    /// pair's base RTT (twice the path delay plus one `PACKET_PAYLOAD_SIZE`
+    /// packet serialized per hop, in whole ns per hop) plus the flow's bytes
+    /// with per-packet headers at the path's slowest link. The per-packet
+    /// header is ours (RoCEv2 data-packet headers, FCS and inter-frame gap,
+    /// from the first packet's RETH on) where ns-3 counts its own 48 bytes.
+    pub fn standalone_fct_ns(
+        &self,
+        routes: &crate::topology::Routes,
+        src: u32,
+        dst: u32,
+        size: u64,
+    ) -> u64 {
+        let path = self.topo.path(routes, src, dst);
+        let Some(bw) = path.iter().map(|p| p.rate_bps).min() else {
+            return 0;
+        };
+        let mut rtt = 0u64;
+        for p in &path {
+            rtt += 2 * (p.delay_ps / PS_PER_NS)
+                + u64::from(self.payload_size) * 1_000_000_000 * 8 / p.rate_bps;
+        }
+        let mtu = u64::from(self.cfg.mtu.bytes());
+        let n = size.div_ceil(mtu).max(1);
+        let per_pkt =
+            crate::packet::L2_L4_HEADER + 12 + 4 + crate::packet::FCS + self.cfg.ifg_bytes;
+        // BTH (12), ICRC (4); the first packet also carries a RETH (16).
+        let total = size + n * per_pkt + 16;
+        rtt + total * 8 * 1_000_000_000 / bw
+    }
+
     /// Writes the FCT and PFC files in HPCC's formats into `dir` (named as
     /// the config's FCT_OUTPUT_FILE and PFC_OUTPUT_FILE).
     pub fn write_outputs(&self, r: &Report, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
@@ -479,6 +510,7 @@ impl Experiment {
         let mut w = std::io::BufWriter::new(std::fs::File::create(&fct)?);
         let mut done: Vec<_> = r.flows.iter().filter(|f| f.ok).collect();
         done.sort_by_key(|f| (f.finish, f.id));
+        let routes = self.topo.routes();
         for f in done {
             let (Some(fin), Some(fct_ps)) = (f.finish, f.fct()) else {
                 continue;
@@ -494,7 +526,7 @@ impl Experiment {
                 f.size,
                 f.start / PS_PER_NS,
                 fct_ps / PS_PER_NS,
-                f.ideal / PS_PER_NS
+                self.standalone_fct_ns(&routes, f.src, f.dst, f.size)
             )?;
         }
         w.flush()?;
@@ -802,6 +834,20 @@ mod tests {
             e.warnings.iter().all(|w| !w.contains("CC_MODE")),
             "{:?}",
             e.warnings
+        );
+    }
+
+    #[test]
+    fn standalone_fct_follows_third_cc() {
+        let e = load_with("standalone", "CC_MODE 3\n");
+        let routes = e.topo.routes();
+        // Base RTT: 2 links x (2 x 1000 ns + 1000 B at 100 Gb/s = 80 ns);
+        // bytes: 10 packets of the 1024-byte MTU, each with 82 bytes of
+        // headers, FCS and gap, plus one RETH, at 100 Gb/s.
+        let bytes = 10_000 + 10 * 82 + 16;
+        assert_eq!(
+            e.standalone_fct_ns(&routes, 0, 1, 10_000),
+            2 * (2_000 + 80) + bytes * 8 / 100
         );
     }
 
