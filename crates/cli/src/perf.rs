@@ -85,6 +85,10 @@ pub struct PerfArgs {
     /// Seed of the fault injector.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
+    /// compare; by default they are used where the kernel has them.
+    #[arg(long = "no-offload")]
+    pub no_offload: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -185,7 +189,8 @@ enum Msg {
     Check {
         verified: Option<bool>,
         detail: String,
-        counters: Stats,
+        /// Boxed: the largest variant by far.
+        counters: Box<Stats>,
     },
 }
 
@@ -352,6 +357,7 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
     Ok(EngineConfig {
         faults: faults(args, seed)?,
         pcap,
+        offload: !args.no_offload,
         ..Default::default()
     })
 }
@@ -522,7 +528,7 @@ fn client(args: &PerfArgs, test: Test, server: &str, bind: Option<Ipv4Addr>) -> 
             } => (verified, detail, counters),
             m => bail!("unexpected message from the server: {m:?}"),
         };
-        server_counters = counters;
+        server_counters = *counters;
         if args.verify {
             let mine = client_verify(test, &side, size)?;
             let ok = mine.is_none() && sv != Some(false);
@@ -1083,7 +1089,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
         ctl.send(&Msg::Check {
             verified,
             detail,
-            counters: side.ctx.stats(),
+            counters: Box::new(side.ctx.stats()),
         })?;
     }
     side.ctx.flush_pcap()?;

@@ -473,8 +473,11 @@ unsafe extern "C" {
 }
 
 /// The ICRC must be right for the IP header the kernel really emits (IP ID
-/// 0 from an unconnected socket with DF set): capture loopback with the
-/// kernel's own capture tool and check every frame.
+/// 0 from an unconnected socket with DF set; segment `k` of a UDP GSO send
+/// gets ID `k`): capture loopback with the kernel's own capture tool and
+/// check every frame. lo shows a GSO send as one frame; it is cut where the
+/// run's own capture says its datagrams end, with the IDs the kernel gives
+/// the pieces, and every piece is checked.
 #[test]
 fn kernel_capture_shows_valid_icrcs() {
     // SAFETY: geteuid has no preconditions.
@@ -484,6 +487,7 @@ fn kernel_capture_shows_valid_icrcs() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("lo.pcapng");
+    let own = dir.path().join("own.pcap");
     let udp = 40000 + (std::process::id() % 20000) as u16;
     let filter = format!("udp port {udp}");
     let Ok(mut cap) = Command::new("dumpcap")
@@ -502,41 +506,86 @@ fn kernel_capture_shows_valid_icrcs() {
     let _ = err.read_line(&mut line);
     std::thread::sleep(Duration::from_millis(500));
     let port = udp.to_string();
-    let o = roce(&[
-        "perf",
-        "read_bw",
-        "--loopback",
-        "-n",
-        "10",
-        "-s",
-        "3000",
-        "--udp-port",
-        &port,
-        "--json",
-    ]);
+    let mut outs = Vec::new();
+    for (test, size) in [("read_bw", "3000"), ("write_bw", "65536")] {
+        outs.push(roce(&[
+            "perf",
+            test,
+            "--loopback",
+            "-n",
+            "10",
+            "-s",
+            size,
+            "--udp-port",
+            &port,
+            "--pcap",
+            own.with_extension(test).to_str().unwrap(),
+            "--json",
+        ]));
+    }
     std::thread::sleep(Duration::from_millis(300));
     let _ = Command::new("kill")
         .args(["-INT", &cap.id().to_string()])
         .status();
     let _ = cap.wait();
-    if !o.status.success() && text(&o.stderr).contains("in use") {
-        eprintln!("SKIP kernel_capture_shows_valid_icrcs: UDP {udp} is busy");
-        return;
+    for o in &outs {
+        if !o.status.success() && text(&o.stderr).contains("in use") {
+            eprintln!("SKIP kernel_capture_shows_valid_icrcs: UDP {udp} is busy");
+            return;
+        }
+        assert!(o.status.success(), "{}", text(&o.stderr));
     }
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    // Where each datagram ends, from the runs' own captures: UDP payload
+    // length by source (IP, port) and first bytes.
+    let key = |f: &[u8]| {
+        (
+            f[26..30].to_vec(),
+            f[34..36].to_vec(),
+            f[42..f.len().min(58)].to_vec(),
+        )
+    };
+    let mut lens = std::collections::HashMap::new();
+    for test in ["read_bw", "write_bw"] {
+        let b = std::fs::read(own.with_extension(test)).unwrap();
+        for f in roce_wire::pcap::read_capture(&b).unwrap().frames {
+            lens.insert(key(&f.data), f.data.len() - 42);
+        }
+    }
     // Off port 4791 the decoder does not take the frames as RoCEv2, so check
     // the ICRC here from the kernel's bytes.
-    let bytes = std::fs::read(&file).expect("dumpcap wrote no file");
-    let capture = roce_wire::pcap::read_capture(&bytes).unwrap();
-    assert!(!capture.frames.is_empty(), "dumpcap captured nothing");
-    for f in &capture.frames {
-        let d = &f.data;
+    let icrc_ok = |d: &[u8]| {
         let ip = &d[14..34];
-        assert_eq!(&ip[4..6], &[0, 0], "IP ID is 0");
-        assert_eq!(ip[6] & 0x40, 0x40, "DF is set");
         let udp_len = usize::from(u16::from_be_bytes([d[38], d[39]]));
         let udp_bytes = &d[34..34 + udp_len];
         let want = roce_wire::icrc::compute(ip, &udp_bytes[..udp_len - 4]);
-        assert_eq!(udp_bytes[udp_len - 4..], want.to_le_bytes(), "ICRC");
+        udp_bytes[udp_len - 4..] == want.to_le_bytes()
+    };
+    let bytes = std::fs::read(&file).expect("dumpcap wrote no file");
+    let capture = roce_wire::pcap::read_capture(&bytes).unwrap();
+    assert!(!capture.frames.is_empty(), "dumpcap captured nothing");
+    let (mut single, mut gso) = (0, 0);
+    for f in &capture.frames {
+        let d = &f.data;
+        if d[26..30] == d[30..34] && d[34..36] == d[36..38] {
+            continue; // an engine's GSO probe, sent to itself at open (not RoCE)
+        }
+        assert_eq!(&d[18..20], &[0, 0], "IP ID is 0");
+        assert_eq!(d[20] & 0x40, 0x40, "DF is set");
+        if icrc_ok(d) {
+            single += 1;
+            continue;
+        }
+        let seg = *lens
+            .get(&key(d))
+            .expect("a frame with a bad ICRC that starts no datagram the engines sent");
+        let pieces = roce_verbs::packet::gso_segments(d, seg).unwrap();
+        assert!(pieces.len() > 1, "a single datagram with a bad ICRC");
+        for (k, p) in pieces.iter().enumerate() {
+            assert_eq!(u16::from_be_bytes([p[18], p[19]]), k as u16);
+            assert!(icrc_ok(p), "GSO segment {k}: ICRC");
+        }
+        gso += 1;
     }
+    assert!(single + gso > 0);
+    eprintln!("kernel capture: {single} single datagrams, {gso} GSO sends, all ICRCs valid");
 }

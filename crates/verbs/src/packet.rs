@@ -12,6 +12,14 @@
 //! The ICRC is computed here in a streaming fashion over the pieces (headers,
 //! payload, tail), so the payload is never copied into a contiguous buffer;
 //! a unit test holds it equal to `roce_wire::icrc::compute`.
+//!
+//! UDP GSO changes one thing: the kernel gives the segments of one GSO send
+//! the IP IDs 0, 1, 2, … (`inet_gso_segment` numbers them up from the ID
+//! `ip_select_ident_segs` gave the whole send, 0 for an unconnected DF
+//! socket), so segment `k` must carry the ICRC for ID `k`. The ICRC is
+//! affine in the ID for a fixed length, so [`IdentDelta`] moves an ICRC from
+//! one ID to another without touching the rest of the packet (a corrupted
+//! packet stays corrupted).
 
 use roce_rnic::{Payload, Transmit};
 use roce_wire::{BTH_LEN, EthernetRepr, ICRC_LEN, Ipv4Repr, Mac, TransportPacket, TransportRepr};
@@ -34,6 +42,9 @@ pub struct OutDatagram {
     /// Pad then ICRC.
     pub tail: [u8; 8],
     pub tail_len: usize,
+    /// The IP ID the ICRC was computed for (0 unless the datagram is segment
+    /// `ident` of a GSO send).
+    pub ident: u16,
 }
 
 impl OutDatagram {
@@ -68,6 +79,18 @@ impl OutDatagram {
         i -= self.payload.len();
         self.tail[i] ^= mask;
     }
+    /// Moves the ICRC to the one for IP ID `ident` (see [`IdentDelta`]).
+    pub fn set_ident(&mut self, ident: u16, deltas: &mut IdentDelta) {
+        if ident == self.ident || self.tail_len < ICRC_LEN {
+            return;
+        }
+        let at = self.tail_len - ICRC_LEN;
+        let mut crc = [0u8; 4];
+        crc.copy_from_slice(&self.tail[at..self.tail_len]);
+        let crc = u32::from_le_bytes(crc) ^ deltas.delta(self.len(), ident ^ self.ident);
+        self.tail[at..self.tail_len].copy_from_slice(&crc.to_le_bytes());
+        self.ident = ident;
+    }
     /// The UDP payload as one vector (for captures).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
@@ -91,13 +114,24 @@ pub enum BuildError {
 
 /// The IPv4 header the kernel emits for one of our datagrams (ID 0, DF, TTL 64).
 pub fn ipv4_header(src: Ipv4Addr, dst: Ipv4Addr, tos: u8, udp_payload_len: usize) -> [u8; 20] {
+    ipv4_header_id(src, dst, tos, udp_payload_len, 0)
+}
+
+/// [`ipv4_header`] with IP ID `ident` (segment `ident` of a GSO send).
+pub fn ipv4_header_id(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    tos: u8,
+    udp_payload_len: usize,
+    ident: u16,
+) -> [u8; 20] {
     let mut b = [0u8; 20];
     let r = Ipv4Repr {
         src,
         dst,
         dscp: tos >> 2,
         ecn: tos & 3,
-        ident: 0,
+        ident,
         dont_frag: true,
         ttl: 64,
         protocol: 17,
@@ -181,7 +215,71 @@ pub fn build(t: Transmit, src: SocketAddrV4) -> Result<OutDatagram, BuildError> 
         payload,
         tail,
         tail_len: pad + ICRC_LEN,
+        ident: 0,
     })
+}
+
+/// Offset of the IP Identification field in the ICRC's input (after the
+/// eight 0xff bytes of the pseudo-header, 4 bytes into the IPv4 header).
+const ICRC_IDENT_AT: usize = 8 + 4;
+/// Lengths whose tables [`IdentDelta`] keeps.
+const DELTA_CACHE: usize = 16;
+
+/// How the ICRC changes with the IP ID, per datagram length.
+///
+/// CRC-32 is affine: for inputs of equal length, `crc(a ^ b) = crc(a) ^
+/// crc(b) ^ crc(0)`. The ICRC input of a datagram with ID `x` differs from
+/// the one with ID 0 only in the two ID bytes, so `icrc(x) = icrc(0) ^
+/// delta(x)`, where `delta` depends on the length alone and is linear in
+/// `x`: sixteen values per length (one per ID bit), computed once per
+/// length from zero buffers and cached.
+#[derive(Debug, Default, Clone)]
+pub struct IdentDelta {
+    cache: Vec<(usize, [u32; 16])>,
+    next: usize,
+}
+
+impl IdentDelta {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `icrc(ID = a) ^ icrc(ID = b)` for a datagram of `udp_payload_len`
+    /// bytes (ICRC included), given `ident = a ^ b`.
+    pub fn delta(&mut self, udp_payload_len: usize, ident: u16) -> u32 {
+        if ident == 0 {
+            return 0;
+        }
+        let t = match self.cache.iter().find(|(l, _)| *l == udp_payload_len) {
+            Some((_, t)) => *t,
+            None => {
+                let t = Self::table(udp_payload_len);
+                if self.cache.len() < DELTA_CACHE {
+                    self.cache.push((udp_payload_len, t));
+                } else {
+                    self.cache[self.next] = (udp_payload_len, t);
+                    self.next = (self.next + 1) % DELTA_CACHE;
+                }
+                t
+            }
+        };
+        (0..16)
+            .filter(|b| ident >> b & 1 == 1)
+            .fold(0, |acc, b| acc ^ t[b])
+    }
+
+    fn table(udp_payload_len: usize) -> [u32; 16] {
+        // pseudo-header, IPv4 and UDP headers, then the UDP payload without its ICRC.
+        let n = 8 + IP_UDP_LEN + udp_payload_len.saturating_sub(ICRC_LEN);
+        let mut buf = vec![0u8; n.max(ICRC_IDENT_AT + 2)];
+        let zero = crc32fast::hash(&buf);
+        let mut t = [0u32; 16];
+        for (b, v) in t.iter_mut().enumerate() {
+            buf[ICRC_IDENT_AT..ICRC_IDENT_AT + 2].copy_from_slice(&(1u16 << b).to_be_bytes());
+            *v = crc32fast::hash(&buf) ^ zero;
+        }
+        t
+    }
 }
 
 /// Why a received datagram was dropped.
@@ -200,6 +298,24 @@ pub fn parse(
     local: SocketAddrV4,
     tos: u8,
 ) -> Result<TransportPacket<'_>, RxError> {
+    let mut none = IdentDelta::new();
+    parse_segment(buf, src, local, tos, 0, &mut none).map(|(p, _)| p)
+}
+
+/// [`parse`] for segment `k` of a GRO-coalesced receive: the ICRC may be the
+/// one for IP ID `k` (a GSO sender's segment `k`, as the kernel numbers
+/// them) or for ID 0 (a run of single datagrams from an unconnected DF
+/// socket, which GRO on a NIC coalesces as a fixed-ID flow). For `k = 0`,
+/// and so for every datagram that was not coalesced, ID 0 is the only
+/// candidate: the check is exactly [`parse`]'s. Returns the ID that matched.
+pub fn parse_segment<'a>(
+    buf: &'a [u8],
+    src: SocketAddrV4,
+    local: SocketAddrV4,
+    tos: u8,
+    k: u16,
+    deltas: &mut IdentDelta,
+) -> Result<(TransportPacket<'a>, u16), RxError> {
     let pkt = TransportRepr::parse(buf).map_err(RxError::Malformed)?;
     // parse() checked the length covers BTH and ICRC.
     let body = &buf[..buf.len() - ICRC_LEN];
@@ -207,13 +323,16 @@ pub fn parse(
     let udp = udp_header(src.port(), local.port(), buf.len());
     debug_assert!(body.len() >= BTH_LEN);
     let computed = icrc_gather(&ip, &udp, &[body]);
-    if computed != pkt.icrc {
-        return Err(RxError::Icrc {
-            wire: pkt.icrc,
-            computed,
-        });
+    if computed == pkt.icrc {
+        return Ok((pkt, 0));
     }
-    Ok(pkt)
+    if k != 0 && computed ^ deltas.delta(buf.len(), k) == pkt.icrc {
+        return Ok((pkt, k));
+    }
+    Err(RxError::Icrc {
+        wire: pkt.icrc,
+        computed,
+    })
 }
 
 /// A locally administered MAC derived from an IPv4 address, for captures.
@@ -231,6 +350,17 @@ pub fn ethernet_frame(
     tos: u8,
     udp_payload: &[u8],
 ) -> Vec<u8> {
+    ethernet_frame_id(src, dst, tos, udp_payload, 0)
+}
+
+/// [`ethernet_frame`] with IP ID `ident` (a GSO segment's).
+pub fn ethernet_frame_id(
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    tos: u8,
+    udp_payload: &[u8],
+    ident: u16,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(14 + IP_UDP_LEN + udp_payload.len());
     let eth = EthernetRepr {
         dst: mac_for(*dst.ip()),
@@ -241,10 +371,61 @@ pub fn ethernet_frame(
     let mut e = [0u8; 14];
     let _ = eth.emit(&mut e);
     out.extend_from_slice(&e);
-    out.extend_from_slice(&ipv4_header(*src.ip(), *dst.ip(), tos, udp_payload.len()));
+    out.extend_from_slice(&ipv4_header_id(
+        *src.ip(),
+        *dst.ip(),
+        tos,
+        udp_payload.len(),
+        ident,
+    ));
     out.extend_from_slice(&udp_header(src.port(), dst.port(), udp_payload.len()));
     out.extend_from_slice(udp_payload);
     out
+}
+
+/// The datagrams the kernel cuts a captured UDP GSO frame into.
+///
+/// A capture on lo shows a GSO send whole, as one frame (IP ID `id`, the
+/// whole run as its UDP payload). Cut into `seg`-byte pieces of UDP payload
+/// (the last may be shorter), segment `k` gets IP ID `id + k`, its own IP
+/// total length and header checksum, and its own UDP length
+/// (`inet_gso_segment`, `__udp_gso_segment`); its UDP checksum is written 0
+/// here (the ICRC masks it). `frame` is Ethernet, IPv4 without options, UDP.
+/// `None` when the frame is not that or `seg` is 0.
+pub fn gso_segments(frame: &[u8], seg: usize) -> Option<Vec<Vec<u8>>> {
+    const L3: usize = 14;
+    const L4: usize = L3 + 20;
+    const DATA: usize = L4 + 8;
+    if seg == 0 || frame.len() < DATA || frame[L3] != 0x45 || frame[L3 + 9] != 17 {
+        return None;
+    }
+    let udp_len = usize::from(u16::from_be_bytes([frame[L4 + 4], frame[L4 + 5]]));
+    if udp_len < 8 || DATA + udp_len - 8 > frame.len() {
+        return None;
+    }
+    let payload = &frame[DATA..DATA + udp_len - 8];
+    let id = u16::from_be_bytes([frame[L3 + 4], frame[L3 + 5]]);
+    let mut out = Vec::new();
+    for (k, chunk) in payload.chunks(seg).enumerate() {
+        let mut f = frame[..DATA].to_vec();
+        f.extend_from_slice(chunk);
+        let ip = &mut f[L3..L4];
+        ip[2..4].copy_from_slice(&((20 + 8 + chunk.len()) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&id.wrapping_add(k as u16).to_be_bytes());
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let sum = ip
+            .chunks(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum::<u32>();
+        let sum = (sum & 0xffff) + (sum >> 16);
+        let sum = (sum & 0xffff) + (sum >> 16);
+        ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        let udp = &mut f[L4..DATA];
+        udp[4..6].copy_from_slice(&((8 + chunk.len()) as u16).to_be_bytes());
+        udp[6..8].copy_from_slice(&[0, 0]);
+        out.push(f);
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -324,5 +505,98 @@ mod tests {
             parse(&bytes[..10], src, d.dst, d.tos),
             Err(RxError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn ident_delta_moves_the_icrc_to_another_ip_id() {
+        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let mut deltas = IdentDelta::new();
+        for len in [0usize, 3, 1024, 4096] {
+            let d0 = build(write_first(len), src).unwrap();
+            for ident in [1u16, 2, 7, 63, 0x8000, 0xffff] {
+                let mut d = d0.clone();
+                d.set_ident(ident, &mut deltas);
+                let bytes = d.to_vec();
+                let n = bytes.len();
+                let ip = ipv4_header_id(*src.ip(), *d.dst.ip(), d.tos, n, ident);
+                let udp = udp_header(src.port(), d.dst.port(), n);
+                let want = icrc_gather(&ip, &udp, &[&bytes[..n - 4]]);
+                assert_eq!(bytes[n - 4..], want.to_le_bytes(), "len {len} id {ident}");
+                // The frame with that ID decodes with a good ICRC…
+                let f = ethernet_frame_id(src, d.dst, d.tos, &bytes, ident);
+                let roce_wire::Frame::Roce(rf) = roce_wire::parse_frame(&f).unwrap() else {
+                    panic!("not RoCE")
+                };
+                assert!(rf.icrc_ok() && rf.ip_checksum_ok);
+                // …and moving it back restores the original bytes.
+                d.set_ident(0, &mut deltas);
+                assert_eq!(d.to_vec(), d0.to_vec());
+            }
+        }
+    }
+
+    #[test]
+    fn receive_candidates_are_id_0_alone_and_id_k_only_inside_a_gro_buffer() {
+        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let mut deltas = IdentDelta::new();
+        let d0 = build(write_first(256), src).unwrap();
+        let mut d5 = d0.clone();
+        d5.set_ident(5, &mut deltas);
+        let (b0, b5) = (d0.to_vec(), d5.to_vec());
+        // Alone (k = 0): only the ID-0 ICRC passes.
+        assert_eq!(
+            parse_segment(&b0, src, d0.dst, d0.tos, 0, &mut deltas)
+                .unwrap()
+                .1,
+            0
+        );
+        assert!(parse(&b5, src, d0.dst, d0.tos).is_err());
+        // Segment 5 of a GRO buffer: ID 5 or ID 0.
+        assert_eq!(
+            parse_segment(&b5, src, d0.dst, d0.tos, 5, &mut deltas)
+                .unwrap()
+                .1,
+            5
+        );
+        assert_eq!(
+            parse_segment(&b0, src, d0.dst, d0.tos, 5, &mut deltas)
+                .unwrap()
+                .1,
+            0
+        );
+        assert!(parse_segment(&b5, src, d0.dst, d0.tos, 4, &mut deltas).is_err());
+        // A flipped bit is caught for every candidate, before or after the ID moved.
+        for at in (0..d0.len()).filter(|&a| a != 4) {
+            let mut c = d0.clone();
+            c.flip_bit(at, 3);
+            c.set_ident(5, &mut deltas);
+            let b = c.to_vec();
+            assert!(
+                parse_segment(&b, src, d0.dst, d0.tos, 5, &mut deltas).is_err(),
+                "byte {at}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_gso_frame_cuts_into_frames_with_ids_counting_up() {
+        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let mut deltas = IdentDelta::new();
+        let mut run = Vec::new();
+        for (k, len) in [1024usize, 1024, 1024, 500].into_iter().enumerate() {
+            let mut d = build(write_first(len), src).unwrap();
+            d.set_ident(k as u16, &mut deltas);
+            run.extend_from_slice(&d.to_vec());
+        }
+        let whole = ethernet_frame(src, "127.0.0.2:4791".parse().unwrap(), 0x6a, &run);
+        let segs = gso_segments(&whole, 12 + 16 + 1024 + 4).unwrap();
+        assert_eq!(segs.len(), 4);
+        for (k, f) in segs.iter().enumerate() {
+            assert_eq!(u16::from_be_bytes([f[18], f[19]]), k as u16);
+            let roce_wire::Frame::Roce(rf) = roce_wire::parse_frame(f).unwrap() else {
+                panic!("not RoCE")
+            };
+            assert!(rf.icrc_ok() && rf.ip_checksum_ok, "segment {k}");
+        }
     }
 }

@@ -39,6 +39,15 @@ pub struct Stats {
     /// Packets the RNIC produced that could not be encoded (a bug if non-zero).
     pub build_errors: u64,
     pub pcap_errors: u64,
+    /// UDP GSO sends (each carried several datagrams, counted in `tx_packets`).
+    #[serde(default)]
+    pub tx_gso_sends: u64,
+    /// UDP GRO receives that held several datagrams (counted in `rx_packets`).
+    #[serde(default)]
+    pub rx_gro_buffers: u64,
+    /// Receives whose control messages did not fit (TOS/GRO size may be lost; a bug if non-zero).
+    #[serde(default)]
+    pub cmsg_truncated: u64,
     pub faults: FaultStats,
 }
 

@@ -3,6 +3,14 @@
 //! ECT(0) per packet: data, ACKs and CNPs differ) and a three-piece gather
 //! list, so a payload goes from the RNIC's buffer to the kernel unjoined.
 //!
+//! Where the kernel has them, UDP GSO and GRO cut the per-datagram cost: one
+//! `sendmmsg` message may carry a run of equal-sized datagrams (the last may
+//! be shorter) with a UDP_SEGMENT control message, and a GRO socket may
+//! return such a run as one buffer with a UDP_GRO control message giving the
+//! segment size. The receive control buffer holds IP_TOS and UDP_GRO
+//! together (quinn-udp's 96 bytes, shared with more messages, once cut the
+//! TOS off; a truncated control area is reported, never silently read).
+//!
 //! This is the only module with `unsafe`: the FFI calls and the raw
 //! `msghdr` plumbing. Every pointer handed to the kernel points into a
 //! buffer owned by the batch for the duration of the call.
@@ -15,7 +23,19 @@ use std::os::fd::RawFd;
 
 /// Largest datagram the engine accepts (MTU 4096 plus every header, with room).
 pub const MAX_DATAGRAM: usize = 9216;
-const CTRL_LEN: usize = 64;
+/// Largest GRO-coalesced receive: a whole UDP payload (64 KiB less headers).
+pub const MAX_GRO_BUFFER: usize = 65536;
+/// Receive control space: IP_TOS (`CMSG_SPACE(1)` = 24) and UDP_GRO
+/// (`CMSG_SPACE(4)` = 24) with room to spare; a unit test holds it.
+pub const CTRL_LEN: usize = 64;
+/// Send control space: IP_TOS (`CMSG_SPACE(4)`) and UDP_SEGMENT (`CMSG_SPACE(2)`).
+const SEND_CTRL_LEN: usize = 64;
+/// `SOL_UDP` options (`linux/udp.h`; not in every libc target).
+pub const UDP_SEGMENT: libc::c_int = 103;
+pub const UDP_GRO: libc::c_int = 104;
+/// Segments the kernel takes in one GSO send (`UDP_MAX_SEGMENTS`: 64 before
+/// Linux 6.9 raised it to 128; the lower bound holds everywhere).
+pub const MAX_GSO_SEGMENTS: usize = 64;
 
 /// One received datagram's metadata.
 #[derive(Debug, Clone, Copy)]
@@ -26,6 +46,11 @@ pub struct RecvMeta {
     pub tos: u8,
     /// The datagram was larger than the buffer.
     pub truncated: bool,
+    /// GRO: the buffer holds datagrams of this size back to back (the last
+    /// may be shorter); 0 when it holds one datagram.
+    pub seg: usize,
+    /// The control messages did not fit (MSG_CTRUNC): TOS or GRO size may be missing.
+    pub ctrunc: bool,
 }
 
 /// Reusable receive buffers for one `recvmmsg` call.
@@ -55,16 +80,21 @@ fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
 }
 
 impl RecvBatch {
-    pub fn new(n: usize) -> Self {
+    /// `n` buffers of `buf_len` bytes (at least [`MAX_DATAGRAM`]; a GRO
+    /// socket needs [`MAX_GRO_BUFFER`]).
+    pub fn new(n: usize, buf_len: usize) -> Self {
         let n = n.max(1);
+        let buf_len = buf_len.max(MAX_DATAGRAM);
         RecvBatch {
-            bufs: (0..n).map(|_| vec![0u8; MAX_DATAGRAM]).collect(),
+            bufs: (0..n).map(|_| vec![0u8; buf_len]).collect(),
             meta: vec![
                 RecvMeta {
                     len: 0,
                     src: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
                     tos: 0,
                     truncated: false,
+                    seg: 0,
+                    ctrunc: false,
                 };
                 n
             ],
@@ -123,13 +153,28 @@ impl RecvBatch {
         for i in 0..got {
             let h = &self.hdrs[i];
             let mut tos = 0u8;
+            let mut seg = 0usize;
             // SAFETY: the kernel filled msg_control up to msg_controllen;
-            // the CMSG macros walk only within it.
+            // the CMSG macros walk only within it, and CMSG_DATA of a
+            // message holds at least the bytes its cmsg_len says.
             unsafe {
                 let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
                 while !c.is_null() {
+                    let data_len =
+                        ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
                     if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
                         tos = *libc::CMSG_DATA(c);
+                    } else if (*c).cmsg_level == libc::SOL_UDP
+                        && (*c).cmsg_type == UDP_GRO
+                        && data_len >= size_of::<libc::c_int>()
+                    {
+                        let mut v: libc::c_int = 0;
+                        std::ptr::copy_nonoverlapping(
+                            libc::CMSG_DATA(c),
+                            (&mut v as *mut libc::c_int).cast::<u8>(),
+                            size_of::<libc::c_int>(),
+                        );
+                        seg = usize::try_from(v).unwrap_or(0);
                     }
                     c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
                 }
@@ -139,6 +184,8 @@ impl RecvBatch {
                 src: v4(&self.addrs[i]),
                 tos,
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
+                seg,
+                ctrunc: h.msg_hdr.msg_flags & libc::MSG_CTRUNC != 0,
             };
         }
         Ok(got)
@@ -149,8 +196,8 @@ impl RecvBatch {
 #[derive(Default)]
 pub struct SendBatch {
     addrs: Vec<libc::sockaddr_in>,
-    iovs: Vec<[libc::iovec; 3]>,
-    ctrl: Vec<[u64; 4]>,
+    iovs: Vec<libc::iovec>,
+    ctrl: Vec<[u64; SEND_CTRL_LEN / 8]>,
     hdrs: Vec<libc::mmsghdr>,
 }
 
@@ -160,68 +207,117 @@ unsafe impl Send for SendBatch {}
 // SAFETY: as above.
 unsafe impl Send for RecvBatch {}
 
+/// Appends one int-valued control message at `c`; returns the next free
+/// spot. `size` bytes of `v` are stored (little-endian host, low bytes).
+///
+/// # Safety
+/// `c` must point into a control buffer with `CMSG_SPACE(size)` bytes free.
+unsafe fn put_cmsg(c: *mut libc::cmsghdr, level: i32, ty: i32, v: u32, size: usize) -> usize {
+    // SAFETY: the caller guarantees the space; CMSG_* are pure computations.
+    unsafe {
+        (*c).cmsg_level = level;
+        (*c).cmsg_type = ty;
+        (*c).cmsg_len = libc::CMSG_LEN(size as u32) as _;
+        let bytes = v.to_ne_bytes();
+        let bytes: &[u8] = if cfg!(target_endian = "little") {
+            &bytes[..size]
+        } else {
+            &bytes[4 - size..]
+        };
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), libc::CMSG_DATA(c), size);
+        libc::CMSG_SPACE(size as u32) as usize
+    }
+}
+
 impl SendBatch {
-    /// Sends as many of `dgrams` as the socket takes without blocking;
-    /// returns how many went (0 when the socket buffer is full).
+    /// Sends as many of `dgrams` as the socket takes without blocking, one
+    /// datagram per message; returns how many went (0 when the socket
+    /// buffer is full).
     pub fn send(&mut self, fd: RawFd, dgrams: &[OutDatagram]) -> io::Result<usize> {
         let n = dgrams.len().min(1024);
-        if n == 0 {
+        let ones = vec![1usize; n];
+        self.send_grouped(fd, &dgrams[..n], &ones)
+    }
+
+    /// Sends `dgrams` as messages of `groups[i]` consecutive datagrams
+    /// each: a group of more than one goes as one UDP GSO send, its segment
+    /// size the first datagram's length (the caller makes every datagram of
+    /// a group that size, bar a shorter last, and gives them one destination
+    /// and one TOS). Returns how many datagrams went (whole messages only;
+    /// 0 when the socket buffer is full).
+    pub fn send_grouped(
+        &mut self,
+        fd: RawFd,
+        dgrams: &[OutDatagram],
+        groups: &[usize],
+    ) -> io::Result<usize> {
+        let m = groups.len().min(1024);
+        let total: usize = groups[..m].iter().sum();
+        if m == 0 || total == 0 || total > dgrams.len() {
             return Ok(0);
         }
         // SAFETY: plain old data.
         let z = || unsafe { zeroed::<libc::iovec>() };
         self.addrs
-            .resize(n, sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
-        self.iovs.resize(n, [z(), z(), z()]);
-        self.ctrl.resize(n, [0; 4]);
+            .resize(m, sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+        // Sized before any pointer into it is taken: no reallocation below.
+        self.iovs.clear();
+        self.iovs.resize(total * 3, z());
+        self.ctrl.resize(m, [0; SEND_CTRL_LEN / 8]);
         // SAFETY: plain old data.
-        self.hdrs.resize(n, unsafe { zeroed() });
-        for (i, d) in dgrams.iter().take(n).enumerate() {
-            self.addrs[i] = sockaddr(d.dst);
-            self.iovs[i] = [
-                libc::iovec {
+        self.hdrs.resize(m, unsafe { zeroed() });
+        let mut first = 0usize;
+        for (i, &count) in groups[..m].iter().enumerate() {
+            let group = &dgrams[first..first + count];
+            let d0 = &group[0];
+            self.addrs[i] = sockaddr(d0.dst);
+            for (j, d) in group.iter().enumerate() {
+                let v = &mut self.iovs[(first + j) * 3..(first + j) * 3 + 3];
+                v[0] = libc::iovec {
                     iov_base: d.head.as_ptr() as *mut _,
                     iov_len: d.head_len,
-                },
-                libc::iovec {
+                };
+                v[1] = libc::iovec {
                     iov_base: d.payload.as_ptr() as *mut _,
                     iov_len: d.payload.len(),
-                },
-                libc::iovec {
+                };
+                v[2] = libc::iovec {
                     iov_base: d.tail.as_ptr() as *mut _,
                     iov_len: d.tail_len,
-                },
-            ];
+                };
+            }
             // SAFETY: plain old data.
             let mut h: libc::msghdr = unsafe { zeroed() };
             h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
             h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            h.msg_iov = self.iovs[i].as_mut_ptr();
-            h.msg_iovlen = 3;
+            h.msg_iov = self.iovs[first * 3..].as_mut_ptr();
+            h.msg_iovlen = (count * 3) as _;
             let ctrl = &mut self.ctrl[i];
-            *ctrl = [0; 4];
+            *ctrl = [0; SEND_CTRL_LEN / 8];
             h.msg_control = ctrl.as_mut_ptr().cast();
-            // SAFETY: CMSG_SPACE is a pure computation.
-            let space = unsafe { libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) } as usize;
-            h.msg_controllen = space as _;
-            // SAFETY: the control buffer (32 bytes) holds one int-sized cmsg
-            // (CMSG_SPACE(4) = 24 on Linux).
-            unsafe {
+            h.msg_controllen = SEND_CTRL_LEN as _;
+            // SAFETY: the control buffer (64 bytes, 8-aligned) holds an
+            // int-sized cmsg (CMSG_SPACE(4) = 24) and a u16 one
+            // (CMSG_SPACE(2) = 24); CMSG_FIRSTHDR is non-null for it.
+            let used = unsafe {
                 let c = libc::CMSG_FIRSTHDR(&h);
-                (*c).cmsg_level = libc::IPPROTO_IP;
-                (*c).cmsg_type = libc::IP_TOS;
-                (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as _;
-                let v: libc::c_int = libc::c_int::from(d.tos);
-                std::ptr::copy_nonoverlapping(
-                    (&v as *const libc::c_int).cast::<u8>(),
-                    libc::CMSG_DATA(c),
-                    size_of::<libc::c_int>(),
-                );
-            }
+                let mut used = put_cmsg(c, libc::IPPROTO_IP, libc::IP_TOS, u32::from(d0.tos), 4);
+                if count > 1 {
+                    let c2 = ctrl
+                        .as_mut_ptr()
+                        .cast::<u8>()
+                        .add(used)
+                        .cast::<libc::cmsghdr>();
+                    used += put_cmsg(c2, libc::SOL_UDP, UDP_SEGMENT, d0.len() as u32, 2);
+                }
+                used
+            };
+            h.msg_controllen = used as _;
             self.hdrs[i] = libc::mmsghdr {
                 msg_hdr: h,
                 msg_len: 0,
             };
+            first += count;
         }
         // SAFETY: the headers point into `self` and into `dgrams`, both
         // borrowed for the whole call.
@@ -229,7 +325,7 @@ impl SendBatch {
             libc::sendmmsg(
                 fd,
                 self.hdrs.as_mut_ptr(),
-                n as libc::c_uint,
+                m as libc::c_uint,
                 libc::MSG_DONTWAIT,
             )
         };
@@ -240,7 +336,7 @@ impl SendBatch {
                 _ => Err(e),
             };
         }
-        Ok(r as usize)
+        Ok(groups[..r as usize].iter().sum())
     }
 }
 
@@ -255,5 +351,27 @@ pub fn wait_readable(fd: RawFd, timeout_ns: u64) {
     // SAFETY: one valid pollfd for the duration of the call.
     unsafe {
         libc::poll(&mut p, 1, ms);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_buffers_hold_every_message_enabled() {
+        // SAFETY: CMSG_SPACE is a pure computation.
+        let (tos, gro, seg, itos) = unsafe {
+            (
+                libc::CMSG_SPACE(1) as usize,
+                libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
+                libc::CMSG_SPACE(2) as usize,
+                libc::CMSG_SPACE(size_of::<libc::c_int>() as u32) as usize,
+            )
+        };
+        // Received: IP_TOS (one byte) and UDP_GRO (an int).
+        assert!(tos + gro <= CTRL_LEN, "{tos} + {gro} > {CTRL_LEN}");
+        // Sent: IP_TOS (an int) and UDP_SEGMENT (a u16).
+        assert!(itos + seg <= SEND_CTRL_LEN);
     }
 }

@@ -85,6 +85,13 @@ fn transfer_under(f: FaultConfig) -> (Stats, Stats) {
     (a.ctx.stats(), b.ctx.stats())
 }
 
+/// Whether engines here send with UDP GSO (the kernel has it and GRO).
+fn gso_available() -> bool {
+    Device::open_with("127.0.0.1:0".parse().unwrap(), EngineConfig::default())
+        .unwrap()
+        .with_engine(|e| e.gso())
+}
+
 #[test]
 fn one_percent_loss_delivers_everything() {
     let (a, b) = transfer_under(FaultConfig {
@@ -121,6 +128,11 @@ fn corruption_is_caught_by_the_icrc_and_retransmitted() {
     });
     let corrupted = a.faults.corrupted + b.faults.corrupted;
     assert!(corrupted > 0);
+    // Where the kernel has UDP GSO/GRO, corrupted segments went inside GSO
+    // sends and GRO buffers too, and were caught there.
+    if gso_available() {
+        assert!(a.tx_gso_sends > 0 && b.rx_gro_buffers > 0, "{a:?} {b:?}");
+    }
     // A flipped bit in the masked BTH byte 4 (FECN/BECN) is legitimately
     // invisible to the ICRC; every other flip must be refused.
     let refused = a.icrc_errors + b.icrc_errors + a.malformed + b.malformed;
@@ -293,6 +305,12 @@ fn ce_marks_are_read_from_the_socket_and_answered_with_cnps() {
     }
     let (sa, sb) = (a.ctx.stats(), b.ctx.stats());
     assert!(sa.faults.ce_marked >= 8, "{sa:?}");
+    // With GRO the marks arrive on coalesced buffers: the TOS message must
+    // still be read beside the GRO one.
+    if a.ctx.with_engine(|e| e.gso()) {
+        assert!(sb.rx_gro_buffers >= 1, "{sb:?}");
+    }
+    assert_eq!(sa.cmsg_truncated + sb.cmsg_truncated, 0);
     // The CE mark survived the kernel both ways: B read it from IP_TOS…
     assert!(sb.ce_rx >= 8, "{sb:?}");
     // …answered with a CNP (paced per QP), and A received it.
