@@ -5,8 +5,44 @@ use roce_wire::{Frame, IpRepr, RoceFrame, Syndrome, parse_frame};
 use serde_json::{Map, Value, json};
 
 /// Decodes one frame into a JSON object whose nested keys follow the header
-/// names (`bth.opcode`, `reth.rkey`, `aeth.kind`, `icrc.ok`, …).
+/// names (`bth.opcode`, `reth.rkey`, `aeth.kind`, `icrc.ok`, …). Each field
+/// is there twice: inside its header's object (`{"bth": {"opcode": 4}}`, for
+/// `jq .bth.opcode`) and under its full dotted name at the top level
+/// (`"bth.opcode": 4`), for tools that look fields up by name the way
+/// tshark's field names work.
 pub fn frame_json(index: usize, f: &CapturedFrame) -> Value {
+    let Value::Object(nested) = frame_json_nested(index, f) else {
+        unreachable!("frame_json_nested builds an object")
+    };
+    let mut flat = Map::new();
+    for (k, v) in &nested {
+        flatten(k, v, &mut flat);
+    }
+    let mut out = nested;
+    for (k, v) in flat {
+        out.entry(k).or_insert(v);
+    }
+    Value::Object(out)
+}
+
+/// Adds `prefix.key` entries for every leaf under `v` (objects only; arrays
+/// stay whole).
+fn flatten(prefix: &str, v: &Value, out: &mut Map<String, Value>) {
+    match v {
+        Value::Object(m) => {
+            for (k, inner) in m {
+                flatten(&format!("{prefix}.{k}"), inner, out);
+            }
+        }
+        leaf => {
+            if prefix.contains('.') {
+                out.insert(prefix.to_string(), leaf.clone());
+            }
+        }
+    }
+}
+
+fn frame_json_nested(index: usize, f: &CapturedFrame) -> Value {
     let mut o = Map::new();
     o.insert("frame".into(), json!(index + 1));
     o.insert("ts_ns".into(), json!(f.ts_ns));

@@ -436,3 +436,39 @@ fn a_capture_cut_short_decodes_what_is_there() {
         stderr(&o)
     );
 }
+
+/// Every nested field is also present under its full dotted name, equal.
+#[test]
+fn json_fields_are_reachable_by_dotted_name_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = sample(dir.path());
+    let mut checked = 0;
+    for v in decode_json(&file) {
+        let obj = v.as_object().unwrap();
+        for (header, inner) in obj {
+            let Some(fields) = inner.as_object() else {
+                continue;
+            };
+            for (k, x) in fields {
+                if x.is_object() {
+                    continue;
+                }
+                assert_eq!(obj.get(&format!("{header}.{k}")), Some(x), "{header}.{k}");
+                checked += 1;
+            }
+        }
+        for name in [
+            "bth.opcode",
+            "bth.psn",
+            "bth.dest_qp",
+            "icrc.ok",
+            "payload_len",
+            "ip.dscp",
+        ] {
+            if obj.contains_key("bth") {
+                assert!(obj.contains_key(name), "{name} missing");
+            }
+        }
+    }
+    assert!(checked > 500);
+}
