@@ -61,6 +61,8 @@ pub struct RecvBatch {
     ctrl: Vec<[u64; CTRL_LEN / 8]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Headers from index 0 that must be set before the next call.
+    stale: usize,
 }
 
 fn v4(a: &libc::sockaddr_in) -> SocketAddrV4 {
@@ -103,6 +105,7 @@ impl RecvBatch {
             ctrl: vec![[0u64; CTRL_LEN / 8]; n],
             iovs: vec![unsafe { zeroed() }; n],
             hdrs: vec![unsafe { zeroed() }; n],
+            stale: n,
         }
     }
 
@@ -110,7 +113,11 @@ impl RecvBatch {
     /// arrived (0 when none is waiting).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
         let n = self.bufs.len();
-        for i in 0..n {
+        // Only the headers the last call could have changed are set again
+        // (all at first): a busy poller mostly finds nothing waiting, and
+        // rebuilding every header each time was a visible cost. The
+        // buffers never move (the vectors are not resized after `new`).
+        for i in 0..self.stale.min(n) {
             self.iovs[i] = libc::iovec {
                 iov_base: self.bufs[i].as_mut_ptr().cast(),
                 iov_len: self.bufs[i].len(),
@@ -141,6 +148,7 @@ impl RecvBatch {
         };
         if r < 0 {
             let e = io::Error::last_os_error();
+            self.stale = 1;
             return match e.kind() {
                 io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(0),
                 // An ICMP error queued by an earlier send (port unreachable
@@ -150,6 +158,7 @@ impl RecvBatch {
             };
         }
         let got = r as usize;
+        self.stale = got + 1;
         for i in 0..got {
             let h = &self.hdrs[i];
             let mut tos = 0u8;
