@@ -269,14 +269,19 @@ impl Experiment {
                 if let Some(c) = num("CLAMP_TARGET_RATE")? {
                     d.clamp_target_rate = c != 0.0;
                 }
-                // ns-3 flags the ACK of every CE-marked packet as a CNP; the
-                // reaction point samples those flags once per alpha-update
-                // and rate-decrease interval, so CNPs paced at the shorter
-                // of the two carry the same information in fewer frames.
-                cfg.rnic.cnp_interval_ns = d
-                    .alpha_resume_interval_ns
-                    .min(d.rate_decrease_interval_ns);
+                // ns-3 flags the ACK of every CE-marked packet as a CNP and
+                // the reaction point samples those flags once per
+                // alpha-update and rate-decrease interval: every CE-marked
+                // packet gets a CNP here too, so no interval that saw a mark
+                // goes without one (pacing them at the 1 µs alpha interval
+                // misses some intervals and lets alpha decay).
+                cfg.rnic.cnp_interval_ns = 0;
                 cfg.cc = CcConfig::Dcqcn(d);
+                if num("HAS_WIN")?.unwrap_or(1.0) != 0.0 {
+                    warnings.push(
+                        "HAS_WIN 1 with DCQCN: ns-3 also caps each QP's bytes in flight at the fabric's largest BDP (scaled by rate / line rate with VAR_WIN 1); here DCQCN paces without a window".into(),
+                    );
+                }
             }
             3 => {
                 let mut h = HpccSettings::default();
@@ -299,6 +304,9 @@ impl Experiment {
                 expect("INT_MULTI", 1.0, "INT counters are exact here")?;
                 cfg.cc = CcConfig::Hpcc(h);
                 cfg.int = true;
+                // ns-3's INT field has room for 5 hops (5 × 8 bytes + a
+                // 2-byte hop count) in every data packet and every ACK.
+                cfg.int_wire_bytes = 42;
             }
             m => warnings.push(format!(
                 "CC_MODE {m} ({}) is not implemented: flows send at line rate with no congestion control (PFC and ECN marking still apply); implemented: 1 (DCQCN), 3 (HPCC)",
@@ -347,9 +355,20 @@ impl Experiment {
             ));
             m
         });
-        if let Some(n) = num("L2_ACK_INTERVAL")? {
-            cfg.rnic.ack_req_every = (n as u32).max(1);
+        // ns-3's receiver compares L2_ACK_INTERVAL with the bytes received
+        // so far and ACKs every packet once past it, so after the first
+        // L2_ACK_INTERVAL bytes every data packet is ACKed (0 means no ACKs,
+        // and its flows never finish).
+        match num("L2_ACK_INTERVAL")? {
+            Some(0.0) => warnings.push(
+                "L2_ACK_INTERVAL 0 turns ACKs off in ns-3 (its flows never finish); every packet is ACKed here".into(),
+            ),
+            Some(n) if n > f64::from(payload) => warnings.push(format!(
+                "L2_ACK_INTERVAL {n} (bytes in ns-3): packets before the first {n} bytes go un-ACKed there; every packet is ACKed here"
+            )),
+            _ => {}
         }
+        cfg.rnic.ack_req_every = 1;
         used.push("L2_ACK_INTERVAL");
         if let Some(ack_high) = num("ACK_HIGH_PRIO")? {
             cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
@@ -418,6 +437,17 @@ impl Experiment {
             }
         }
         let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        // ns-3's links carry frames back to back: no preamble, SFD or
+        // inter-frame gap (the point-to-point device's InterframeGap is 0).
+        cfg.ifg_bytes = 0;
+        // HPCC's T (GLOBAL_T 1) and window as third.cc computes them: the
+        // largest pair RTT, with PACKET_PAYLOAD_SIZE (not a whole frame)
+        // serialized per hop.
+        if let CcConfig::Hpcc(h) = &mut cfg.cc
+            && h.base_rtt_ns.is_none()
+        {
+            h.base_rtt_ns = Some(max_pair_rtt_ns(&topo, &topo.routes(), payload).max(1));
+        }
         if qcn {
             let mut rates: Vec<u64> = topo.links.iter().map(|l| l.rate_bps).collect();
             rates.sort_unstable();
@@ -487,11 +517,7 @@ impl Experiment {
         let Some(bw) = path.iter().map(|p| p.rate_bps).min() else {
             return 0;
         };
-        let mut rtt = 0u64;
-        for p in &path {
-            rtt += 2 * (p.delay_ps / PS_PER_NS)
-                + u64::from(self.payload_size) * 1_000_000_000 * 8 / p.rate_bps;
-        }
+        let rtt = pair_rtt_ns(&path, self.payload_size);
         let mtu = u64::from(self.cfg.mtu.bytes());
         let n = size.div_ceil(mtu).max(1);
         let per_pkt =
@@ -552,6 +578,33 @@ impl Experiment {
         w.flush()?;
         Ok(vec![fct, pfc])
     }
+}
+
+/// third.cc's base RTT of a path: twice its propagation delay plus one
+/// `payload`-byte packet serialized per hop (whole ns per hop).
+fn pair_rtt_ns(path: &[crate::topology::PortRef], payload: u32) -> u64 {
+    path.iter()
+        .map(|p| 2 * (p.delay_ps / PS_PER_NS) + u64::from(payload) * 1_000_000_000 * 8 / p.rate_bps)
+        .sum()
+}
+
+/// third.cc's `maxRtt`: the largest [`pair_rtt_ns`] over host pairs (every
+/// pair up to 512 hosts; beyond, from a few sources, which symmetric
+/// fabrics make enough).
+pub fn max_pair_rtt_ns(topo: &Topology, routes: &crate::topology::Routes, payload: u32) -> u64 {
+    let n = topo.n_hosts() as u32;
+    let sources: Vec<u32> = if n <= 512 {
+        (0..n).collect()
+    } else {
+        vec![0, n / 2, n - 1]
+    };
+    let mut best = 0;
+    for &s in &sources {
+        for d in (0..n).filter(|&d| d != s) {
+            best = best.max(pair_rtt_ns(&topo.path(routes, s, d), payload));
+        }
+    }
+    best
 }
 
 /// The HPCC simulator's address of node `id`.
@@ -828,7 +881,7 @@ mod tests {
         assert_eq!(d.byte_counter, 0);
         assert_eq!(d.fast_recovery_times, 1);
         assert!(!d.clamp_target_rate);
-        assert_eq!(e.cfg.rnic.cnp_interval_ns, 1_000);
+        assert_eq!(e.cfg.rnic.cnp_interval_ns, 0);
         assert_eq!(e.cfg.rnic.ack_req_every, 1);
         assert!(
             e.warnings.iter().all(|w| !w.contains("CC_MODE")),
@@ -842,9 +895,10 @@ mod tests {
         let e = load_with("standalone", "CC_MODE 3\n");
         let routes = e.topo.routes();
         // Base RTT: 2 links x (2 x 1000 ns + 1000 B at 100 Gb/s = 80 ns);
-        // bytes: 10 packets of the 1024-byte MTU, each with 82 bytes of
-        // headers, FCS and gap, plus one RETH, at 100 Gb/s.
-        let bytes = 10_000 + 10 * 82 + 16;
+        // bytes: 10 packets of the 1024-byte MTU, each with 62 bytes of
+        // headers and FCS (no preamble or gap: ns-3 has none), plus one
+        // RETH, at 100 Gb/s.
+        let bytes = 10_000 + 10 * 62 + 16;
         assert_eq!(
             e.standalone_fct_ns(&routes, 0, 1, 10_000),
             2 * (2_000 + 80) + bytes * 8 / 100
@@ -853,6 +907,15 @@ mod tests {
 
     #[test]
     fn cc_mode_3_is_hpcc_and_other_modes_say_so() {
+        // T is third.cc's maxRtt: 2 x 2080 ns on the two-link pair.
+        assert_eq!(
+            load_with("hpcc-t", "CC_MODE 3\n").cfg.cc,
+            CcConfig::Hpcc(HpccSettings {
+                base_rtt_ns: Some(4160),
+                rate_ai_bps: Some(50_000_000),
+                ..HpccSettings::default()
+            })
+        );
         let e = load_with(
             "hpcc",
             "CC_MODE 3\nU_TARGET 0.9\nMI_THRESH 3\nRATE_AI 50Mb/s\nHAS_WIN 1\nVAR_WIN 1\nFAST_REACT 0\n",

@@ -85,6 +85,9 @@ pub struct SimConfig {
     /// Stamp INT on data packets at every switch egress (always on with
     /// HPCC).
     pub int: bool,
+    /// Bytes the INT field adds to every data packet and ACK when `int` is
+    /// on (0: not charged; the HPCC ns-3 simulator's fixed field is 42).
+    pub int_wire_bytes: u32,
     /// The senders' congestion control.
     pub cc: CcConfig,
     /// Preamble, SFD and inter-frame gap bytes charged per frame on the wire.
@@ -121,6 +124,7 @@ impl Default for SimConfig {
             ecn: EcnPolicy::Off,
             scheduler: Scheduler::Strict,
             int: false,
+            int_wire_bytes: 0,
             cc: CcConfig::None,
             ifg_bytes: PREAMBLE_IFG,
             nic_staging_pkts: 16,
@@ -802,13 +806,14 @@ impl Simulator {
         };
         if control {
             p.prio = self.cfg.control_prio;
-            if self.cfg.int
-                && body.repr.bth.opcode == Opcode::RcAck
-                && let Some(f) = self.flows.get_mut(p.flow as usize)
-            {
-                body.int = f.echo_int.take();
+            if self.cfg.int && body.repr.bth.opcode == Opcode::RcAck {
+                p.frame += self.cfg.int_wire_bytes;
+                if let Some(f) = self.flows.get_mut(p.flow as usize) {
+                    body.int = f.echo_int.take();
+                }
             }
         } else if self.cfg.int && payload > 0 {
+            p.frame += self.cfg.int_wire_bytes;
             body.int = Some(Box::new(IntStack {
                 hops: Vec::with_capacity(5),
             }));
