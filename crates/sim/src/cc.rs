@@ -21,6 +21,10 @@ pub struct HpccSettings {
     /// Base RTT T. `None`: the largest base RTT between any two hosts
     /// (HPCC ns-3 with `GLOBAL_T 1`).
     pub base_rtt_ns: Option<u64>,
+    /// Rate floor (`MIN_RATE`). `None`: the RNIC's default, 100 Mb/s.
+    pub min_rate_bps: Option<u64>,
+    /// React to every ACK between the once-per-RTT updates (`FAST_REACT`).
+    pub fast_react: bool,
 }
 
 impl Default for HpccSettings {
@@ -30,6 +34,8 @@ impl Default for HpccSettings {
             max_stage: 5,
             rate_ai_bps: None,
             base_rtt_ns: None,
+            min_rate_bps: None,
+            fast_react: true,
         }
     }
 }
@@ -87,6 +93,10 @@ impl CcPlan {
                 if let Some(ai) = h.rate_ai_bps {
                     c.w_ai = ai as f64 / 8.0 * rtt as f64 / 1e9;
                 }
+                if let Some(m) = h.min_rate_bps {
+                    c.min_rate_bps = m;
+                }
+                c.fast_react = h.fast_react;
                 CcPlan::Hpcc(c)
             }
         }

@@ -68,6 +68,9 @@ pub struct Dcqcn {
     next_alpha: Option<Nanos>,
     next_increase: Option<Nanos>,
     next_decrease_check: Option<Nanos>,
+    /// Where the alpha and decrease timers stood when they were stopped.
+    paused_alpha: Option<Nanos>,
+    paused_decrease: Option<Nanos>,
     /// Rate cuts applied.
     pub cuts: u64,
 }
@@ -90,6 +93,8 @@ impl Dcqcn {
             next_alpha: None,
             next_increase: None,
             next_decrease_check: None,
+            paused_alpha: None,
+            paused_decrease: None,
             cuts: 0,
         }
     }
@@ -164,11 +169,29 @@ impl CongestionControl for Dcqcn {
             self.alpha = 1.0;
             self.alpha_cnp_arrived = false;
         }
+        // Restart timers stopped while quiet, on their original phase, with
+        // the alpha decay they would have applied meanwhile: the same result
+        // as timers that never stop (as in the reference model), without
+        // an event every few microseconds on every idle QP.
         if self.next_alpha.is_none() {
-            self.next_alpha = Some(now + self.cfg.alpha_resume_interval_ns);
+            let iv = self.cfg.alpha_resume_interval_ns.max(1);
+            self.next_alpha = Some(match self.paused_alpha.take() {
+                Some(next) if next <= now => {
+                    let missed = (now - next) / iv + 1;
+                    self.alpha *= (1.0 - self.cfg.g).powi(missed.min(i32::MAX as u64) as i32);
+                    next + missed * iv
+                }
+                Some(next) => next,
+                None => now + iv,
+            });
         }
         if self.next_decrease_check.is_none() {
-            self.next_decrease_check = Some(now + self.cfg.rate_decrease_interval_ns + 1);
+            let iv = self.cfg.rate_decrease_interval_ns.max(1);
+            self.next_decrease_check = Some(match self.paused_decrease.take() {
+                Some(next) if next <= now => next + ((now - next) / iv + 1) * iv,
+                Some(next) => next,
+                None => now + iv + 1,
+            });
         }
     }
 
@@ -204,10 +227,10 @@ impl CongestionControl for Dcqcn {
         }
         if self.quiet() {
             // Back at line rate with no CNP pending: nothing to do until the
-            // next CNP (the timers restart then).
-            self.next_alpha = None;
+            // next CNP. Remember the timers' phase so they resume on it.
+            self.paused_alpha = self.next_alpha.take();
+            self.paused_decrease = self.next_decrease_check.take();
             self.next_increase = None;
-            self.next_decrease_check = None;
         }
     }
 
@@ -280,10 +303,15 @@ mod tests {
             rates[4] > 49_000_000_000 && rates[4] < 50_000_000_000,
             "{rates:?}"
         );
-        run_until_quiet(&mut d, now);
+        let quiet_at = run_until_quiet(&mut d, now);
         assert_eq!(d.rate_bps(), None, "back at line rate");
-        assert!(d.alpha() < 0.05, "alpha decays without CNPs: {}", d.alpha());
         assert_eq!(d.cuts, 2);
+        // While quiet, no timers run; a CNP 100 alpha intervals later sees
+        // alpha decayed by those 100 intervals, as if the timer had run.
+        let a = d.alpha();
+        d.on_cnp(quiet_at + 100 * 55_000);
+        let want = a * (1.0 - 1.0 / 16.0f64).powi(100);
+        assert!((d.alpha() - want).abs() < 1e-12, "{} vs {want}", d.alpha());
     }
 
     #[test]

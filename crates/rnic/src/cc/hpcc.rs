@@ -14,16 +14,22 @@ use crate::types::Nanos;
 pub struct HpccConfig {
     /// Target utilisation η.
     pub eta: f64,
+    /// Additive steps before a multiplicative one (maxStage).
     pub max_stage: u32,
-    /// Additive increase per step, in bytes.
+    /// Additive increase per step, as a window in bytes (W_AI = R_AI · T).
     pub w_ai: f64,
     /// Base round-trip time T.
     pub base_rtt_ns: Nanos,
+    /// Lowest rate the controller may set.
+    pub min_rate_bps: u64,
+    /// React to every ACK (the reference window still moves once per RTT).
+    pub fast_react: bool,
 }
 
 impl HpccConfig {
     /// The paper's settings (η = 0.95, maxStage = 5) for a host of
-    /// `line_rate_bps` with base RTT `base_rtt_ns`; W_AI is BDP·(1−η)/100.
+    /// `line_rate_bps` with base RTT `base_rtt_ns`; W_AI is BDP·(1−η)/100,
+    /// the rate floor 100 Mb/s, per-ACK reaction on.
     pub fn new(line_rate_bps: u64, base_rtt_ns: Nanos) -> HpccConfig {
         let bdp = line_rate_bps as f64 / 8.0 * base_rtt_ns as f64 / 1e9;
         HpccConfig {
@@ -31,20 +37,26 @@ impl HpccConfig {
             max_stage: 5,
             w_ai: bdp * (1.0 - 0.95) / 100.0,
             base_rtt_ns,
+            min_rate_bps: 100_000_000,
+            fast_react: true,
         }
     }
 }
 
+/// One QP's HPCC sender. Kept in window units (bytes); the rate is W/T.
 #[derive(Debug, Clone)]
 pub struct Hpcc {
     cfg: HpccConfig,
-    line_bps: f64,
-    w_init: f64,
+    w_max: f64,
+    w_min: f64,
+    /// Current window W.
     w: f64,
+    /// Reference window Wc (moves once per RTT).
     wc: f64,
     u: f64,
     inc_stage: u32,
     last: Vec<IntHop>,
+    started: bool,
     sent: u64,
     acked: u64,
     last_update_seq: u64,
@@ -52,16 +64,19 @@ pub struct Hpcc {
 
 impl Hpcc {
     pub fn new(cfg: HpccConfig, line_rate_bps: u64) -> Hpcc {
-        let w_init = line_rate_bps as f64 / 8.0 * cfg.base_rtt_ns as f64 / 1e9;
+        let window = |bps: u64| bps as f64 / 8.0 * cfg.base_rtt_ns as f64 / 1e9;
+        let w_max = window(line_rate_bps);
         Hpcc {
             cfg,
-            line_bps: line_rate_bps as f64,
-            w_init,
-            w: w_init,
-            wc: w_init,
-            u: 0.0,
+            w_max,
+            w_min: window(cfg.min_rate_bps).min(w_max),
+            w: w_max,
+            wc: w_max,
+            // As the reference implementation: start from full utilisation.
+            u: 1.0,
             inc_stage: 0,
             last: Vec::new(),
+            started: false,
             sent: 0,
             acked: 0,
             last_update_seq: 0,
@@ -75,10 +90,13 @@ impl Hpcc {
         self.u
     }
 
-    fn measure_inflight(&mut self, hops: &[IntHop]) -> f64 {
+    /// Algorithm 1, MeasureInflight: the EWMA of the most loaded hop's
+    /// normalised in-flight bytes. Returns false when no hop moved.
+    fn measure_inflight(&mut self, hops: &[IntHop]) -> bool {
         let t = self.cfg.base_rtt_ns as f64;
         let mut u = 0.0;
-        let mut tau = t;
+        let mut tau = 0.0;
+        let mut any = false;
         for (i, h) in hops.iter().enumerate() {
             let Some(prev) = self.last.get(i) else {
                 continue;
@@ -86,6 +104,7 @@ impl Hpcc {
             if h.ts <= prev.ts || h.link_bps == 0 {
                 continue;
             }
+            any = true;
             let dt = (h.ts - prev.ts) as f64;
             let b = h.link_bps as f64 / 8.0 / 1e9; // bytes per ns
             let tx_rate = h.tx_bytes.saturating_sub(prev.tx_bytes) as f64 / dt;
@@ -95,28 +114,28 @@ impl Hpcc {
                 tau = dt;
             }
         }
-        let tau = tau.min(t);
-        self.u = (1.0 - tau / t) * self.u + tau / t * u;
-        self.u
+        if any {
+            let tau = tau.min(t);
+            self.u = (self.u * (t - tau) + u * tau) / t;
+        }
+        any
     }
 
-    fn compute_wind(&mut self, u: f64, update_wc: bool) -> f64 {
-        let w = if u >= self.cfg.eta || self.inc_stage >= self.cfg.max_stage {
-            let w = self.wc / (u / self.cfg.eta).max(1e-9) + self.cfg.w_ai;
-            if update_wc {
-                self.inc_stage = 0;
-                self.wc = w;
-            }
-            w
+    /// Algorithm 1, ComputeWind, with the window clamped to [W_min, W_max]
+    /// before it becomes the reference (so an idle link cannot inflate Wc).
+    fn compute_wind(&mut self, update_wc: bool) {
+        let max_c = self.u / self.cfg.eta;
+        let (w, stage) = if max_c >= 1.0 || self.inc_stage >= self.cfg.max_stage {
+            (self.wc / max_c + self.cfg.w_ai, 0)
         } else {
-            let w = self.wc + self.cfg.w_ai;
-            if update_wc {
-                self.inc_stage += 1;
-                self.wc = w;
-            }
-            w
+            (self.wc + self.cfg.w_ai, self.inc_stage + 1)
         };
-        w.clamp(self.cfg.w_ai.max(1.0), self.w_init)
+        let w = w.clamp(self.w_min, self.w_max);
+        self.w = w;
+        if update_wc {
+            self.wc = w;
+            self.inc_stage = stage;
+        }
     }
 }
 
@@ -131,24 +150,36 @@ impl CongestionControl for Hpcc {
         self.acked += acked_bytes;
     }
     fn on_int(&mut self, _now: Nanos, hops: &[IntHop]) {
-        if self.last.len() == hops.len() && !hops.is_empty() {
-            let u = self.measure_inflight(hops);
-            // A new RTT has begun once data sent after the last update is acknowledged.
-            let new_rtt = self.acked > self.last_update_seq;
-            self.w = self.compute_wind(u, new_rtt);
-            if new_rtt {
-                self.last_update_seq = self.sent;
-            }
+        if !self.started {
+            // The first feedback only records the path's counters; the first
+            // update waits until data sent after it is acknowledged.
+            self.started = true;
+            self.last_update_seq = self.sent;
+            self.last.clear();
+            self.last.extend_from_slice(hops);
+            return;
+        }
+        // A full update once per RTT (data sent after the last one is now
+        // acknowledged); in between, optionally a fast reaction that leaves Wc alone.
+        let full = self.acked > self.last_update_seq;
+        if !full && !self.cfg.fast_react {
+            return;
+        }
+        if hops.len() == self.last.len() && self.measure_inflight(hops) {
+            self.compute_wind(full);
         }
         self.last.clear();
         self.last.extend_from_slice(hops);
+        if full && self.sent > self.last_update_seq {
+            self.last_update_seq = self.sent;
+        }
     }
     fn window_bytes(&self) -> Option<u64> {
         Some(self.w as u64)
     }
     fn rate_bps(&self) -> Option<u64> {
         let r = self.w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
-        (r < self.line_bps).then_some(r as u64)
+        (self.w < self.w_max).then_some(r as u64)
     }
 }
 
@@ -171,6 +202,11 @@ mod tests {
         let mut h = Hpcc::new(cfg, 100_000_000_000);
         let bdp = h.window();
         assert_eq!(bdp, 125_000.0);
+        assert_eq!(
+            h.utilisation(),
+            1.0,
+            "starts at full utilisation, as ns-3 does"
+        );
         // A saturated link (12.5 B/ns) with a standing queue of one BDP: U ≈ 2.
         let mut tx = 0;
         for i in 0..20u64 {
@@ -182,14 +218,61 @@ mod tests {
         assert!(h.utilisation() > 1.5, "U = {}", h.utilisation());
         assert!(h.window() < 0.6 * bdp, "W = {}", h.window());
         assert!(h.rate_bps().is_some());
-        // The queue drains and the link idles: the window climbs back.
+        // The queue drains and the link carries only a trickle (8 Gb/s):
+        // the window climbs back.
         let w_low = h.window();
         for i in 20..400u64 {
             h.on_send(0, 10_000);
             h.on_ack(0, 10_000, None);
+            tx += 1_000;
             h.on_int(i * 1_000, &[hop(i * 1_000, tx, 0)]);
         }
         assert!(h.window() > w_low);
         assert!(h.utilisation() < 0.1);
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+
+    /// An idle path (u ≈ 0) must not inflate the reference window past the
+    /// line-rate window: with maxStage 0 every update is multiplicative.
+    #[test]
+    fn idle_path_never_inflates_the_window() {
+        let mut cfg = HpccConfig::new(100_000_000_000, 10_000);
+        cfg.max_stage = 0;
+        let mut h = Hpcc::new(cfg, 100_000_000_000);
+        for i in 0..50u64 {
+            h.on_send(0, 1000);
+            h.on_ack(0, 1000, None);
+            h.on_int(
+                i * 1_000,
+                &[IntHop {
+                    ts: i * 1_000,
+                    tx_bytes: i * 10,
+                    qlen: 0,
+                    link_bps: 100_000_000_000,
+                }],
+            );
+            assert!(h.window() <= 125_000.0);
+        }
+        // Then a standing queue cuts the window at once.
+        let mut tx = 0;
+        for i in 50..60u64 {
+            h.on_send(0, 1000);
+            h.on_ack(0, 1000, None);
+            tx += 12_500;
+            h.on_int(
+                i * 1_000,
+                &[IntHop {
+                    ts: i * 1_000,
+                    tx_bytes: tx,
+                    qlen: 250_000,
+                    link_bps: 100_000_000_000,
+                }],
+            );
+        }
+        assert!(h.window() < 100_000.0, "W = {}", h.window());
     }
 }
