@@ -100,23 +100,26 @@ impl Ord for Entry {
 
 /// log₂ of a calendar slot's width in ps (8.2 ns: a few packets' time).
 const SLOT_BITS: u32 = 13;
-/// Slots in the calendar (2¹² × 8.2 ns = 33.5 µs ahead).
+/// Slots in the calendar (2⁹ × 8.2 ns = 4.2 µs ahead).
 const SLOTS: usize = 1 << 9;
 
 /// A min-queue of events by `(time, sequence)`.
 ///
 /// A calendar queue (Brown, CACM 1988) tuned to packet simulation: nearly
 /// every event lands a serialization time or a link delay ahead, so events
-/// are dropped unsorted into 8.2 ns slots of a 33.5 µs calendar, and only
-/// the current slot is kept as a (small, cache-resident) binary heap.
+/// are dropped unsorted into 8.2 ns slots of a 4.2 µs calendar, and only
+/// the current slot is sorted, once, when its time comes (latest first, so
+/// the next event is popped off the end; the rare event scheduled into the
+/// current slot is inserted in order).
 /// Events beyond the calendar (retransmission timers and the like) wait in
 /// an overflow heap and join the current slot when its time comes. An
 /// occupancy bitmap skips empty slots. The order is exactly `(time,
 /// sequence)`, as with one big heap.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Events of the current slot (and any scheduled before it).
-    current: BinaryHeap<Entry>,
+    /// Events of the current slot (and any scheduled before it), sorted
+    /// by descending key: the next event is the last.
+    current: Vec<Entry>,
     slots: Vec<Vec<Entry>>,
     occupied: Vec<u64>,
     overflow: BinaryHeap<Entry>,
@@ -132,7 +135,7 @@ pub struct EventQueue {
 impl Default for EventQueue {
     fn default() -> Self {
         EventQueue {
-            current: BinaryHeap::new(),
+            current: Vec::new(),
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; SLOTS / 64],
             overflow: BinaryHeap::new(),
@@ -180,7 +183,8 @@ impl EventQueue {
         };
         let slot = time >> SLOT_BITS;
         if slot <= self.cur {
-            self.current.push(e);
+            let at = self.current.partition_point(|x| x.key > e.key);
+            self.current.insert(at, e);
         } else if slot - self.cur < SLOTS as u64 {
             let i = (slot as usize) & (SLOTS - 1);
             self.slots[i].push(e);
@@ -190,6 +194,13 @@ impl EventQueue {
         }
         self.len += 1;
         self.peak = self.peak.max(self.len);
+    }
+
+    /// The next few events of the current slot, earliest first, for
+    /// prefetching what they will touch (fewer, or none, near the end of a
+    /// slot). Does not advance the calendar.
+    pub fn upcoming(&self) -> impl Iterator<Item = &Event> {
+        self.current.iter().rev().take(3).map(|e| &e.event)
     }
 
     /// Most events ever pending at once.
@@ -241,14 +252,9 @@ impl EventQueue {
             let i = (next as usize) & (SLOTS - 1);
             if from_cal == Some(next) {
                 self.occupied[i / 64] &= !(1 << (i % 64));
-                let mut v = std::mem::take(&mut self.slots[i]);
-                if self.current.capacity() < v.len() {
-                    self.current.reserve(v.len());
-                }
-                let mut cur = std::mem::take(&mut self.current).into_vec();
-                cur.append(&mut v);
-                self.slots[i] = v;
-                self.current = BinaryHeap::from(cur);
+                // `current` is empty: trade buffers, keeping both
+                // allocations.
+                std::mem::swap(&mut self.current, &mut self.slots[i]);
             }
             while let Some(e) = self.overflow.peek()
                 && (e.key >> (64 + SLOT_BITS)) as u64 <= next
@@ -256,6 +262,8 @@ impl EventQueue {
                 let e = self.overflow.pop().expect("peeked");
                 self.current.push(e);
             }
+            // `Entry` orders by reversed key: the earliest sorts last.
+            self.current.sort_unstable();
         }
         true
     }
@@ -265,7 +273,7 @@ impl EventQueue {
         if !self.settle() {
             return None;
         }
-        self.current.peek().map(|e| (e.key >> 64) as Ps)
+        self.current.last().map(|e| (e.key >> 64) as Ps)
     }
 
     /// Takes the next event and advances `now` to its time.
