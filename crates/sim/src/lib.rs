@@ -13,6 +13,7 @@ pub mod cc;
 pub mod ecmp;
 pub mod ecn;
 pub mod event;
+pub mod fib;
 pub mod hpcc;
 pub mod link;
 pub mod metrics;

@@ -9,6 +9,43 @@ use std::collections::VecDeque;
 /// Priorities per port (802.1p).
 pub const NPRIO: usize = 8;
 
+/// A queued frame: its packet slot and what the egress side needs without
+/// touching the packet, which by the time it leaves has usually dropped out
+/// of the cache: frame length, the ingress port whose buffer account it is
+/// charged to, and whether ECN may mark it.
+/// Eight bytes, as queues hold every buffered packet of the fabric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QEntry {
+    pub pkt: u32,
+    /// Frame length in the low 15 bits (a RoCEv2 frame is at most a
+    /// 4 KiB payload plus headers); the top bit: ECN-capable and not yet
+    /// marked CE.
+    frame_markable: u16,
+    pub ingress: u16,
+}
+
+impl QEntry {
+    const MARKABLE: u16 = 1 << 15;
+
+    pub fn new(pkt: u32, frame: u32, ingress: u16, markable: bool) -> QEntry {
+        assert!(frame < u32::from(Self::MARKABLE), "frame of {frame} bytes");
+        QEntry {
+            pkt,
+            frame_markable: frame as u16 | if markable { Self::MARKABLE } else { 0 },
+            ingress,
+        }
+    }
+
+    pub fn frame(&self) -> u32 {
+        u32::from(self.frame_markable & !Self::MARKABLE)
+    }
+
+    /// ECN may mark it (ECN-capable and not already CE).
+    pub fn markable(&self) -> bool {
+        self.frame_markable & Self::MARKABLE != 0
+    }
+}
+
 /// How an egress port chooses among its non-empty, unpaused queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduler {
@@ -30,7 +67,7 @@ pub struct Port {
     pub peer_port: u16,
     pub rate_bps: u64,
     pub delay_ps: Ps,
-    pub queues: [VecDeque<u32>; NPRIO],
+    pub queues: [VecDeque<QEntry>; NPRIO],
     pub qbytes: [u64; NPRIO],
     /// The serializer is busy until this time.
     pub busy_until: Ps,
@@ -100,14 +137,8 @@ impl Port {
         self.qbytes.iter().sum()
     }
 
-    /// The queue to serve next, if any may send at `now`. `size_of` gives
-    /// a packet's frame length (for DWRR).
-    pub fn pick(
-        &mut self,
-        now: Ps,
-        sched: &Scheduler,
-        size_of: impl Fn(u32) -> u64,
-    ) -> Option<usize> {
+    /// The queue to serve next, if any may send at `now`.
+    pub fn pick(&mut self, now: Ps, sched: &Scheduler) -> Option<usize> {
         let ready = |p: &Port, q: usize| !p.queues[q].is_empty() && !p.is_paused(q, now);
         match sched {
             Scheduler::Strict => (0..NPRIO).rev().find(|&q| ready(self, q)),
@@ -131,7 +162,7 @@ impl Port {
                             self.deficit[q] += i64::from(weights[q].max(1)) * 1500;
                             self.visiting = true;
                         }
-                        let head = self.queues[q].front().map_or(0, |&p| size_of(p)) as i64;
+                        let head = self.queues[q].front().map_or(0, |e| i64::from(e.frame()));
                         if self.deficit[q] >= head {
                             self.deficit[q] -= head;
                             return Some(q);

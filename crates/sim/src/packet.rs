@@ -36,8 +36,6 @@ pub struct Packet {
     /// Flow this packet belongs to (`u32::MAX` when unknown).
     pub flow: u32,
     pub sport: u16,
-    /// Ingress port at the switch currently holding it.
-    pub ingress: u16,
     pub prio: u8,
     pub ecn_capable: bool,
     pub ce: bool,

@@ -11,13 +11,14 @@ use crate::cc::{CcConfig, CcPlan};
 use crate::ecmp::{self, FiveTuple};
 use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
-use crate::link::{NPRIO, Port, Scheduler};
+use crate::fib::Fib;
+use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
     IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
-use crate::topology::{NodeKind, PortRef, Routes, Topology};
+use crate::topology::{NodeKind, PortRef, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
@@ -185,7 +186,7 @@ struct FlowState {
 pub struct Simulator {
     pub cfg: SimConfig,
     pub topo: Topology,
-    routes: Routes,
+    fib: Fib,
     cc: CcPlan,
     q: EventQueue,
     nodes: Vec<NodeState>,
@@ -352,8 +353,8 @@ impl Simulator {
         }
         let mut sim = Simulator {
             cfg,
+            fib: Fib::new(&topo, routes),
             topo,
-            routes,
             cc,
             q: EventQueue::new(),
             nodes,
@@ -419,6 +420,7 @@ impl Simulator {
         let mut n = 0;
         while n < max && !self.done() {
             let Some((_, ev)) = self.q.pop() else { break };
+            self.prefetch_upcoming();
             self.handle(ev);
             n += 1;
         }
@@ -429,6 +431,24 @@ impl Simulator {
     pub fn run(&mut self) {
         while !self.done() {
             self.step(u64::MAX);
+        }
+    }
+
+    /// Starts loading the packets the next few events will read, so the
+    /// cache misses overlap with handling the current event.
+    fn prefetch_upcoming(&self) {
+        for ev in self.q.upcoming() {
+            if let Event::Arrive { node, pkt, .. } = *ev {
+                let i = pkt as usize;
+                if let Some(p) = self.packets.get(i) {
+                    prefetch(p);
+                }
+                if self.nodes[node as usize].host
+                    && let Some(b) = self.bodies.get(i)
+                {
+                    prefetch(b);
+                }
+            }
         }
     }
 
@@ -798,7 +818,6 @@ impl Simulator {
             frame,
             payload,
             flow: self.flow_of(host, t.src_qpn),
-            ingress: 0,
         };
         let mut body = PacketBody {
             repr: t.repr,
@@ -844,12 +863,9 @@ impl Simulator {
         if ns.host {
             let host = ns.index;
             loop {
-                let packets = &self.packets;
                 let ns = &mut self.nodes[node as usize];
                 let p = &mut ns.ports[0];
-                if let Some(prio) = p.pick(now, &Scheduler::Strict, |i| {
-                    u64::from(packets[i as usize].frame)
-                }) {
+                if let Some(prio) = p.pick(now, &Scheduler::Strict) {
                     self.start_tx(node, 0, prio);
                     return;
                 }
@@ -863,16 +879,16 @@ impl Simulator {
                 let (pkt, body) = self.packet_from(host, t);
                 self.counters.injected_bytes += u64::from(pkt.frame);
                 self.counters.injected_pkts += 1;
-                let (prio, frame) = (usize::from(pkt.prio), u64::from(pkt.frame));
+                let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+                let markable = pkt.ecn_capable && !pkt.ce;
                 let id = self.alloc_packet(pkt, body);
                 let p = &mut self.nodes[node as usize].ports[0];
-                p.queues[prio].push_back(id);
-                p.qbytes[prio] += frame;
+                p.queues[prio].push_back(QEntry::new(id, frame, 0, markable));
+                p.qbytes[prio] += u64::from(frame);
             }
         } else {
-            let packets = &self.packets;
             let p = &mut ns.ports[usize::from(port)];
-            if let Some(prio) = p.pick(now, &sched, |i| u64::from(packets[i as usize].frame)) {
+            if let Some(prio) = p.pick(now, &sched) {
                 self.start_tx(node, port, prio);
             }
         }
@@ -882,10 +898,10 @@ impl Simulator {
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
         let now = self.q.now();
         let pi = usize::from(port);
-        let Some(id) = self.nodes[node as usize].ports[pi].queues[prio].pop_front() else {
+        let Some(e) = self.nodes[node as usize].ports[pi].queues[prio].pop_front() else {
             return;
         };
-        let frame = u64::from(self.packets[id as usize].frame);
+        let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         let is_host = self.nodes[node as usize].host;
         {
             let p = &mut self.nodes[node as usize].ports[pi];
@@ -893,7 +909,6 @@ impl Simulator {
         }
         if !is_host {
             let sw = self.nodes[node as usize].index as usize;
-            let ingress = self.packets[id as usize].ingress;
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
@@ -902,14 +917,14 @@ impl Simulator {
             // ECN on the queue the packet leaves behind (RED on egress).
             let p = &self.nodes[node as usize].ports[pi];
             let qlen = p.qbytes[prio];
-            if let Some(e) = p.ecn {
-                let pk = &self.packets[id as usize];
-                if pk.ecn_capable && !pk.ce && e.probability(qlen) > 0.0 {
-                    let u = crate::workload::uniform(&mut self.rng);
-                    if e.mark(qlen, u) {
-                        self.packets[id as usize].ce = true;
-                        self.counters.ecn_marks += 1;
-                    }
+            if let Some(e) = p.ecn
+                && markable
+                && e.probability(qlen) > 0.0
+            {
+                let u = crate::workload::uniform(&mut self.rng);
+                if e.mark(qlen, u) {
+                    self.packets[id as usize].ce = true;
+                    self.counters.ecn_marks += 1;
                 }
             }
             if self.cfg.int {
@@ -956,12 +971,13 @@ impl Simulator {
 
     fn switch_rx(&mut self, node: u32, port: u16, pkt: u32) {
         let sw = self.nodes[node as usize].index as usize;
-        let (dst, prio, frame, tuple) = {
+        let (dst, prio, frame, markable, tuple) = {
             let p = &self.packets[pkt as usize];
             (
                 p.dst,
                 p.prio,
                 u64::from(p.frame),
+                p.ecn_capable && !p.ce,
                 FiveTuple {
                     src_ip: u32::from(host_ip(p.src)),
                     dst_ip: u32::from(host_ip(p.dst)),
@@ -972,7 +988,7 @@ impl Simulator {
             )
         };
         let hops = if (dst as usize) < self.topo.n_hosts() {
-            self.routes.get(node as usize, dst)
+            self.fib.get(node as usize, dst)
         } else {
             &[]
         };
@@ -986,13 +1002,12 @@ impl Simulator {
             self.drop_packet(pkt, "buffer");
             return;
         }
-        self.packets[pkt as usize].ingress = port;
         if self.switches[sw].mmu.check_xoff(usize::from(port), prio) {
             self.send_pfc(node, port, prio, true);
         }
         let p = &mut self.nodes[node as usize].ports[usize::from(out)];
         let pi = usize::from(prio);
-        p.queues[pi].push_back(pkt);
+        p.queues[pi].push_back(QEntry::new(pkt, frame as u32, port, markable));
         p.qbytes[pi] += frame;
         p.max_qbytes[pi] = p.max_qbytes[pi].max(p.qbytes[pi]);
         self.kick(node, out);
@@ -1268,6 +1283,20 @@ impl Simulator {
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
         }
     }
+}
+
+/// Hints the CPU to start loading the cache line holding `x`.
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it never faults or changes
+    // memory, and SSE is part of the x86-64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 /// Pause time of `quanta` at `rate_bps` in ps (one quantum = 512 bit times).
