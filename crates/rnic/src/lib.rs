@@ -611,17 +611,7 @@ impl<M: Memory> Rnic<M> {
                 // Posting to a QP in ERR completes with a flush error (IBA C10-42).
                 ctx.complete(
                     qp.init.send_cq,
-                    Wc {
-                        wr_id: wr.wr_id,
-                        status: WcStatus::WrFlushErr,
-                        opcode: wr.opcode.wc_opcode(),
-                        byte_len: 0,
-                        imm_data: 0,
-                        qp_num: qpn,
-                        src_qp: 0,
-                        wc_flags: WcFlags::default(),
-                        src: None,
-                    },
+                    Wc::flushed(wr.wr_id, wr.opcode.wc_opcode(), qpn),
                 );
                 continue;
             }
@@ -648,20 +638,7 @@ impl<M: Memory> Rnic<M> {
             match qp.state {
                 QpState::Reset => return Err(err(VerbsError::WrongState(QpState::Reset))),
                 QpState::Err => {
-                    ctx.complete(
-                        qp.init.recv_cq,
-                        Wc {
-                            wr_id: wr.wr_id,
-                            status: WcStatus::WrFlushErr,
-                            opcode: WcOpcode::Recv,
-                            byte_len: 0,
-                            imm_data: 0,
-                            qp_num: qpn,
-                            src_qp: 0,
-                            wc_flags: WcFlags::default(),
-                            src: None,
-                        },
-                    );
+                    ctx.complete(qp.init.recv_cq, Wc::flushed(wr.wr_id, WcOpcode::Recv, qpn));
                     continue;
                 }
                 _ => {}

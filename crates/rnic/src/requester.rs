@@ -769,33 +769,13 @@ impl Qp {
         while let Some(r) = self.rq.pop_front() {
             ctx.complete(
                 self.init.recv_cq,
-                Wc {
-                    wr_id: r.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: WcOpcode::Recv,
-                    byte_len: 0,
-                    imm_data: 0,
-                    qp_num: self.qpn,
-                    src_qp: 0,
-                    wc_flags: WcFlags::default(),
-                    src: None,
-                },
+                Wc::flushed(r.wr_id, WcOpcode::Recv, self.qpn),
             );
         }
         if let Some(crate::qp::InMsg::Send { wqe, .. }) = self.in_msg.take() {
             ctx.complete(
                 self.init.recv_cq,
-                Wc {
-                    wr_id: wqe.wr_id,
-                    status: WcStatus::WrFlushErr,
-                    opcode: WcOpcode::Recv,
-                    byte_len: 0,
-                    imm_data: 0,
-                    qp_num: self.qpn,
-                    src_qp: 0,
-                    wc_flags: WcFlags::default(),
-                    src: None,
-                },
+                Wc::flushed(wqe.wr_id, WcOpcode::Recv, self.qpn),
             );
         }
         self.cursor = (0, 0);

@@ -337,3 +337,20 @@ pub struct Wc {
     /// Where a received message came from (UD replies need it).
     pub src: Option<SocketAddr>,
 }
+
+impl Wc {
+    /// The completion of a work request flushed from a QP in ERR.
+    pub fn flushed(wr_id: u64, opcode: WcOpcode, qp_num: u32) -> Wc {
+        Wc {
+            wr_id,
+            status: WcStatus::WrFlushErr,
+            opcode,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num,
+            src_qp: 0,
+            wc_flags: WcFlags::default(),
+            src: None,
+        }
+    }
+}
