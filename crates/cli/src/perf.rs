@@ -86,7 +86,8 @@ pub struct PerfArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
-    /// compare; by default they are used where the kernel has them.
+    /// compare; by default they are used where the kernel has them. Give it
+    /// to both sides when they share a host.
     #[arg(long = "no-offload")]
     pub no_offload: bool,
     /// Print one JSON object instead of the table.

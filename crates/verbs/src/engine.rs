@@ -69,7 +69,9 @@ pub struct EngineConfig {
     /// Socket send and receive buffer size requested (bytes).
     pub socket_buffer: usize,
     /// Use UDP GRO on receive and UDP GSO towards local peers where the
-    /// kernel has them (see the module documentation).
+    /// kernel has them (see the module documentation). Local peers must
+    /// agree: one with it off cannot take the GSO segments of one with it
+    /// on (segments 1, 2, … would count as ICRC errors there).
     pub offload: bool,
 }
 
