@@ -22,6 +22,7 @@ pub mod qp;
 mod requester;
 mod responder;
 pub mod srq;
+mod table;
 pub mod types;
 
 pub use cc::{CongestionControl, Dcqcn, DcqcnConfig, FixedRate, Hpcc, HpccConfig, IntHop, NoCc};
@@ -37,6 +38,7 @@ use crate::cq::Cq;
 use crate::mr::MrTable;
 use crate::qp::{Ctx, Qp, SendWqe};
 use crate::srq::Srq;
+use crate::table::{QpTable, ReadySet};
 use roce_wire::{Opcode, TransportRepr};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -163,14 +165,13 @@ pub struct Rnic<M: Memory = RealMemory> {
     next_cq: u32,
     srqs: BTreeMap<u32, Srq>,
     next_srq: u32,
-    qps: BTreeMap<u32, Qp>,
+    qps: QpTable,
     next_qpn: u32,
     rr_next: u32,
     /// QPs that may have a packet to send now (others wait for a timer or input).
-    ready: BTreeSet<u32>,
+    ready: ReadySet,
     /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
     timers: BTreeSet<(Nanos, u32)>,
-    deadline_of: BTreeMap<u32, Nanos>,
     events: VecDeque<AsyncEvent>,
     counters: Counters,
 }
@@ -191,12 +192,11 @@ impl<M: Memory> Rnic<M> {
             next_cq: 1,
             srqs: BTreeMap::new(),
             next_srq: 1,
-            qps: BTreeMap::new(),
+            qps: QpTable::default(),
             next_qpn: 0x11,
             rr_next: 0,
-            ready: BTreeSet::new(),
+            ready: ReadySet::default(),
             timers: BTreeSet::new(),
-            deadline_of: BTreeMap::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
         }
@@ -450,9 +450,9 @@ impl<M: Memory> Rnic<M> {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
+        let qp = self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
         self.ready.remove(&qpn);
-        if let Some(t) = self.deadline_of.remove(&qpn) {
+        if let Some(t) = qp.filed {
             self.timers.remove(&(t, qpn));
         }
         Ok(())
@@ -465,18 +465,18 @@ impl<M: Memory> Rnic<M> {
     }
 
     fn refile(&mut self, qpn: u32) {
-        let next = self.qps.get(&qpn).and_then(|q| q.next_deadline());
-        let old = self.deadline_of.get(&qpn).copied();
-        if old == next {
+        let Some(q) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let next = q.next_deadline();
+        if q.filed == next {
             return;
         }
-        if let Some(t) = old {
+        if let Some(t) = std::mem::replace(&mut q.filed, next) {
             self.timers.remove(&(t, qpn));
-            self.deadline_of.remove(&qpn);
         }
         if let Some(t) = next {
             self.timers.insert((t, qpn));
-            self.deadline_of.insert(qpn, t);
         }
     }
 
@@ -491,7 +491,7 @@ impl<M: Memory> Rnic<M> {
         self.qps.get(&qpn)
     }
 
-    fn split(&mut self) -> (&mut BTreeMap<u32, Qp>, Ctx<'_>) {
+    fn split(&mut self) -> (&mut QpTable, Ctx<'_>) {
         let Rnic {
             cfg,
             mem,
@@ -525,9 +525,11 @@ impl<M: Memory> Rnic<M> {
         match to {
             QpState::Err => qp.enter_error(&mut ctx),
             QpState::Reset => {
-                let init = qp.init;
+                let (init, filed) = (qp.init, qp.filed);
                 let cc = std::mem::replace(&mut qp.cc, Box::new(NoCc));
                 *qp = Qp::new(qpn, init, cc);
+                // Still filed in the timer index under its old deadline.
+                qp.filed = filed;
             }
             _ => {}
         }
@@ -747,10 +749,7 @@ impl<M: Memory> Rnic<M> {
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
         while !self.ready.is_empty() {
-            let qpn = match self.ready.range(self.rr_next..).next() {
-                Some(&q) => q,
-                None => *self.ready.iter().next()?,
-            };
+            let qpn = self.ready.next_from(self.rr_next)?;
             let (qps, mut ctx) = self.split();
             let out = match qps.get_mut(&qpn) {
                 Some(qp) => qp
@@ -795,9 +794,9 @@ impl<M: Memory> Rnic<M> {
             .collect();
         for (t, qpn) in due {
             self.timers.remove(&(t, qpn));
-            self.deadline_of.remove(&qpn);
             let (qps, mut ctx) = self.split();
             if let Some(qp) = qps.get_mut(&qpn) {
+                qp.filed = None;
                 if qp.cc.next_tick().is_some_and(|t| t <= now) {
                     qp.cc.on_tick(now);
                 }

@@ -366,6 +366,8 @@ pub struct Qp {
     pub(crate) next_send_at: Nanos,
     /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
     pub(crate) last_poll: Nanos,
+    /// The deadline this QP is filed under in the RNIC's timer index.
+    pub(crate) filed: Option<Nanos>,
     pub(crate) inflight_bytes: u64,
     pub(crate) cc: Box<dyn CongestionControl>,
     /// When each in-flight PSN range was first sent (for RTT samples): (last psn, time, bytes).
@@ -414,6 +416,7 @@ impl Qp {
             max_sent: None,
             next_send_at: 0,
             last_poll: 0,
+            filed: None,
             inflight_bytes: 0,
             cc,
             sent_log: VecDeque::new(),
