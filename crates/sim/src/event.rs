@@ -71,30 +71,75 @@ pub enum Event {
     Sample,
 }
 
-/// A pending event under its key: time in the high 64 bits, the schedule
-/// sequence number in the low 64, so keys are unique and order is
+/// Bits of a key holding the event's time within its calendar slot.
+const OFF_SHIFT: u32 = 64 - SLOT_BITS;
+/// Bits of a key below the sequence number: the payload's kind.
+const TAG_BITS: u32 = 3;
+/// Largest sequence number a key holds (2⁴⁸: years of events).
+const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
+const OFF_MASK: u64 = (1 << SLOT_BITS) - 1;
+
+const TAG_ARRIVE: u64 = 0;
+const TAG_TX_DONE: u64 = 1;
+const TAG_HOST_TIMER: u64 = 2;
+const TAG_PFC_ARRIVE: u64 = 3;
+const TAG_FLOW_START: u64 = 4;
+const TAG_SAMPLE: u64 = 5;
+/// The payload indexes `EventQueue::spilled` (rare events that do not fit
+/// in 64 bits).
+const TAG_SPILLED: u64 = 6;
+
+/// Nodes and ports that fit in a packed payload (20 + 12 bits); others
+/// spill.
+const NODE_BITS: u32 = 20;
+const PORT_BITS: u32 = 12;
+
+fn node_port(node: u32, port: u16) -> Option<u64> {
+    (node < 1 << NODE_BITS && u32::from(port) < 1 << PORT_BITS)
+        .then(|| (u64::from(node) << PORT_BITS) | u64::from(port))
+}
+
+fn unpack_node_port(x: u64) -> (u32, u16) {
+    (
+        ((x >> PORT_BITS) & ((1 << NODE_BITS) - 1)) as u32,
+        (x & ((1 << PORT_BITS) - 1)) as u16,
+    )
+}
+
+/// A pending event in 16 bytes: the key (time within its slot in the top
+/// `SLOT_BITS`, then the schedule sequence number, then the payload's
+/// kind) and the packed payload. Within one slot, key order is exactly
 /// `(time, sequence)`.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    key: u128,
-    event: Event,
+    key: u64,
+    data: u64,
 }
 
-impl PartialEq for Entry {
+/// An event beyond the calendar, with its whole time.
+#[derive(Debug, Clone, Copy)]
+struct Far {
+    time: Ps,
+    /// Sequence number and kind (the low bits of a key).
+    low: u64,
+    data: u64,
+}
+
+impl PartialEq for Far {
     fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
+        (self.time, self.low) == (o.time, o.low)
     }
 }
-impl Eq for Entry {}
-impl PartialOrd for Entry {
+impl Eq for Far {}
+impl PartialOrd for Far {
     fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
         Some(self.cmp(o))
     }
 }
-impl Ord for Entry {
+impl Ord for Far {
     /// Reversed: `BinaryHeap` is a max-heap and we want the earliest first.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.key.cmp(&self.key)
+        (o.time, o.low).cmp(&(self.time, self.low))
     }
 }
 
@@ -115,14 +160,23 @@ const SLOTS: usize = 1 << 9;
 /// an overflow heap and join the current slot when its time comes. An
 /// occupancy bitmap skips empty slots. The order is exactly `(time,
 /// sequence)`, as with one big heap.
+///
+/// Entries are 16 bytes (a 64-bit key relative to the slot and a packed
+/// event), so slot writes and the sort move half the memory of a
+/// `(u128, Event)` pair; the rare events that do not pack (pause expiry
+/// and refresh, and packets of nodes or ports beyond 2²⁰ or 2¹²) wait in a
+/// side table.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Events of the current slot (and any scheduled before it), sorted
-    /// by descending key: the next event is the last.
+    /// Events of the current slot, sorted by descending key: the next
+    /// event is the last.
     current: Vec<Entry>,
     slots: Vec<Vec<Entry>>,
     occupied: Vec<u64>,
-    overflow: BinaryHeap<Entry>,
+    overflow: BinaryHeap<Far>,
+    /// Events that do not pack into 64 bits, and free places there.
+    spilled: Vec<Event>,
+    spill_free: Vec<u32>,
     /// Index (time >> SLOT_BITS) of the current slot.
     cur: u64,
     len: usize,
@@ -139,6 +193,8 @@ impl Default for EventQueue {
             slots: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; SLOTS / 64],
             overflow: BinaryHeap::new(),
+            spilled: Vec::new(),
+            spill_free: Vec::new(),
             cur: 0,
             len: 0,
             seq: 0,
@@ -172,16 +228,104 @@ impl EventQueue {
         self.len == 0
     }
 
+    /// Packs `event` as (kind, payload).
+    #[inline]
+    fn pack(&mut self, event: Event) -> (u64, u64) {
+        match event {
+            Event::Arrive { node, port, pkt } => {
+                if let Some(np) = node_port(node, port) {
+                    return (TAG_ARRIVE, (np << 32) | u64::from(pkt));
+                }
+            }
+            Event::TxDone { node, port } => {
+                if let Some(np) = node_port(node, port) {
+                    return (TAG_TX_DONE, np);
+                }
+            }
+            Event::HostTimer { host, version } => {
+                return (TAG_HOST_TIMER, (u64::from(host) << 32) | u64::from(version));
+            }
+            Event::PfcArrive {
+                node,
+                port,
+                prio,
+                quanta,
+            } => {
+                if let Some(np) = node_port(node, port) {
+                    return (
+                        TAG_PFC_ARRIVE,
+                        (np << 24) | (u64::from(prio) << 16) | u64::from(quanta),
+                    );
+                }
+            }
+            Event::FlowStart { flow } => return (TAG_FLOW_START, u64::from(flow)),
+            Event::Sample => return (TAG_SAMPLE, 0),
+            Event::PauseEnd { .. } | Event::PfcRefresh { .. } => {}
+        }
+        let i = match self.spill_free.pop() {
+            Some(i) => {
+                self.spilled[i as usize] = event;
+                i
+            }
+            None => {
+                self.spilled.push(event);
+                (self.spilled.len() - 1) as u32
+            }
+        };
+        (TAG_SPILLED, u64::from(i))
+    }
+
+    /// The event packed under the low key bits `low` with payload `data`
+    /// (without freeing a spilled one).
+    #[inline]
+    fn unpack(&self, low: u64, data: u64) -> Event {
+        match low & ((1 << TAG_BITS) - 1) {
+            TAG_ARRIVE => {
+                let (node, port) = unpack_node_port(data >> 32);
+                Event::Arrive {
+                    node,
+                    port,
+                    pkt: data as u32,
+                }
+            }
+            TAG_TX_DONE => {
+                let (node, port) = unpack_node_port(data);
+                Event::TxDone { node, port }
+            }
+            TAG_HOST_TIMER => Event::HostTimer {
+                host: (data >> 32) as u32,
+                version: data as u32,
+            },
+            TAG_PFC_ARRIVE => {
+                let (node, port) = unpack_node_port(data >> 24);
+                Event::PfcArrive {
+                    node,
+                    port,
+                    prio: (data >> 16) as u8,
+                    quanta: data as u16,
+                }
+            }
+            TAG_FLOW_START => Event::FlowStart { flow: data as u32 },
+            TAG_SAMPLE => Event::Sample,
+            _ => self.spilled[data as usize],
+        }
+    }
+
     /// Schedules `event` at `time`; a time in the past runs at `now` (after
     /// everything already scheduled for `now`).
     pub fn schedule(&mut self, time: Ps, event: Event) {
         let time = time.max(self.now);
         self.seq += 1;
-        let e = Entry {
-            key: (u128::from(time) << 64) | u128::from(self.seq),
-            event,
-        };
+        assert!(self.seq <= SEQ_MAX, "more than 2^48 events scheduled");
+        let (tag, data) = self.pack(event);
+        let low = (self.seq << TAG_BITS) | tag;
         let slot = time >> SLOT_BITS;
+        let e = Entry {
+            key: ((time & OFF_MASK) << OFF_SHIFT) | low,
+            data,
+        };
+        // `cur` only moves when `current` is empty and `now` has reached
+        // its slot, so `slot < cur` cannot happen.
         if slot <= self.cur {
             let at = self.current.partition_point(|x| x.key > e.key);
             self.current.insert(at, e);
@@ -190,7 +334,7 @@ impl EventQueue {
             self.slots[i].push(e);
             self.occupied[i / 64] |= 1 << (i % 64);
         } else {
-            self.overflow.push(e);
+            self.overflow.push(Far { time, low, data });
         }
         self.len += 1;
         self.peak = self.peak.max(self.len);
@@ -199,8 +343,12 @@ impl EventQueue {
     /// The next few events of the current slot, earliest first, for
     /// prefetching what they will touch (fewer, or none, near the end of a
     /// slot). Does not advance the calendar.
-    pub fn upcoming(&self) -> impl Iterator<Item = &Event> {
-        self.current.iter().rev().take(3).map(|e| &e.event)
+    pub fn upcoming(&self) -> impl Iterator<Item = Event> + '_ {
+        self.current
+            .iter()
+            .rev()
+            .take(3)
+            .map(|e| self.unpack(e.key, e.data))
     }
 
     /// Most events ever pending at once.
@@ -238,10 +386,7 @@ impl EventQueue {
                 return false;
             }
             let from_cal = self.next_occupied();
-            let from_over = self
-                .overflow
-                .peek()
-                .map(|e| (e.key >> (64 + SLOT_BITS)) as u64);
+            let from_over = self.overflow.peek().map(|e| e.time >> SLOT_BITS);
             let next = match (from_cal, from_over) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) => a,
@@ -257,36 +402,55 @@ impl EventQueue {
                 std::mem::swap(&mut self.current, &mut self.slots[i]);
             }
             while let Some(e) = self.overflow.peek()
-                && (e.key >> (64 + SLOT_BITS)) as u64 <= next
+                && e.time >> SLOT_BITS <= next
             {
                 let e = self.overflow.pop().expect("peeked");
-                self.current.push(e);
+                self.current.push(Entry {
+                    key: ((e.time & OFF_MASK) << OFF_SHIFT) | e.low,
+                    data: e.data,
+                });
             }
-            // `Entry` orders by reversed key: the earliest sorts last.
-            self.current.sort_unstable();
+            // Latest first: the earliest sorts last.
+            self.current
+                .sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
         }
         true
     }
 
-    /// Time of the next event.
-    pub fn peek_time(&mut self) -> Option<Ps> {
-        if !self.settle() {
-            return None;
+    /// Time of the next event (without advancing the calendar, so an
+    /// event may still be scheduled at `now` afterwards).
+    pub fn peek_time(&self) -> Option<Ps> {
+        if let Some(e) = self.current.last() {
+            return Some((self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT));
         }
-        self.current.last().map(|e| (e.key >> 64) as Ps)
+        let from_cal = self.next_occupied().map(|s| {
+            let i = (s as usize) & (SLOTS - 1);
+            let first = self.slots[i].iter().map(|e| e.key).min().unwrap_or(0);
+            (s << SLOT_BITS) | (first >> OFF_SHIFT)
+        });
+        let from_over = self.overflow.peek().map(|e| e.time);
+        match (from_cal, from_over) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Takes the next event and advances `now` to its time.
+    #[inline]
     pub fn pop(&mut self) -> Option<(Ps, Event)> {
         if !self.settle() {
             return None;
         }
         let e = self.current.pop()?;
         self.len -= 1;
-        let time = (e.key >> 64) as Ps;
+        let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
         self.now = time;
         self.popped += 1;
-        Some((time, e.event))
+        let event = self.unpack(e.key, e.data);
+        if e.key & ((1 << TAG_BITS) - 1) == TAG_SPILLED {
+            self.spill_free.push(e.data as u32);
+        }
+        Some((time, event))
     }
 }
 
@@ -352,6 +516,73 @@ mod tests {
         }
         assert_eq!(out, want);
         assert!(reference.is_empty());
+    }
+
+    #[test]
+    fn every_kind_round_trips_in_order() {
+        // Packed and spilled kinds alike (nodes and ports too large to
+        // pack, pause expiry and refresh), with a spilled place reused.
+        let evs = [
+            Event::Arrive {
+                node: 7,
+                port: 3,
+                pkt: u32::MAX,
+            },
+            Event::Arrive {
+                node: 1 << 20,
+                port: 5000,
+                pkt: 9,
+            },
+            Event::TxDone {
+                node: (1 << 20) - 1,
+                port: 4095,
+            },
+            Event::TxDone {
+                node: 2,
+                port: 4096,
+            },
+            Event::HostTimer {
+                host: 11,
+                version: u32::MAX,
+            },
+            Event::PfcArrive {
+                node: 5,
+                port: 6,
+                prio: 7,
+                quanta: 0xffff,
+            },
+            Event::PauseEnd {
+                node: 1,
+                port: 2,
+                prio: 3,
+                version: 4,
+            },
+            Event::PfcRefresh {
+                node: 8,
+                port: 9,
+                prio: 1,
+                version: u32::MAX,
+            },
+            Event::FlowStart { flow: 12 },
+            Event::Sample,
+        ];
+        let mut q = EventQueue::new();
+        for (i, e) in evs.iter().enumerate() {
+            q.schedule(1_000 + (i as u64 % 3) * 40_000, *e);
+        }
+        let mut want: Vec<_> = evs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (1_000 + (i as u64 % 3) * 40_000, i, *e))
+            .collect();
+        want.sort_by_key(|w| (w.0, w.1));
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        let want: Vec<_> = want.into_iter().map(|w| (w.0, w.2)).collect();
+        assert_eq!(got, want);
+        let t = q.now() + 5;
+        q.schedule(t, evs[6]);
+        assert_eq!(q.peek_time(), Some(t));
+        assert_eq!(q.pop(), Some((t, evs[6])));
     }
 
     #[test]
