@@ -340,14 +340,18 @@ impl EventQueue {
         self.peak = self.peak.max(self.len);
     }
 
-    /// The next few events of the current slot, earliest first, for
-    /// prefetching what they will touch (fewer, or none, near the end of a
-    /// slot). Does not advance the calendar.
+    /// The event three places ahead in the current slot (none near the end
+    /// of a slot), for prefetching what it will touch: far enough ahead
+    /// for the loads to land before it runs, and one event per pop so
+    /// nothing is prefetched twice (measured on the 320-host fat tree:
+    /// distance 3 alone beats distances 1–3, 1–6 or 5). Does not advance
+    /// the calendar.
     pub fn upcoming(&self) -> impl Iterator<Item = Event> + '_ {
         self.current
             .iter()
             .rev()
-            .take(3)
+            .skip(2)
+            .take(1)
             .map(|e| self.unpack(e.key, e.data))
     }
 

@@ -434,20 +434,30 @@ impl Simulator {
         }
     }
 
-    /// Starts loading the packets the next few events will read, so the
-    /// cache misses overlap with handling the current event.
+    /// Starts loading what an event a few places ahead will read (its
+    /// packet and, at a host, the transport headers; a finishing port's
+    /// serializer and queue lengths), so the cache misses overlap with
+    /// handling the current event.
     fn prefetch_upcoming(&self) {
         for ev in self.q.upcoming() {
-            if let Event::Arrive { node, pkt, .. } = ev {
-                let i = pkt as usize;
-                if let Some(p) = self.packets.get(i) {
-                    prefetch(p);
+            match ev {
+                Event::Arrive { node, pkt, .. } => {
+                    let i = pkt as usize;
+                    if let Some(p) = self.packets.get(i) {
+                        prefetch(p);
+                    }
+                    if self.nodes[node as usize].host
+                        && let Some(b) = self.bodies.get(i)
+                    {
+                        prefetch(b);
+                    }
                 }
-                if self.nodes[node as usize].host
-                    && let Some(b) = self.bodies.get(i)
-                {
-                    prefetch(b);
+                Event::TxDone { node, port } => {
+                    if let Some(p) = self.nodes[node as usize].ports.get(usize::from(port)) {
+                        prefetch(p);
+                    }
                 }
+                _ => {}
             }
         }
     }
@@ -1285,7 +1295,9 @@ impl Simulator {
     }
 }
 
-/// Hints the CPU to start loading the cache line holding `x`.
+/// Hints the CPU to start loading the cache lines holding `x` (at most
+/// the first three: a packet body's transport headers, or a port's
+/// serializer, queue lengths and pause deadlines).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
@@ -1293,7 +1305,13 @@ fn prefetch<T>(x: &T) {
     // memory, and SSE is part of the x86-64 baseline.
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+        let first = (x as *const T as usize) & !63;
+        let last = (x as *const T as usize + std::mem::size_of::<T>() - 1).min(first + 128);
+        let mut a = first;
+        while a <= last {
+            _mm_prefetch::<_MM_HINT_T0>(a as *const i8);
+            a += 64;
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = x;
