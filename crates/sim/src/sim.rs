@@ -965,6 +965,12 @@ impl Simulator {
         if is_host || p.queued_pkts() > 0 {
             p.wake_pending = true;
             self.q.schedule(now + ser, Event::TxDone { node, port });
+        } else {
+            // A `TxDone` still pending from the previous busy period (this
+            // frame started at the same picosecond it was due) will find the
+            // port busy and return: it is not this period's wake-up, so a
+            // packet queued during this frame must schedule its own.
+            p.wake_pending = false;
         }
         let (peer, peer_port, delay) = (p.peer, p.peer_port, p.delay_ps);
         self.q.schedule(
