@@ -176,6 +176,26 @@ pub struct Rnic<M: Memory = RealMemory> {
     counters: Counters,
 }
 
+/// A posted WR needs a free slot in its queue and no more SGEs than allowed.
+fn check_room(
+    queue: &'static str,
+    used: usize,
+    depth: u32,
+    sges: usize,
+    max_sge: u32,
+) -> Result<()> {
+    if used as u32 >= depth {
+        return Err(VerbsError::QueueFull { queue, depth });
+    }
+    if sges as u32 > max_sge {
+        return Err(VerbsError::TooManySge {
+            count: sges,
+            max: max_sge,
+        });
+    }
+    Ok(())
+}
+
 fn unknown(kind: &'static str, id: u32) -> VerbsError {
     VerbsError::UnknownObject { kind, id }
 }
@@ -371,24 +391,8 @@ impl<M: Memory> Rnic<M> {
             error: unknown("SRQ", srq.0),
         })?;
         for (index, wr) in wrs.iter().enumerate() {
-            if s.queue.len() as u32 >= s.max_wr {
-                return Err(PostError {
-                    index,
-                    error: VerbsError::QueueFull {
-                        queue: "SRQ",
-                        depth: s.max_wr,
-                    },
-                });
-            }
-            if wr.sg_list.len() as u32 > s.max_sge {
-                return Err(PostError {
-                    index,
-                    error: VerbsError::TooManySge {
-                        count: wr.sg_list.len(),
-                        max: s.max_sge,
-                    },
-                });
-            }
+            check_room("SRQ", s.queue.len(), s.max_wr, wr.sg_list.len(), s.max_sge)
+                .map_err(|error| PostError { index, error })?;
             s.queue.push_back(wr.clone());
         }
         Ok(())
@@ -558,18 +562,8 @@ impl<M: Memory> Rnic<M> {
                 QpState::Rts | QpState::Sqd | QpState::Err => {}
                 s => return Err(err(VerbsError::WrongState(s))),
             }
-            if qp.sq.len() as u32 >= qp.init.max_send_wr {
-                return Err(err(VerbsError::QueueFull {
-                    queue: "SQ",
-                    depth: qp.init.max_send_wr,
-                }));
-            }
-            if wr.sg_list.len() as u32 > qp.init.max_send_sge {
-                return Err(err(VerbsError::TooManySge {
-                    count: wr.sg_list.len(),
-                    max: qp.init.max_send_sge,
-                }));
-            }
+            let (depth, max_sge) = (qp.init.max_send_wr, qp.init.max_send_sge);
+            check_room("SQ", qp.sq.len(), depth, wr.sg_list.len(), max_sge).map_err(err)?;
             if qp.init.qp_type == QpType::Ud {
                 if !matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm(_)) {
                     return Err(err(VerbsError::UnsupportedOpcode(wr.opcode.name())));
@@ -645,18 +639,8 @@ impl<M: Memory> Rnic<M> {
                 }
                 _ => {}
             }
-            if qp.rq.len() as u32 >= qp.init.max_recv_wr {
-                return Err(err(VerbsError::QueueFull {
-                    queue: "RQ",
-                    depth: qp.init.max_recv_wr,
-                }));
-            }
-            if wr.sg_list.len() as u32 > qp.init.max_recv_sge {
-                return Err(err(VerbsError::TooManySge {
-                    count: wr.sg_list.len(),
-                    max: qp.init.max_recv_sge,
-                }));
-            }
+            let (depth, max_sge) = (qp.init.max_recv_wr, qp.init.max_recv_sge);
+            check_room("RQ", qp.rq.len(), depth, wr.sg_list.len(), max_sge).map_err(err)?;
             qp.rq.push_back(wr.clone());
         }
         Ok(())
