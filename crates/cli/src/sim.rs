@@ -174,7 +174,6 @@ fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -
 
 /// The `roce demo` section: a small incast where a switch queue builds up
 /// and PFC pauses the senders; prints the plot paths.
-#[allow(dead_code)] // called from demo.rs
 pub fn demo_section(out: &Path) -> Result<()> {
     say!("== Simulated 8:1 incast: a queue builds and PFC pauses the senders ==");
     let src = include_str!("../../../scenarios/incast.toml");
