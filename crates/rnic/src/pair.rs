@@ -361,6 +361,18 @@ impl Pair {
         Ok((ea, eb))
     }
 
+    /// Connects RC QP `qa` on A and `qb` on B with the textbook defaults
+    /// (all access rights, PSN 0 both ways, `QpAttr::rtr`/`QpAttr::rts`), for
+    /// QPs created by hand (with their own controller, SRQ, or limits).
+    pub fn connect(&mut self, qa: u32, qb: u32, mtu: Mtu) -> crate::Result<()> {
+        for (r, me, peer, addr) in [(&mut self.a, qa, qb, ADDR_B), (&mut self.b, qb, qa, ADDR_A)] {
+            r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))?;
+            r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, mtu))?;
+            r.modify_qp(me, QpState::Rts, &QpAttr::rts(0))?;
+        }
+        Ok(())
+    }
+
     /// Like [`rc_pair`](Self::rc_pair) for UD QPs (Q_Key `o.qkey`).
     pub fn ud_pair(&mut self, o: &RcOptions) -> crate::Result<(Endpoint, Endpoint)> {
         let ea = Self::endpoint(&mut self.a, o, QpType::Ud)?;

@@ -1,7 +1,7 @@
 //! Congestion control end to end: CE marks → CNPs (NP) → DCQCN rate cuts (RP)
 //! slow the requester; without marks the same transfer runs at line rate.
 
-use roce_rnic::pair::{ADDR_A, ADDR_B, LinkConfig, Pair};
+use roce_rnic::pair::{LinkConfig, Pair};
 use roce_rnic::*;
 
 /// Sends `len` bytes A→B on a fresh pair with DCQCN and returns (time, cuts seen via rate).
@@ -23,13 +23,7 @@ fn transfer(ce_mark: f64, len: u32) -> (u64, Option<u64>, Counters) {
     };
     let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(Dcqcn::new(DcqcnConfig::default(), line)));
     let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
-    for (r, me, peer, addr) in [(&mut p.a, qa, qb, ADDR_B), (&mut p.b, qb, qa, ADDR_A)] {
-        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
-            .unwrap();
-        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu4096))
-            .unwrap();
-        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
-    }
+    p.connect(qa, qb, Mtu::Mtu4096).unwrap();
     p.a.post_send(
         qa,
         &[SendWr::new(
@@ -104,13 +98,7 @@ fn hpcc_window_limits_inflight_bytes() {
     let qb =
         p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
             .unwrap();
-    for (r, me, peer, addr) in [(&mut p.a, qa, qb, ADDR_B), (&mut p.b, qb, qa, ADDR_A)] {
-        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
-            .unwrap();
-        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu4096))
-            .unwrap();
-        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
-    }
+    p.connect(qa, qb, Mtu::Mtu4096).unwrap();
     assert_eq!(p.a.cc_state(qa).unwrap().2, Some(125_000));
     p.a.post_send(
         qa,

@@ -752,16 +752,7 @@ fn srq_is_shared_and_its_limit_fires() {
         let mut ia = QpInitAttr::new(QpType::Rc, a1.pd, a1.cq, a1.cq);
         ia.max_send_wr = 16;
         let qn = p.a.create_qp(ia).unwrap();
-        for (r, me, peer, addr) in [
-            (&mut p.a, qn, q, roce_rnic::pair::ADDR_B),
-            (&mut p.b, q, qn, ADDR_A),
-        ] {
-            r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
-                .unwrap();
-            r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu1024))
-                .unwrap();
-            r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
-        }
+        p.connect(qn, q, Mtu::Mtu1024).unwrap();
         qa.push(qn);
     }
     let recvs: Vec<RecvWr> = (0..4)
@@ -883,16 +874,7 @@ fn ce_marks_make_cnps_paced_per_qp() {
     let qb =
         p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
             .unwrap();
-    for (r, me, peer, addr) in [
-        (&mut p.a, qa, qb, roce_rnic::pair::ADDR_B),
-        (&mut p.b, qb, qa, ADDR_A),
-    ] {
-        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
-            .unwrap();
-        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, o.mtu))
-            .unwrap();
-        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
-    }
+    p.connect(qa, qb, o.mtu).unwrap();
     // 1 MiB at 100 Gb/s takes ~84 us: with a 50 us CNP interval, two CNPs.
     p.a.post_send(
         qa,

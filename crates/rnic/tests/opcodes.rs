@@ -383,16 +383,7 @@ fn fixed_rate_paces_the_requester() {
     p.b.modify_qp(qb, QpState::Err, &QpAttr::default()).unwrap();
     p.b.modify_qp(qb, QpState::Reset, &QpAttr::default())
         .unwrap();
-    for (r, me, peer, addr) in [
-        (&mut p.a, qa, qb, roce_rnic::pair::ADDR_B),
-        (&mut p.b, qb, qa, roce_rnic::pair::ADDR_A),
-    ] {
-        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
-            .unwrap();
-        r.modify_qp(me, QpState::Rtr, &QpAttr::rtr(addr, peer, 0, Mtu::Mtu1024))
-            .unwrap();
-        r.modify_qp(me, QpState::Rts, &QpAttr::rts(0)).unwrap();
-    }
+    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
     p.a.post_send(
         qa,
         &[SendWr::new(
