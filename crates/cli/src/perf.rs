@@ -39,9 +39,12 @@ pub struct PerfArgs {
     /// Number of QPs (bandwidth tests).
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
-    /// Path MTU: 256, 512, 1024, 2048 or 4096.
-    #[arg(short = 'm', long, default_value_t = 1024)]
-    pub mtu: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
+    /// MTU, from the IP MTU of the interface holding the address, as rxe
+    /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
+    /// without -m takes the client's).
+    #[arg(short = 'm', long)]
+    pub mtu: Option<u32>,
     /// Send messages up to this size inline.
     #[arg(short = 'I', long = "inline_size", default_value_t = 0)]
     pub inline_size: u32,
@@ -310,15 +313,17 @@ struct Side {
 }
 
 /// Opens the engine and creates PD, CQ, one MR of `buf` bytes and `n` QPs in INIT.
+/// `mtu` in bytes, or the device's active MTU when `None`.
 fn open_side(
     ip: Ipv4Addr,
     args: &PerfArgs,
     cfg: EngineConfig,
     buf: usize,
     n: u32,
+    mtu: Option<u32>,
 ) -> Result<(Context, Pd, Cq, Mr, Vec<PreparedQp>)> {
     let (udp_port, tx_depth, inline) = (args.udp_port, args.tx_depth, args.inline_size);
-    let mtu = mtu_of(args.mtu)?;
+    let mtu = mtu.map(mtu_of).transpose()?;
     let port = udp_port.unwrap_or(ROCE_PORT);
     let addr = SocketAddr::new(IpAddr::V4(ip), port);
     let ctx = match Device::open_with(addr, cfg.clone()) {
@@ -335,6 +340,7 @@ fn open_side(
         }
         Err(e) => return Err(e.into()),
     };
+    let mtu = mtu.unwrap_or_else(|| ctx.active_mtu());
     let pd = ctx.alloc_pd()?;
     let depth = (tx_depth.max(1) * 2 + 1024) * n.max(1);
     let cq = ctx.create_cq(depth)?;
@@ -365,7 +371,7 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
 
 pub fn run(args: PerfArgs) -> Result<()> {
     let test = Test::parse(&args.test)?;
-    mtu_of(args.mtu)?;
+    args.mtu.map(mtu_of).transpose()?;
     if args.qps == 0 || args.tx_depth == 0 || args.cq_mod == 0 {
         bail!("-q, -t and --cq-mod must be at least 1");
     }
@@ -458,12 +464,12 @@ fn client(args: &PerfArgs, test: Test, server: &str, bind: Option<Ipv4Addr>) -> 
     let buf = 2 * max;
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
     let cfg = engine_config(args, args.seed, args.pcap.clone())?;
-    let (ctx, pd, cq, mr, prepared) = open_side(ip, args, cfg, buf, nqp)?;
+    let (ctx, pd, cq, mr, prepared) = open_side(ip, args, cfg, buf, nqp, args.mtu)?;
     let local: Vec<Endpoint> = prepared.iter().map(|q| q.endpoint_with(&mr)).collect();
     ctl.send(&Msg::Hello {
         test,
         sizes: sizes.clone(),
-        mtu: args.mtu,
+        mtu: local.first().map_or(1024, |e| e.mtu),
         tx_depth: args.tx_depth,
         verify: args.verify,
         endpoints: local.clone(),
@@ -921,14 +927,20 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
             ),
         );
     }
-    if cmtu != args.mtu {
+    if let Some(mine) = args.mtu.filter(|&m| m != cmtu) {
         return refuse(
             &mut ctl,
             Error::MtuMismatch {
-                local: args.mtu,
+                local: mine,
                 remote: cmtu,
             }
             .to_string(),
+        );
+    }
+    if Mtu::from_bytes(cmtu).is_none() {
+        return refuse(
+            &mut ctl,
+            format!("the client's MTU {cmtu} is not a path MTU"),
         );
     }
     let max = sizes.iter().copied().max().unwrap_or(8);
@@ -943,7 +955,8 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
     }
     let buf = 2 * max;
     let cfg = engine_config(args, args.seed, args.pcap.clone())?;
-    let (ctx, pd, cq, mr, prepared) = open_side(ip, args, cfg, buf, remote.len() as u32)?;
+    let (ctx, pd, cq, mr, prepared) =
+        open_side(ip, args, cfg, buf, remote.len() as u32, Some(cmtu))?;
     let endpoints: Vec<Endpoint> = prepared.iter().map(|q| q.endpoint_with(&mr)).collect();
     let mut qps = Vec::new();
     for (p, r) in prepared.into_iter().zip(&remote) {
@@ -1166,7 +1179,7 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
             "test": test.name(),
             "sizes": r.results.iter().map(|x| x.size).collect::<Vec<_>>(),
             "qps": r.local.len(),
-            "mtu": args.mtu,
+            "mtu": r.local.first().map(|e| e.mtu),
             "results": r.results,
             "verified": verified,
             "counters": r.counters,
@@ -1199,7 +1212,9 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
             println!(" TX depth        : {}", args.tx_depth);
             println!(" CQ Moderation   : {}", args.cq_mod);
         }
-        println!(" Mtu             : {}[B]", args.mtu);
+        if let Some(e) = r.local.first() {
+            println!(" Mtu             : {}[B]", e.mtu);
+        }
         println!(" Max inline data : {}[B]", args.inline_size);
         println!("{line}");
         for (l, m) in r.local.iter().zip(&r.remote) {

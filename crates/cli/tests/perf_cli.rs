@@ -223,6 +223,8 @@ fn capture_of_a_loopback_run_decodes() {
         "20",
         "-s",
         "3000",
+        "-m",
+        "1024",
         "--pcap",
         cap.to_str().unwrap(),
         "--json",
@@ -235,7 +237,7 @@ fn capture_of_a_loopback_run_decodes() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    // 20 READ requests and 3 responses each.
+    // 20 READ requests and 3 responses each (MTU 1024).
     assert!(lines.len() >= 80, "{} frames", lines.len());
     for l in &lines {
         if l.get("error").is_some() {
@@ -588,4 +590,35 @@ fn kernel_capture_shows_valid_icrcs() {
     }
     assert!(single + gso > 0);
     eprintln!("kernel capture: {single} single datagrams, {gso} GSO sends, all ICRCs valid");
+}
+
+/// Without -m both sides use the port's active MTU, which comes from the
+/// interface's IP MTU as in rxe: on loopback (65536 by default) that is
+/// 4096.
+#[test]
+fn default_mtu_is_the_active_mtu_of_the_interface() {
+    let Some(lo) = std::fs::read_to_string("/sys/class/net/lo/mtu")
+        .ok()
+        .and_then(|s| s.trim().parse::<u32>().ok())
+    else {
+        eprintln!("SKIP default_mtu_is_the_active_mtu_of_the_interface: no /sys/class/net/lo/mtu");
+        return;
+    };
+    let want = [4096u32, 2048, 1024, 512]
+        .into_iter()
+        .find(|m| m + 67 <= lo)
+        .unwrap_or(256);
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "10",
+        "-s",
+        "8192",
+        "--json",
+        "--verify",
+    ]);
+    let v = json_ok(&o);
+    assert_eq!(v["mtu"], Value::from(want), "{v}");
 }

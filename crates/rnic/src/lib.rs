@@ -28,7 +28,9 @@ pub mod types;
 pub use cc::{CongestionControl, Dcqcn, DcqcnConfig, FixedRate, Hpcc, HpccConfig, IntHop, NoCc};
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
-pub use memory::{Memory, Payload, PayloadRef, RealMemory, VirtualMemory};
+pub use memory::{
+    GATHER_MAX, Gather, Memory, Payload, PayloadRef, RealMemory, Resolved, VirtualMemory,
+};
 pub use mr::{Mr, PdHandle};
 pub use qp::{QpAttr, QpInitAttr, QpState};
 pub use srq::SrqHandle;

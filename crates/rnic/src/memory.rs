@@ -8,15 +8,26 @@
 //! * [`VirtualMemory`] keeps only lengths, so the simulator can move
 //!   millions of messages without copying a byte (payloads travel as
 //!   [`Payload::Virtual`]).
+//!
+//! A [`RealMemory`] made with [`RealMemory::zero_copy`] does not copy a
+//! packet's bytes out when the RNIC builds it: the payload is a
+//! [`Payload::Host`] gather list of checked ranges, which whoever puts the
+//! packet on the wire resolves with [`RealMemory::resolve`] at the moment
+//! it sends, the way a NIC's DMA engine reads host memory at transmit time.
 
 use crate::error::{Result, VerbsError};
 use std::collections::BTreeMap;
 
-/// Data carried by one packet: real bytes or just a length.
+/// Data carried by one packet: real bytes, just a length, or ranges of host
+/// memory still to be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Payload {
     Bytes(Vec<u8>),
     Virtual(u32),
+    /// Bytes still in the producing RNIC's [`RealMemory`] (zero-copy
+    /// transmit). They have no existence of their own: resolve them with
+    /// [`RealMemory::resolve`] on the memory that made them.
+    Host(Gather),
 }
 
 impl Payload {
@@ -24,19 +35,97 @@ impl Payload {
         match self {
             Payload::Bytes(b) => b.len(),
             Payload::Virtual(n) => *n as usize,
+            Payload::Host(g) => g.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    pub fn as_ref(&self) -> PayloadRef<'_> {
+    /// A borrowed view, or `None` for a [`Payload::Host`] gather list,
+    /// which only its memory can read.
+    pub fn as_ref(&self) -> Option<PayloadRef<'_>> {
         match self {
-            Payload::Bytes(b) => PayloadRef::Bytes(b),
-            Payload::Virtual(n) => PayloadRef::Virtual(*n),
+            Payload::Bytes(b) => Some(PayloadRef::Bytes(b)),
+            Payload::Virtual(n) => Some(PayloadRef::Virtual(*n)),
+            Payload::Host(_) => None,
         }
     }
     pub fn empty() -> Payload {
         Payload::Bytes(Vec::new())
+    }
+}
+
+/// Most ranges one [`Payload::Host`] holds; a packet gathered from more
+/// pieces than this is copied into [`Payload::Bytes`] instead.
+pub const GATHER_MAX: usize = 3;
+
+/// Up to [`GATHER_MAX`] `(address, length)` ranges of host memory, in
+/// order: one packet's worth of a WQE's scatter/gather list.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gather {
+    addrs: [u64; GATHER_MAX],
+    lens: [u32; GATHER_MAX],
+    n: u8,
+}
+
+impl Gather {
+    /// Total bytes.
+    pub fn len(&self) -> usize {
+        self.lens[..usize::from(self.n)]
+            .iter()
+            .map(|&l| l as usize)
+            .sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The ranges, in order.
+    pub fn ranges(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        (0..usize::from(self.n)).map(|i| (self.addrs[i], self.lens[i] as usize))
+    }
+    /// Appends a range; false when full. Adjacent ranges merge.
+    fn push(&mut self, addr: u64, len: u32) -> bool {
+        let n = usize::from(self.n);
+        if n > 0
+            && self.addrs[n - 1].wrapping_add(u64::from(self.lens[n - 1])) == addr
+            && let Some(l) = self.lens[n - 1].checked_add(len)
+        {
+            self.lens[n - 1] = l;
+            return true;
+        }
+        if n == GATHER_MAX {
+            return false;
+        }
+        self.addrs[n] = addr;
+        self.lens[n] = len;
+        self.n += 1;
+        true
+    }
+}
+
+/// The bytes of a [`Gather`] list, borrowed from the memory that holds them.
+#[derive(Debug, Clone, Copy)]
+pub struct Resolved<'a> {
+    parts: [&'a [u8]; GATHER_MAX],
+    n: usize,
+}
+
+impl<'a> Resolved<'a> {
+    /// One slice on its own.
+    pub fn one(b: &'a [u8]) -> Self {
+        let mut parts: [&[u8]; GATHER_MAX] = [&[]; GATHER_MAX];
+        parts[0] = b;
+        Resolved { parts, n: 1 }
+    }
+    pub fn as_slice(&self) -> &[&'a [u8]] {
+        &self.parts[..self.n]
+    }
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        self.parts[..self.n].iter().copied()
+    }
+    /// The bytes joined into one vector.
+    pub fn concat(&self) -> Vec<u8> {
+        self.as_slice().concat()
     }
 }
 
@@ -82,6 +171,14 @@ pub trait Memory {
     fn contains(&self, addr: u64, len: u64) -> bool;
     /// An empty payload of this memory's kind.
     fn empty_payload(&self) -> Payload;
+    /// The payload with a [`Payload::Host`] gather list read into bytes
+    /// (others unchanged); `None` when a range is no longer allocated.
+    fn materialize(&self, p: Payload) -> Option<Payload> {
+        match p {
+            Payload::Host(g) => Some(Payload::Virtual(g.len() as u32)),
+            p => Some(p),
+        }
+    }
 }
 
 /// Real bytes: a set of allocations at distinct addresses.
@@ -89,6 +186,8 @@ pub trait Memory {
 pub struct RealMemory {
     blocks: BTreeMap<u64, Vec<u8>>,
     next: u64,
+    /// Reads for packets give [`Payload::Host`] ranges, not copies.
+    zero_copy: bool,
 }
 
 const BASE: u64 = 0x0000_7f00_0000_0000;
@@ -103,7 +202,34 @@ impl RealMemory {
         RealMemory {
             blocks: BTreeMap::new(),
             next: BASE,
+            zero_copy: false,
         }
+    }
+
+    /// A memory whose packet reads are [`Payload::Host`] gather lists
+    /// (checked, but not copied): for a transmitter that resolves them with
+    /// [`resolve`](Self::resolve) just before it sends, so the bytes go from
+    /// the registered buffer to the socket with no copy in between.
+    pub fn zero_copy() -> Self {
+        RealMemory {
+            zero_copy: true,
+            ..RealMemory::new()
+        }
+    }
+
+    /// Reads a [`Payload::Host`] gather list: its ranges as slices, in
+    /// order. Fails when a range is no longer allocated (its buffer was
+    /// freed after the packet was built).
+    pub fn resolve(&self, g: &Gather) -> Result<Resolved<'_>> {
+        let mut r = Resolved {
+            parts: [&[]; GATHER_MAX],
+            n: 0,
+        };
+        for (addr, len) in g.ranges() {
+            r.parts[r.n] = self.get(addr, len)?;
+            r.n += 1;
+        }
+        Ok(r)
     }
 
     /// Allocates `len` zeroed bytes; returns their address. Allocations are
@@ -155,6 +281,17 @@ impl Memory for RealMemory {
         match out {
             Payload::Bytes(v) => v.extend_from_slice(src),
             Payload::Virtual(n) => *n += len as u32,
+            Payload::Host(g) => {
+                if !g.push(addr, len as u32) {
+                    // More pieces than a gather list holds: copy them all.
+                    let mut v = Vec::with_capacity(g.len() + len);
+                    for (a, l) in g.ranges() {
+                        v.extend_from_slice(self.get(a, l)?);
+                    }
+                    v.extend_from_slice(src);
+                    *out = Payload::Bytes(v);
+                }
+            }
         }
         Ok(())
     }
@@ -180,8 +317,18 @@ impl Memory for RealMemory {
     fn contains(&self, addr: u64, len: u64) -> bool {
         self.block(addr, len).is_some()
     }
+    fn materialize(&self, p: Payload) -> Option<Payload> {
+        match p {
+            Payload::Host(g) => Some(Payload::Bytes(self.resolve(&g).ok()?.concat())),
+            p => Some(p),
+        }
+    }
     fn empty_payload(&self) -> Payload {
-        Payload::Bytes(Vec::new())
+        if self.zero_copy {
+            Payload::Host(Gather::default())
+        } else {
+            Payload::Bytes(Vec::new())
+        }
     }
 }
 
@@ -239,6 +386,8 @@ impl Memory for VirtualMemory {
         match out {
             Payload::Bytes(v) => v.resize(v.len() + len, 0),
             Payload::Virtual(n) => *n += len as u32,
+            // Never made here; lengths are all this memory has.
+            Payload::Host(g) => *out = Payload::Virtual((g.len() + len) as u32),
         }
         Ok(())
     }
@@ -309,5 +458,59 @@ mod tests {
         assert!(!m.free(a));
         assert!(m.read_u64(a).is_err());
         assert_eq!(m.allocations(), 0);
+    }
+
+    #[test]
+    fn zero_copy_reads_are_checked_ranges_resolved_later() {
+        let mut m = RealMemory::zero_copy();
+        let a = m.alloc(100);
+        let b = m.alloc(100);
+        m.set(a, &[7; 100]).unwrap();
+        m.set(b, &[9; 100]).unwrap();
+        let mut p = m.empty_payload();
+        m.read_into(a + 10, 20, &mut p).unwrap();
+        // Adjacent ranges merge into one piece.
+        m.read_into(a + 30, 10, &mut p).unwrap();
+        m.read_into(b, 5, &mut p).unwrap();
+        let Payload::Host(g) = p.clone() else {
+            panic!("zero-copy memory copied: {p:?}");
+        };
+        assert_eq!(g.ranges().collect::<Vec<_>>(), vec![(a + 10, 30), (b, 5)]);
+        assert_eq!(p.len(), 35);
+        assert!(
+            p.as_ref().is_none(),
+            "a gather list has no bytes of its own"
+        );
+        // Read at send time: a change made before then is what goes out.
+        m.set(a + 10, &[1]).unwrap();
+        let mut want = vec![7u8; 30];
+        want[0] = 1;
+        want.extend([9; 5]);
+        assert_eq!(m.resolve(&g).unwrap().concat(), want);
+        assert_eq!(m.materialize(p.clone()), Some(Payload::Bytes(want)));
+        // Out of bounds is refused when the packet is built, as before.
+        let mut q = m.empty_payload();
+        assert!(m.read_into(a + 90, 20, &mut q).is_err());
+        // A buffer freed under a built packet cannot be read.
+        assert!(m.free(b));
+        assert!(m.resolve(&g).is_err());
+        assert_eq!(m.materialize(p), None);
+    }
+
+    #[test]
+    fn a_gather_list_that_overflows_becomes_a_copy() {
+        let mut m = RealMemory::zero_copy();
+        let a = m.alloc(4096);
+        m.set(a, &(0..=255u8).cycle().take(4096).collect::<Vec<_>>())
+            .unwrap();
+        let mut p = m.empty_payload();
+        // Non-adjacent pieces: every other 100 bytes.
+        for k in 0..(GATHER_MAX as u64 + 2) {
+            m.read_into(a + k * 200, 100, &mut p).unwrap();
+        }
+        let want: Vec<u8> = (0..(GATHER_MAX as u64 + 2))
+            .flat_map(|k| m.get(a + k * 200, 100).unwrap().to_vec())
+            .collect();
+        assert_eq!(p, Payload::Bytes(want));
     }
 }

@@ -131,7 +131,11 @@ impl Pair {
     }
 
     /// Builds the frame for a transmit from `side`.
-    pub fn frame_for(side: usize, t: &Transmit, ce: bool) -> Vec<u8> {
+    /// `mem` is the sending side's memory, which reads a
+    /// [`Payload::Host`] gather list at this moment, as a NIC's DMA would.
+    /// `None` when the gather list's buffer was freed under the queued
+    /// packet: nothing can be read, so nothing is sent.
+    pub fn frame_for(side: usize, t: &Transmit, ce: bool, mem: &RealMemory) -> Option<Vec<u8>> {
         let (src, dst) = if side == 0 {
             (ADDR_A, ADDR_B)
         } else {
@@ -169,18 +173,24 @@ impl Pair {
             udp_src_port: t.udp_sport,
             transport: t.repr,
         };
-        let zeros;
+        let owned;
         let data: &[u8] = match &t.payload {
             Payload::Bytes(b) => b,
             Payload::Virtual(n) => {
-                zeros = vec![0u8; *n as usize];
-                &zeros
+                owned = vec![0u8; *n as usize];
+                &owned
+            }
+            Payload::Host(g) => {
+                owned = mem.resolve(g).ok()?.concat();
+                &owned
             }
         };
         // The RNIC only produces layouts the opcode table allows; a failure
         // here is a bug worth a loud test failure, not a silent drop.
-        f.emit_vec(&[data])
-            .expect("RNIC produced an unencodable packet")
+        Some(
+            f.emit_vec(&[data])
+                .expect("RNIC produced an unencodable packet"),
+        )
     }
 
     fn send(&mut self, side: usize, t: Transmit) {
@@ -188,7 +198,15 @@ impl Pair {
         if ce {
             self.stats.ce_marked += 1;
         }
-        let mut frame = Self::frame_for(side, &t, ce);
+        let mem = if side == 0 {
+            self.a.mem()
+        } else {
+            self.b.mem()
+        };
+        let Some(mut frame) = Self::frame_for(side, &t, ce, mem) else {
+            self.stats.lost += 1;
+            return;
+        };
         self.stats.frames += 1;
         // Serialization including preamble, SFD, FCS and inter-frame gap (24 B).
         let ser = ((frame.len() as u64 + 24) * 8 * 1_000_000_000)
@@ -481,21 +499,30 @@ impl Default for RcOptions {
 /// Returns the number of packets moved. This is the "no I/O" path the
 /// benchmarks and the RNIC fuzz target use.
 pub fn shuttle<M: crate::Memory>(a: &mut Rnic<M>, b: &mut Rnic<M>, now: Nanos) -> u64 {
+    // Everything `from` has to send, into `to`; how many packets moved.
+    fn drain<M: crate::Memory>(
+        from: &mut Rnic<M>,
+        to: &mut Rnic<M>,
+        src: SocketAddr,
+        now: Nanos,
+    ) -> u64 {
+        let mut moved = 0;
+        while let Some(t) = from.poll_transmit(now) {
+            // A gather list is read from the sender's memory now.
+            let payload = from.mem().materialize(t.payload);
+            if let Some(p) = payload.as_ref().and_then(|p| p.as_ref()) {
+                to.handle_packet(now, src, false, &t.repr, p);
+            }
+            moved += 1;
+        }
+        moved
+    }
     let mut moved = 0;
     loop {
-        let mut any = false;
-        while let Some(t) = a.poll_transmit(now) {
-            b.handle_packet(now, ADDR_A, false, &t.repr, t.payload.as_ref());
-            moved += 1;
-            any = true;
-        }
-        while let Some(t) = b.poll_transmit(now) {
-            a.handle_packet(now, ADDR_B, false, &t.repr, t.payload.as_ref());
-            moved += 1;
-            any = true;
-        }
-        if !any {
+        let n = drain(a, b, ADDR_A, now) + drain(b, a, ADDR_B, now);
+        if n == 0 {
             return moved;
         }
+        moved += n;
     }
 }

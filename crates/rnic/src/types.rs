@@ -87,6 +87,28 @@ impl Mtu {
             _ => None,
         }
     }
+    /// The largest path MTU whose packets fit an Ethernet link of
+    /// `link_mtu` bytes (the IP MTU of the interface), as a RoCE port's
+    /// active MTU is derived from its netdev's (Linux rxe does the same):
+    /// a full payload plus IPv4, UDP, BTH, the largest extension headers
+    /// that travel with a payload (RETH + ImmDt), pad and ICRC must fit.
+    /// 1500 gives 1024; 9000 and loopback's 65536 give 4096; below 256 +
+    /// headers, 256 (the smallest there is).
+    pub const fn for_link(link_mtu: u32) -> Mtu {
+        const HEADROOM: u32 = 20 + 8 + 12 + 16 + 4 + 3 + 4;
+        let room = link_mtu.saturating_sub(HEADROOM);
+        if room >= 4096 {
+            Mtu::Mtu4096
+        } else if room >= 2048 {
+            Mtu::Mtu2048
+        } else if room >= 1024 {
+            Mtu::Mtu1024
+        } else if room >= 512 {
+            Mtu::Mtu512
+        } else {
+            Mtu::Mtu256
+        }
+    }
 }
 
 /// QP transport service type.

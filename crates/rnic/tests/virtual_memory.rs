@@ -95,7 +95,7 @@ fn virtual_payloads_move_through_the_same_transport() {
                 }
                 let pl = match t.payload {
                     Payload::Virtual(n) => PayloadRef::Virtual(n),
-                    Payload::Bytes(_) => PayloadRef::Virtual(0),
+                    Payload::Bytes(_) | Payload::Host(_) => PayloadRef::Virtual(0),
                 };
                 let pk = TransportPacket {
                     repr: t.repr,

@@ -236,7 +236,7 @@ impl Engine {
             0
         };
         Ok(Engine {
-            rnic: Rnic::new(rnic_cfg, RealMemory::new()),
+            rnic: Rnic::new(rnic_cfg, RealMemory::zero_copy()),
             sock,
             local: bound,
             origin: Instant::now(),
@@ -506,11 +506,15 @@ impl Engine {
                     break;
                 };
                 match packet::build(t, self.local) {
-                    Ok(d) => {
-                        if self.faults.is_active() {
+                    Ok(mut d) => {
+                        if !self.faults.is_active() {
+                            self.pending.push(d);
+                        } else if d.materialize(self.local, self.rnic.mem()) {
+                            // Faults corrupt and hold bytes of the
+                            // datagram's own, never the sender's memory.
                             self.faults.apply(now, d, &mut self.pending);
                         } else {
-                            self.pending.push(d);
+                            self.stats.send_errors += 1;
                         }
                     }
                     Err(_) => self.stats.build_errors += 1,
@@ -526,11 +530,23 @@ impl Engine {
             if self.pending.len() > 1 {
                 self.pending.sort_by_key(|d| d.is_ack());
             }
+            // Zero-copy payloads get their ICRC now, over the bytes the
+            // kernel is about to copy; one whose buffer was freed since the
+            // RNIC built it cannot be read and is dropped like a lost packet.
+            let (local, mem) = (self.local, self.rnic.mem());
+            let before = self.pending.len();
+            self.pending.retain_mut(|d| d.seal(local, mem));
+            self.stats.send_errors += (before - self.pending.len()) as u64;
+            if self.pending.is_empty() {
+                continue;
+            }
             self.plan_groups();
-            match self
-                .txb
-                .send_grouped(self.sock.as_raw_fd(), &self.pending, &self.groups)
-            {
+            match self.txb.send_grouped(
+                self.sock.as_raw_fd(),
+                &self.pending,
+                &self.groups,
+                self.rnic.mem(),
+            ) {
                 Ok(0) => break, // socket buffer full: retry on the next round
                 Ok(n) => {
                     work = true;
@@ -552,7 +568,7 @@ impl Engine {
                                 self.local,
                                 d.dst,
                                 d.tos,
-                                &d.to_vec(),
+                                &d.to_vec(self.rnic.mem()),
                                 d.ident,
                             );
                             if c.w.write(self.wall_origin_ns + now, &frame).is_err() {
@@ -582,6 +598,10 @@ impl Engine {
                     self.pending.remove(0);
                 }
             }
+        }
+        // What waits for the next round may see its memory change first.
+        for d in &mut self.pending {
+            d.unseal();
         }
         Ok(work)
     }
@@ -633,12 +653,13 @@ fn probe_gso(fd: RawFd, local: SocketAddrV4, rx: &mut RecvBatch, txb: &mut SendB
         tos: 0,
         head: [0x5a; packet::MAX_HEAD],
         head_len: SEG,
-        payload: Vec::new(),
+        body: packet::Body::Owned(Vec::new()),
         tail: [0; 8],
         tail_len: 0,
         ident: 0,
+        sealed: true,
     };
-    match txb.send_grouped(fd, &[probe.clone(), probe], &[2]) {
+    match txb.send_grouped(fd, &[probe.clone(), probe], &[2], &RealMemory::new()) {
         Ok(2) => {}
         _ => return 0,
     }

@@ -21,7 +21,7 @@
 //! one ID to another without touching the rest of the packet (a corrupted
 //! packet stays corrupted).
 
-use roce_rnic::{Payload, Transmit};
+use roce_rnic::{GATHER_MAX, Gather, Payload, RealMemory, Resolved, Transmit};
 use roce_wire::{BTH_LEN, EthernetRepr, ICRC_LEN, Ipv4Repr, Mac, TransportPacket, TransportRepr};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -30,7 +30,15 @@ pub const IP_UDP_LEN: usize = 20 + 8;
 /// Largest BTH plus extension headers any opcode carries (RETH+ImmDt, AtomicETH, CNP pad…).
 pub const MAX_HEAD: usize = 64;
 
-/// One datagram ready for `sendmsg`: three gather pieces.
+/// A datagram's payload: bytes of its own, or a gather list of the RNIC's
+/// registered memory read when the datagram is sent (zero-copy transmit).
+#[derive(Debug, Clone)]
+pub enum Body {
+    Owned(Vec<u8>),
+    Host(Gather),
+}
+
+/// One datagram ready for `sendmsg`: a header, the payload pieces, a tail.
 #[derive(Debug, Clone)]
 pub struct OutDatagram {
     pub dst: SocketAddrV4,
@@ -38,28 +46,42 @@ pub struct OutDatagram {
     pub tos: u8,
     pub head: [u8; MAX_HEAD],
     pub head_len: usize,
-    pub payload: Vec<u8>,
+    pub body: Body,
     /// Pad then ICRC.
     pub tail: [u8; 8],
     pub tail_len: usize,
     /// The IP ID the ICRC was computed for (0 unless the datagram is segment
     /// `ident` of a GSO send).
     pub ident: u16,
+    /// The ICRC in `tail` covers the bytes that will be sent. A
+    /// [`Body::Host`] datagram is sealed (its ICRC computed over the
+    /// memory as it is then) right before it goes, and unsealed again if it
+    /// has to wait: memory may change while it waits, and the ICRC must be
+    /// the one of the bytes the kernel copies.
+    pub sealed: bool,
 }
 
 impl OutDatagram {
     /// Bytes of UDP payload.
     pub fn len(&self) -> usize {
-        self.head_len + self.payload.len() + self.tail_len
+        self.head_len + self.body_len() + self.tail_len
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+    fn body_len(&self) -> usize {
+        match &self.body {
+            Body::Owned(v) => v.len(),
+            Body::Host(g) => g.len(),
+        }
     }
     /// An RC ACK or NAK: no payload, nothing waits on its order.
     pub fn is_ack(&self) -> bool {
         self.head_len > 0 && self.head[0] == roce_wire::Opcode::RcAck.to_u8()
     }
-    /// Flips one bit at byte `at` (mod length) of the UDP payload: the fault injector's corruption.
+    /// Flips one bit at byte `at` (mod length) of the UDP payload: the
+    /// fault injector's corruption. A [`Body::Host`] payload is left alone
+    /// (it is the sender's memory): [`materialize`](Self::materialize) first.
     pub fn flip_bit(&mut self, at: usize, bit: u8) {
         let n = self.len();
         if n == 0 {
@@ -72,11 +94,14 @@ impl OutDatagram {
             return;
         }
         i -= self.head_len;
-        if i < self.payload.len() {
-            self.payload[i] ^= mask;
+        let body = self.body_len();
+        if i < body {
+            if let Body::Owned(v) = &mut self.body {
+                v[i] ^= mask;
+            }
             return;
         }
-        i -= self.payload.len();
+        i -= body;
         self.tail[i] ^= mask;
     }
     /// Moves the ICRC to the one for IP ID `ident` (see [`IdentDelta`]).
@@ -91,11 +116,71 @@ impl OutDatagram {
         self.tail[at..self.tail_len].copy_from_slice(&crc.to_le_bytes());
         self.ident = ident;
     }
+    /// The payload pieces as slices (a [`Body::Host`] one read from `mem`);
+    /// `None` when its buffer is no longer allocated.
+    pub fn body_slices<'a>(&'a self, mem: &'a RealMemory) -> Option<Resolved<'a>> {
+        match &self.body {
+            Body::Owned(v) => Some(Resolved::one(v)),
+            Body::Host(g) => mem.resolve(g).ok(),
+        }
+    }
+    /// Computes the ICRC (for IP ID 0) of a [`Body::Host`] datagram over
+    /// its bytes as they are in `mem` now. False when its buffer is gone.
+    pub fn seal(&mut self, src: SocketAddrV4, mem: &RealMemory) -> bool {
+        if self.sealed {
+            return true;
+        }
+        let Some(body) = self.body_slices(mem) else {
+            return false;
+        };
+        let pad = self.tail_len - ICRC_LEN;
+        let udp_len = self.len();
+        let ip = ipv4_header(*src.ip(), *self.dst.ip(), self.tos, udp_len);
+        let udp = udp_header(src.port(), self.dst.port(), udp_len);
+        let mut pieces: [&[u8]; GATHER_MAX + 2] = [&[]; GATHER_MAX + 2];
+        pieces[0] = &self.head[..self.head_len];
+        let mut n = 1;
+        for b in body.iter() {
+            pieces[n] = b;
+            n += 1;
+        }
+        pieces[n] = &self.tail[..pad];
+        let crc = icrc_gather(&ip, &udp, &pieces[..n + 1]);
+        self.tail[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
+        self.ident = 0;
+        self.sealed = true;
+        true
+    }
+    /// Marks a [`Body::Host`] datagram that must wait as needing a new ICRC.
+    pub fn unseal(&mut self) {
+        if matches!(self.body, Body::Host(_)) {
+            self.sealed = false;
+        }
+    }
+    /// Copies a [`Body::Host`] payload out of `mem` into bytes of its own
+    /// (for the fault injector, which corrupts and holds datagrams). False
+    /// when its buffer is gone.
+    pub fn materialize(&mut self, src: SocketAddrV4, mem: &RealMemory) -> bool {
+        if !self.seal(src, mem) {
+            return false;
+        }
+        if let Body::Host(_) = &self.body {
+            let Some(v) = self.body_slices(mem).map(|r| r.concat()) else {
+                return false;
+            };
+            self.body = Body::Owned(v);
+        }
+        true
+    }
     /// The UDP payload as one vector (for captures).
-    pub fn to_vec(&self) -> Vec<u8> {
+    pub fn to_vec(&self, mem: &RealMemory) -> Vec<u8> {
         let mut v = Vec::with_capacity(self.len());
         v.extend_from_slice(&self.head[..self.head_len]);
-        v.extend_from_slice(&self.payload);
+        if let Some(body) = self.body_slices(mem) {
+            for b in body.iter() {
+                v.extend_from_slice(b);
+            }
+        }
         v.extend_from_slice(&self.tail[..self.tail_len]);
         v
     }
@@ -191,32 +276,39 @@ pub fn build(t: Transmit, src: SocketAddrV4) -> Result<OutDatagram, BuildError> 
     let std::net::SocketAddr::V4(dst) = t.dst else {
         return Err(BuildError::NotIpv4(t.dst));
     };
-    let payload = match t.payload {
-        Payload::Bytes(b) => b,
-        Payload::Virtual(0) => Vec::new(),
+    let body = match t.payload {
+        Payload::Bytes(b) => Body::Owned(b),
+        Payload::Host(g) => Body::Host(g),
+        Payload::Virtual(0) => Body::Owned(Vec::new()),
         Payload::Virtual(_) => return Err(BuildError::VirtualPayload),
     };
     let mut head = [0u8; MAX_HEAD];
-    let head_len = t.repr.emit_headers(&mut head, payload.len())?;
-    let pad = usize::from(TransportRepr::pad_for(payload.len()));
-    let udp_len = head_len + payload.len() + pad + ICRC_LEN;
-    let tos = (t.dscp.min(63) << 2) | if t.ecn_capable { 2 } else { 0 };
-    let ip = ipv4_header(*src.ip(), *dst.ip(), tos, udp_len);
-    let udp = udp_header(src.port(), dst.port(), udp_len);
-    let zeros = [0u8; 3];
-    let crc = icrc_gather(&ip, &udp, &[&head[..head_len], &payload, &zeros[..pad]]);
-    let mut tail = [0u8; 8];
-    tail[pad..pad + 4].copy_from_slice(&crc.to_le_bytes());
-    Ok(OutDatagram {
+    let mut d = OutDatagram {
         dst,
-        tos,
+        tos: (t.dscp.min(63) << 2) | if t.ecn_capable { 2 } else { 0 },
         head,
-        head_len,
-        payload,
-        tail,
-        tail_len: pad + ICRC_LEN,
+        head_len: 0,
+        body,
+        tail: [0u8; 8],
+        tail_len: 0,
         ident: 0,
-    })
+        sealed: false,
+    };
+    let body_len = d.body_len();
+    d.head_len = t.repr.emit_headers(&mut head, body_len)?;
+    d.head = head;
+    d.tail_len = usize::from(TransportRepr::pad_for(body_len)) + ICRC_LEN;
+    if let Body::Owned(v) = &d.body {
+        // Bytes of its own: the ICRC can be computed once, now.
+        let pad = d.tail_len - ICRC_LEN;
+        let udp_len = d.len();
+        let ip = ipv4_header(*src.ip(), *dst.ip(), d.tos, udp_len);
+        let udp = udp_header(src.port(), dst.port(), udp_len);
+        let crc = icrc_gather(&ip, &udp, &[&d.head[..d.head_len], v, &d.tail[..pad]]);
+        d.tail[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
+        d.sealed = true;
+    }
+    Ok(d)
 }
 
 /// Offset of the IP Identification field in the ICRC's input (after the
@@ -462,7 +554,7 @@ mod tests {
         let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
         for len in [0usize, 1, 3, 4, 1023] {
             let d = build(write_first(len), src).unwrap();
-            let bytes = d.to_vec();
+            let bytes = d.to_vec(&RealMemory::new());
             let ip = ipv4_header(*src.ip(), *d.dst.ip(), d.tos, bytes.len());
             let udp = udp_header(src.port(), d.dst.port(), bytes.len());
             let mut udp_onwards = udp.to_vec();
@@ -481,6 +573,50 @@ mod tests {
         }
     }
 
+    /// Zero-copy: the ICRC is computed over the registered buffer when the
+    /// datagram is sealed, and again after it had to wait, so it is always
+    /// the ICRC of the bytes the kernel copies.
+    #[test]
+    fn a_zero_copy_datagram_is_sealed_over_memory_as_it_is_when_sent() {
+        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let mut mem = RealMemory::zero_copy();
+        let a = mem.alloc(4096);
+        mem.set(a, &[0x33; 4096]).unwrap();
+        for len in [1usize, 3, 1024, 4096] {
+            let mut p = roce_rnic::Memory::empty_payload(&mem);
+            roce_rnic::Memory::read_into(&mem, a, len, &mut p).unwrap();
+            let mut t = write_first(len);
+            t.payload = p;
+            let mut d = build(t, src).unwrap();
+            assert!(matches!(d.body, Body::Host(_)) && !d.sealed);
+            let check = |d: &OutDatagram, mem: &RealMemory, fill: u8| {
+                let bytes = d.to_vec(mem);
+                let p = parse(&bytes, src, d.dst, d.tos).unwrap();
+                assert!(p.payload.iter().all(|&b| b == fill));
+            };
+            assert!(d.seal(src, &mem));
+            check(&d, &mem, 0x33);
+            // Memory changes while the datagram waits: unsealed, resealed.
+            d.unseal();
+            mem.set(a, &[0x44; 4096]).unwrap();
+            assert!(d.seal(src, &mem));
+            check(&d, &mem, 0x44);
+            // Materialized for the fault injector: bytes of its own now.
+            assert!(d.materialize(src, &mem));
+            mem.set(a, &[0x33; 4096]).unwrap();
+            check(&d, &RealMemory::new(), 0x44);
+        }
+        // A buffer freed under the datagram: it cannot be sealed.
+        let mut p = roce_rnic::Memory::empty_payload(&mem);
+        roce_rnic::Memory::read_into(&mem, a, 8, &mut p).unwrap();
+        let mut t = write_first(8);
+        t.payload = p;
+        let mut d = build(t, src).unwrap();
+        assert!(mem.free(a));
+        assert!(!d.seal(src, &mem));
+        assert!(!d.materialize(src, &mem));
+    }
+
     #[test]
     fn any_flipped_bit_outside_masked_fields_is_caught() {
         let src: SocketAddrV4 = "127.0.0.1:5000".parse().unwrap();
@@ -491,11 +627,11 @@ mod tests {
             }
             let mut c = d.clone();
             c.flip_bit(at, (at % 8) as u8);
-            let bytes = c.to_vec();
+            let bytes = c.to_vec(&RealMemory::new());
             assert!(parse(&bytes, src, d.dst, d.tos).is_err(), "byte {at}");
         }
         // The wrong source port (another stack's) fails the ICRC too.
-        let bytes = d.to_vec();
+        let bytes = d.to_vec(&RealMemory::new());
         let other: SocketAddrV4 = "127.0.0.1:5001".parse().unwrap();
         assert!(matches!(
             parse(&bytes, other, d.dst, d.tos),
@@ -516,7 +652,7 @@ mod tests {
             for ident in [1u16, 2, 7, 63, 0x8000, 0xffff] {
                 let mut d = d0.clone();
                 d.set_ident(ident, &mut deltas);
-                let bytes = d.to_vec();
+                let bytes = d.to_vec(&RealMemory::new());
                 let n = bytes.len();
                 let ip = ipv4_header_id(*src.ip(), *d.dst.ip(), d.tos, n, ident);
                 let udp = udp_header(src.port(), d.dst.port(), n);
@@ -530,7 +666,7 @@ mod tests {
                 assert!(rf.icrc_ok() && rf.ip_checksum_ok);
                 // …and moving it back restores the original bytes.
                 d.set_ident(0, &mut deltas);
-                assert_eq!(d.to_vec(), d0.to_vec());
+                assert_eq!(d.to_vec(&RealMemory::new()), d0.to_vec(&RealMemory::new()));
             }
         }
     }
@@ -542,7 +678,7 @@ mod tests {
         let d0 = build(write_first(256), src).unwrap();
         let mut d5 = d0.clone();
         d5.set_ident(5, &mut deltas);
-        let (b0, b5) = (d0.to_vec(), d5.to_vec());
+        let (b0, b5) = (d0.to_vec(&RealMemory::new()), d5.to_vec(&RealMemory::new()));
         // Alone (k = 0): only the ID-0 ICRC passes.
         assert_eq!(
             parse_segment(&b0, src, d0.dst, d0.tos, 0, &mut deltas)
@@ -570,7 +706,7 @@ mod tests {
             let mut c = d0.clone();
             c.flip_bit(at, 3);
             c.set_ident(5, &mut deltas);
-            let b = c.to_vec();
+            let b = c.to_vec(&RealMemory::new());
             assert!(
                 parse_segment(&b, src, d0.dst, d0.tos, 5, &mut deltas).is_err(),
                 "byte {at}"
@@ -586,7 +722,7 @@ mod tests {
         for (k, len) in [1024usize, 1024, 1024, 500].into_iter().enumerate() {
             let mut d = build(write_first(len), src).unwrap();
             d.set_ident(k as u16, &mut deltas);
-            run.extend_from_slice(&d.to_vec());
+            run.extend_from_slice(&d.to_vec(&RealMemory::new()));
         }
         let whole = ethernet_frame(src, "127.0.0.2:4791".parse().unwrap(), 0x6a, &run);
         let segs = gso_segments(&whole, 12 + 16 + 1024 + 4).unwrap();

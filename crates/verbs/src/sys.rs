@@ -1,7 +1,8 @@
 //! Batched datagram I/O on Linux: `recvmmsg` with the IP_TOS control message
 //! (to see CE marks) and `sendmmsg` with a per-datagram IP_TOS (DSCP and
-//! ECT(0) per packet: data, ACKs and CNPs differ) and a three-piece gather
-//! list, so a payload goes from the RNIC's buffer to the kernel unjoined.
+//! ECT(0) per packet: data, ACKs and CNPs differ) and a gather list per
+//! datagram (header, payload pieces, tail), so a payload goes from the
+//! registered buffer to the kernel with no copy in user space.
 //!
 //! Where the kernel has them, UDP GSO and GRO cut the per-datagram cost: one
 //! `sendmmsg` message may carry a run of equal-sized datagrams (the last may
@@ -16,6 +17,7 @@
 //! buffer owned by the batch for the duration of the call.
 
 use crate::packet::OutDatagram;
+use roce_rnic::RealMemory;
 use std::io;
 use std::mem::{size_of, zeroed};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -206,6 +208,8 @@ impl RecvBatch {
 pub struct SendBatch {
     addrs: Vec<libc::sockaddr_in>,
     iovs: Vec<libc::iovec>,
+    /// Index in `iovs` of each datagram's first piece (and one past the end).
+    starts: Vec<usize>,
     ctrl: Vec<[u64; SEND_CTRL_LEN / 8]>,
     hdrs: Vec<libc::mmsghdr>,
 }
@@ -242,65 +246,74 @@ impl SendBatch {
     /// Sends as many of `dgrams` as the socket takes without blocking, one
     /// datagram per message; returns how many went (0 when the socket
     /// buffer is full).
-    pub fn send(&mut self, fd: RawFd, dgrams: &[OutDatagram]) -> io::Result<usize> {
+    pub fn send(
+        &mut self,
+        fd: RawFd,
+        dgrams: &[OutDatagram],
+        mem: &RealMemory,
+    ) -> io::Result<usize> {
         let n = dgrams.len().min(1024);
         let ones = vec![1usize; n];
-        self.send_grouped(fd, &dgrams[..n], &ones)
+        self.send_grouped(fd, &dgrams[..n], &ones, mem)
     }
 
     /// Sends `dgrams` as messages of `groups[i]` consecutive datagrams
     /// each: a group of more than one goes as one UDP GSO send, its segment
     /// size the first datagram's length (the caller makes every datagram of
     /// a group that size, bar a shorter last, and gives them one destination
-    /// and one TOS). Returns how many datagrams went (whole messages only;
-    /// 0 when the socket buffer is full).
+    /// and one TOS). A payload in registered memory is read from `mem`
+    /// (the caller has sealed it: its ICRC is for the bytes there now).
+    /// Returns how many datagrams went (whole messages only; 0 when the
+    /// socket buffer is full).
     pub fn send_grouped(
         &mut self,
         fd: RawFd,
         dgrams: &[OutDatagram],
         groups: &[usize],
+        mem: &RealMemory,
     ) -> io::Result<usize> {
         let m = groups.len().min(1024);
         let total: usize = groups[..m].iter().sum();
         if m == 0 || total == 0 || total > dgrams.len() {
             return Ok(0);
         }
-        // SAFETY: plain old data.
-        let z = || unsafe { zeroed::<libc::iovec>() };
         self.addrs
             .resize(m, sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
-        // Sized before any pointer into it is taken: no reallocation below.
+        // Every iovec first (the vector may grow), pointers into it after.
         self.iovs.clear();
-        self.iovs.resize(total * 3, z());
+        self.starts.clear();
+        let iov = |p: &[u8]| libc::iovec {
+            iov_base: p.as_ptr() as *mut _,
+            iov_len: p.len(),
+        };
+        for d in &dgrams[..total] {
+            let Some(body) = d.body_slices(mem) else {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a payload's registered buffer was freed before it was sent",
+                ));
+            };
+            self.starts.push(self.iovs.len());
+            self.iovs.push(iov(&d.head[..d.head_len]));
+            self.iovs
+                .extend(body.iter().filter(|b| !b.is_empty()).map(iov));
+            self.iovs.push(iov(&d.tail[..d.tail_len]));
+        }
+        self.starts.push(self.iovs.len());
         self.ctrl.resize(m, [0; SEND_CTRL_LEN / 8]);
         // SAFETY: plain old data.
         self.hdrs.resize(m, unsafe { zeroed() });
         let mut first = 0usize;
         for (i, &count) in groups[..m].iter().enumerate() {
-            let group = &dgrams[first..first + count];
-            let d0 = &group[0];
+            let d0 = &dgrams[first];
             self.addrs[i] = sockaddr(d0.dst);
-            for (j, d) in group.iter().enumerate() {
-                let v = &mut self.iovs[(first + j) * 3..(first + j) * 3 + 3];
-                v[0] = libc::iovec {
-                    iov_base: d.head.as_ptr() as *mut _,
-                    iov_len: d.head_len,
-                };
-                v[1] = libc::iovec {
-                    iov_base: d.payload.as_ptr() as *mut _,
-                    iov_len: d.payload.len(),
-                };
-                v[2] = libc::iovec {
-                    iov_base: d.tail.as_ptr() as *mut _,
-                    iov_len: d.tail_len,
-                };
-            }
+            let (a, b) = (self.starts[first], self.starts[first + count]);
             // SAFETY: plain old data.
             let mut h: libc::msghdr = unsafe { zeroed() };
             h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
             h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            h.msg_iov = self.iovs[first * 3..].as_mut_ptr();
-            h.msg_iovlen = (count * 3) as _;
+            h.msg_iov = self.iovs[a..].as_mut_ptr();
+            h.msg_iovlen = (b - a) as _;
             let ctrl = &mut self.ctrl[i];
             *ctrl = [0; SEND_CTRL_LEN / 8];
             h.msg_control = ctrl.as_mut_ptr().cast();
@@ -328,7 +341,7 @@ impl SendBatch {
             };
             first += count;
         }
-        // SAFETY: the headers point into `self` and into `dgrams`, both
+        // SAFETY: the headers point into `self`, `dgrams` and `mem`, all
         // borrowed for the whole call.
         let r = unsafe {
             libc::sendmmsg(
@@ -349,6 +362,80 @@ impl SendBatch {
     }
 }
 
+/// The IP MTU of the interface that holds `ip` (`getifaddrs` and
+/// SIOCGIFMTU): the interface with exactly that address, else one whose
+/// subnet holds it (127.0.0.2 is lo's, through 127.0.0.0/8). `None` when no
+/// interface does.
+pub fn interface_mtu(ip: Ipv4Addr) -> Option<u32> {
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills the pointer with a list we free below.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return None;
+    }
+    let want = u32::from(ip);
+    let mut exact = None;
+    let mut subnet = None;
+    let mut p = ifap;
+    while !p.is_null() {
+        // SAFETY: a node of the list getifaddrs returned, alive until freed.
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_netmask.is_null() {
+            continue;
+        }
+        // SAFETY: a sockaddr of at least the family field.
+        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: AF_INET addresses and masks are sockaddr_in.
+        let (addr, mask) = unsafe {
+            (
+                u32::from_be((*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr),
+                u32::from_be(
+                    (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
+                        .sin_addr
+                        .s_addr,
+                ),
+            )
+        };
+        if addr == want {
+            exact = Some(ifa.ifa_name);
+            break;
+        }
+        if subnet.is_none() && addr & mask == want & mask {
+            subnet = Some(ifa.ifa_name);
+        }
+    }
+    let mtu = exact.or(subnet).and_then(|name| {
+        // SAFETY: plain old data; the name is a NUL-terminated C string of
+        // the list, copied before the list is freed.
+        let mut req: libc::ifreq = unsafe { zeroed() };
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        let n = name.len().min(req.ifr_name.len() - 1);
+        for (d, &s) in req.ifr_name.iter_mut().zip(&name[..n]) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: a throwaway datagram socket for the ioctl.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of `req`.
+        let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        if r == 0 {
+            // SAFETY: the ioctl filled the mtu member of the union.
+            Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+        } else {
+            None
+        }
+    });
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(ifap) };
+    mtu
+}
+
 /// Waits until `fd` is readable or `timeout_ns` passes (`poll(2)`).
 pub fn wait_readable(fd: RawFd, timeout_ns: u64) {
     let mut p = libc::pollfd {
@@ -366,6 +453,21 @@ pub fn wait_readable(fd: RawFd, timeout_ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_addresses_have_lo_mtu() {
+        let lo: u32 = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        if lo == 0 {
+            eprintln!("SKIP loopback_addresses_have_lo_mtu: no /sys/class/net/lo/mtu");
+            return;
+        }
+        assert_eq!(interface_mtu(Ipv4Addr::LOCALHOST), Some(lo));
+        assert_eq!(interface_mtu(Ipv4Addr::new(127, 0, 0, 2)), Some(lo));
+        assert_eq!(interface_mtu(Ipv4Addr::UNSPECIFIED), None);
+    }
 
     #[test]
     fn control_buffers_hold_every_message_enabled() {

@@ -45,11 +45,13 @@ impl Device {
         let engine = Engine::open(addr, cfg)?;
         let local = engine.local_addr();
         let fd = engine.fd();
+        let active_mtu = crate::sys::interface_mtu(*local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
         Ok(Context {
             inner: Arc::new(Shared {
                 engine: Mutex::new(engine),
                 fd,
                 local,
+                active_mtu,
             }),
         })
     }
@@ -59,6 +61,7 @@ struct Shared {
     engine: Mutex<Engine>,
     fd: RawFd,
     local: SocketAddrV4,
+    active_mtu: Mtu,
 }
 
 /// An opened device (`ibv_context`). Cheap to clone; all clones share the engine.
@@ -82,6 +85,14 @@ impl Context {
     /// The local IP and UDP port.
     pub fn local_addr(&self) -> SocketAddrV4 {
         self.inner.local
+    }
+
+    /// The port's active MTU (`ibv_port_attr.active_mtu`): the largest path
+    /// MTU that fits the IP MTU of the interface holding the device's
+    /// address ([`Mtu::for_link`]; 4096 on loopback, 1024 on a 1500-byte
+    /// Ethernet), or 1024 when no interface holds it.
+    pub fn active_mtu(&self) -> Mtu {
+        self.inner.active_mtu
     }
 
     pub fn alloc_pd(&self) -> Result<Pd> {

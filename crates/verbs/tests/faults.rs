@@ -219,16 +219,18 @@ fn garbage_truncated_and_unknown_qp_packets_are_counted_and_dropped() {
         payload: roce_rnic::Payload::Bytes(vec![0xee; 16]),
     };
     let d = packet::build(t.clone(), raw_addr).unwrap();
-    raw.send_to(&d.to_vec(), target).unwrap();
+    raw.send_to(&d.to_vec(&roce_rnic::RealMemory::new()), target)
+        .unwrap();
     // …the same packet truncated (ICRC gone, PadCnt too large for what is left)…
-    let full = d.to_vec();
+    let full = d.to_vec(&roce_rnic::RealMemory::new());
     raw.send_to(&full[..full.len() - 6], target).unwrap();
     // …and aimed at the live QP from a stranger: the ICRC is fine, but the
     // source is not the QP's peer, so nothing may be written.
     let mut live = t;
     live.repr.bth.dest_qp = a.peer.qpn;
     let d = packet::build(live, raw_addr).unwrap();
-    raw.send_to(&d.to_vec(), target).unwrap();
+    raw.send_to(&d.to_vec(&roce_rnic::RealMemory::new()), target)
+        .unwrap();
 
     // The live QP still works.
     a.mr.write(0, &pattern(8, 2048)).unwrap();

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use roce_rnic::{Payload, Transmit};
+use roce_rnic::{Payload, RealMemory, Transmit};
 use roce_verbs::packet::{self, IdentDelta, OutDatagram};
 use roce_verbs::sys::{SendBatch, UDP_GRO, UDP_SEGMENT};
 use roce_verbs::*;
@@ -136,10 +136,11 @@ fn raw(dst: SocketAddrV4, len: usize) -> OutDatagram {
         tos: 0,
         head: [0; packet::MAX_HEAD],
         head_len: 0,
-        payload: vec![0x42; len],
+        body: packet::Body::Owned(vec![0x42; len]),
         tail: [0; 8],
         tail_len: 0,
         ident: 0,
+        sealed: true,
     }
 }
 
@@ -166,7 +167,7 @@ fn kernel_numbers_gso_segments_up_from_id_0() {
     let mut run: Vec<OutDatagram> = (0..4).map(|_| raw(to(&plain), 1000)).collect();
     run.push(raw(to(&plain), 600));
     let mut b = SendBatch::default();
-    match b.send_grouped(tx.as_raw_fd(), &run, &[5]) {
+    match b.send_grouped(tx.as_raw_fd(), &run, &[5], &RealMemory::new()) {
         Ok(5) => {}
         r => {
             eprintln!("SKIP kernel_numbers_gso_segments_up_from_id_0: no UDP GSO ({r:?})");
@@ -181,14 +182,22 @@ fn kernel_numbers_gso_segments_up_from_id_0() {
     for d in &mut run {
         d.dst = to(&gro);
     }
-    assert_eq!(b.send_grouped(tx.as_raw_fd(), &run, &[5]).unwrap(), 5);
+    assert_eq!(
+        b.send_grouped(tx.as_raw_fd(), &run, &[5], &RealMemory::new())
+            .unwrap(),
+        5
+    );
     assert_eq!(
         drain(&gro),
         [(4600, 1000)],
         "one GRO buffer, segment size 1000"
     );
     attach_ip_id_reporter(gro.as_raw_fd());
-    assert_eq!(b.send_grouped(tx.as_raw_fd(), &run, &[5]).unwrap(), 5);
+    assert_eq!(
+        b.send_grouped(tx.as_raw_fd(), &run, &[5], &RealMemory::new())
+            .unwrap(),
+        5
+    );
     let got = drain(&gro);
     assert_eq!(got.len(), 1);
     assert_eq!(
@@ -368,7 +377,7 @@ fn kernel_capture_of_gso_traffic_verifies() {
     }
     assert_eq!(run.iter().map(|d| d.len()).sum::<usize>(), 65496);
     let mut b = SendBatch::default();
-    let sent = b.send_grouped(tx.as_raw_fd(), &run, &[63]);
+    let sent = b.send_grouped(tx.as_raw_fd(), &run, &[63], &RealMemory::new());
 
     // Part 2: engine traffic.
     let engine_pcaps = [dir.path().join("e1024.pcap"), dir.path().join("e4096.pcap")];
