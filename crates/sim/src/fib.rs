@@ -24,18 +24,20 @@ pub enum Fib {
 /// The reduced table (see the module documentation).
 #[derive(Debug)]
 pub struct Compact {
-    /// Edge switch (node) of each host.
-    host_edge: Vec<u32>,
-    /// The edge switch's port toward each host.
-    host_port: Vec<u16>,
-    /// Column of each host: the index of its edge switch among edges.
-    host_col: Vec<u32>,
-    /// Row of each node (switches only).
-    row: Vec<u32>,
-    cols: usize,
-    /// `(start, len)` into `ports` for each row × column.
+    /// Per host: its edge switch, its port there, and the column of that
+    /// edge switch (one 8-byte entry, so a lookup reads one line for it).
+    host: Vec<HostRoute>,
+    /// Per node: the first entry of its row in `spans` (switches only).
+    row_base: Vec<u32>,
     spans: Vec<(u32, u16)>,
     ports: Vec<u16>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct HostRoute {
+    edge: u32,
+    port: u16,
+    col: u16,
 }
 
 impl Fib {
@@ -65,19 +67,17 @@ impl Fib {
 impl Compact {
     #[inline]
     fn get(&self, node: usize, dst: u32) -> &[u16] {
-        let d = dst as usize;
-        if self.host_edge[d] as usize == node {
-            return std::slice::from_ref(&self.host_port[d]);
+        let h = &self.host[dst as usize];
+        if h.edge as usize == node {
+            return std::slice::from_ref(&h.port);
         }
-        let (s, n) = self.spans[self.row[node] as usize * self.cols + self.host_col[d] as usize];
+        let (s, n) = self.spans[self.row_base[node] as usize + usize::from(h.col)];
         &self.ports[s as usize..s as usize + usize::from(n)]
     }
 
     fn build(topo: &Topology, routes: &Routes) -> Option<Compact> {
         let n_hosts = topo.n_hosts();
-        let mut host_edge = Vec::with_capacity(n_hosts);
-        let mut host_port = Vec::with_capacity(n_hosts);
-        let mut host_col = Vec::with_capacity(n_hosts);
+        let mut host = Vec::with_capacity(n_hosts);
         let mut edges: Vec<usize> = Vec::new();
         let mut col_of = vec![u32::MAX; topo.nodes.len()];
         let mut rep = Vec::new();
@@ -97,19 +97,21 @@ impl Compact {
                 edges.push(edge);
                 rep.push(h as u32);
             }
-            host_edge.push(edge as u32);
-            host_port.push(*port);
-            host_col.push(col_of[edge]);
+            host.push(HostRoute {
+                edge: edge as u32,
+                port: *port,
+                col: u16::try_from(col_of[edge]).ok()?,
+            });
         }
         let switches: Vec<usize> = (0..topo.nodes.len())
             .filter(|&i| topo.nodes[i].kind == NodeKind::Switch)
             .collect();
-        let mut row = vec![u32::MAX; topo.nodes.len()];
+        let mut row_base = vec![u32::MAX; topo.nodes.len()];
         let cols = edges.len();
         let mut spans = Vec::with_capacity(switches.len() * cols);
         let mut ports = Vec::new();
         for (r, &s) in switches.iter().enumerate() {
-            row[s] = r as u32;
+            row_base[s] = u32::try_from(r * cols).ok()?;
             for &h in &rep {
                 let hops = routes.get(s, h);
                 spans.push((ports.len() as u32, hops.len() as u16));
@@ -117,11 +119,8 @@ impl Compact {
             }
         }
         let c = Compact {
-            host_edge,
-            host_port,
-            host_col,
-            row,
-            cols,
+            host,
+            row_base,
             spans,
             ports,
         };

@@ -3,11 +3,21 @@
 //! switch ASIC keeps per port.
 
 use crate::ecn::EcnConfig;
-use crate::event::Ps;
+use crate::event::{PS_PER_S, Ps, ser_ps};
 use std::collections::VecDeque;
 
 /// Priorities per port (802.1p).
 pub const NPRIO: usize = 8;
+
+/// Picoseconds per byte at `rate_bps` if that is a whole number (then
+/// `bytes × it` is exactly [`ser_ps`]), else 0.
+fn exact_ps_per_byte(rate_bps: u64) -> u64 {
+    if rate_bps > 0 && (8 * PS_PER_S).is_multiple_of(rate_bps) {
+        8 * PS_PER_S / rate_bps
+    } else {
+        0
+    }
+}
 
 /// A queued frame: its packet slot and what the egress side needs without
 /// touching the packet, which by the time it leaves has usually dropped out
@@ -60,33 +70,55 @@ pub enum Scheduler {
     },
 }
 
+/// One priority of a port's egress: its queue and what a packet of that
+/// priority reads and writes, in one cache line.
+#[derive(Debug, Clone, Default)]
+#[repr(C, align(64))]
+pub struct PrioQueue {
+    /// Filled and drained only through [`Port::enqueue`] and
+    /// [`Port::dequeue`], which keep `bytes` and the port's totals.
+    queue: VecDeque<QEntry>,
+    /// Bytes queued.
+    pub bytes: u64,
+    /// Paused by a received XOFF until this time (0 = not paused).
+    pub paused_until: Ps,
+    /// Most bytes ever queued (kept by switches).
+    pub max_bytes: u64,
+}
+
 /// Egress state and counters of one port.
 ///
-/// Laid out in declaration order (`repr(C)`) with what every packet
-/// touches first — serializer, link, queue lengths, pause deadlines, the
-/// queues — so a dequeue or enqueue reads a few adjacent cache lines of a
-/// port rather than lines scattered over its 1.1 KB.
+/// Laid out (`repr(C)`) so that a packet touches two cache lines of its
+/// port: the first holds the serializer, the link and the totals, and
+/// each priority's queue, length and pause deadline share a line of their
+/// own; counters and PFC bookkeeping come after.
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub struct Port {
     /// The serializer is busy until this time.
     pub busy_until: Ps,
-    pub rate_bps: u64,
     pub delay_ps: Ps,
     pub tx_bytes: u64,
-    pub tx_pkts: u64,
+    /// Picoseconds per byte when the rate divides 8 × 10¹² exactly (every
+    /// whole number of Gb/s that divides 8,000), so serialization is one
+    /// multiplication; 0 = use [`ser_ps`]'s division.
+    ps_per_byte: u64,
+    /// `ecn`'s `kmin_bytes` (`u64::MAX` without ECN): queues up to this
+    /// long are never marked, which the packet path checks on this line.
+    ecn_kmin: u64,
     pub peer: u32,
+    /// Packets queued, all priorities.
+    npkts: u32,
     pub peer_port: u16,
     /// A `TxDone` wake-up is scheduled at `busy_until`.
     pub wake_pending: bool,
     pub rr_next: u8,
     pub visiting: bool,
-    pub qbytes: [u64; NPRIO],
-    /// Paused by a received XOFF until this time (0 = not paused).
-    pub paused_until: [Ps; NPRIO],
-    pub queues: [VecDeque<QEntry>; NPRIO],
-    pub ecn: Option<EcnConfig>,
-    pub max_qbytes: [u64; NPRIO],
+    /// Bit `q` set: queue `q` is not empty.
+    nonempty: u8,
+    pub rate_bps: u64,
+    pub q: [PrioQueue; NPRIO],
+    ecn: Option<EcnConfig>,
     pub pause_version: [u32; NPRIO],
     pub pause_started: [Option<Ps>; NPRIO],
     /// Time spent paused, per priority.
@@ -106,11 +138,9 @@ impl Port {
             peer_port,
             rate_bps,
             delay_ps,
-            queues: Default::default(),
-            qbytes: [0; NPRIO],
+            q: Default::default(),
             busy_until: 0,
             wake_pending: false,
-            paused_until: [0; NPRIO],
             pause_version: [0; NPRIO],
             pause_started: [None; NPRIO],
             paused_ps: [0; NPRIO],
@@ -120,8 +150,10 @@ impl Port {
             xon_tx: [0; NPRIO],
             refresh_version: [0; NPRIO],
             tx_bytes: 0,
-            tx_pkts: 0,
-            max_qbytes: [0; NPRIO],
+            ps_per_byte: exact_ps_per_byte(rate_bps),
+            ecn_kmin: u64::MAX,
+            nonempty: 0,
+            npkts: 0,
             ecn: None,
             deficit: [0; NPRIO],
             rr_next: 0,
@@ -129,57 +161,139 @@ impl Port {
         }
     }
 
+    /// RED marking thresholds of this port's egress queues.
+    pub fn ecn(&self) -> Option<EcnConfig> {
+        self.ecn
+    }
+
+    pub fn set_ecn(&mut self, ecn: Option<EcnConfig>) {
+        self.ecn = ecn;
+        self.ecn_kmin = ecn.map_or(u64::MAX, |e| e.kmin_bytes);
+    }
+
+    /// The marking thresholds if a queue of `qlen` bytes may be marked
+    /// (ECN is on and `qlen` is above `kmin`).
+    #[inline]
+    pub fn ecn_above_kmin(&self, qlen: u64) -> Option<EcnConfig> {
+        if qlen > self.ecn_kmin { self.ecn } else { None }
+    }
+
+    /// Bytes queued at `prio`.
+    #[inline]
+    pub fn qbytes(&self, prio: usize) -> u64 {
+        self.q[prio].bytes
+    }
+
+    /// Most bytes ever queued, per priority.
+    pub fn max_qbytes(&self) -> [u64; NPRIO] {
+        std::array::from_fn(|i| self.q[i].max_bytes)
+    }
+
+    #[inline]
     pub fn is_paused(&self, prio: usize, now: Ps) -> bool {
-        self.paused_until[prio] > now
+        self.q[prio].paused_until > now
     }
 
     /// Packets waiting in all queues.
     pub fn queued_pkts(&self) -> usize {
-        self.queues.iter().map(|q| q.len()).sum()
+        self.npkts as usize
+    }
+
+    /// Packets waiting at `prio`.
+    pub fn queue_len(&self, prio: usize) -> usize {
+        self.q[prio].queue.len()
+    }
+
+    /// Appends `e` to queue `prio`.
+    #[inline]
+    pub fn enqueue(&mut self, prio: usize, e: QEntry) {
+        let q = &mut self.q[prio];
+        q.queue.push_back(e);
+        q.bytes += u64::from(e.frame());
+        self.nonempty |= 1 << prio;
+        self.npkts += 1;
+    }
+
+    /// Takes the head of queue `prio`.
+    #[inline]
+    pub fn dequeue(&mut self, prio: usize) -> Option<QEntry> {
+        let q = &mut self.q[prio];
+        let e = q.queue.pop_front()?;
+        q.bytes -= u64::from(e.frame());
+        if q.queue.is_empty() {
+            self.nonempty &= !(1 << prio);
+        }
+        self.npkts -= 1;
+        Some(e)
+    }
+
+    /// Time to serialize `bytes` on this port ([`ser_ps`] at its rate).
+    #[inline]
+    pub fn ser(&self, bytes: u64) -> Ps {
+        if self.ps_per_byte != 0 {
+            bytes * self.ps_per_byte
+        } else {
+            ser_ps(bytes, self.rate_bps)
+        }
     }
 
     /// Bytes waiting in all queues.
     pub fn queued_bytes(&self) -> u64 {
-        self.qbytes.iter().sum()
+        self.q.iter().map(|q| q.bytes).sum()
     }
 
     /// The queue to serve next, if any may send at `now`.
+    #[inline]
     pub fn pick(&mut self, now: Ps, sched: &Scheduler) -> Option<usize> {
-        let ready = |p: &Port, q: usize| !p.queues[q].is_empty() && !p.is_paused(q, now);
         match sched {
-            Scheduler::Strict => (0..NPRIO).rev().find(|&q| ready(self, q)),
+            Scheduler::Strict => {
+                // The highest non-empty queue that is not paused.
+                let mut m = self.nonempty;
+                while m != 0 {
+                    let q = 7 - m.leading_zeros() as usize;
+                    if !self.is_paused(q, now) {
+                        return Some(q);
+                    }
+                    m &= !(1 << q);
+                }
+                None
+            }
             Scheduler::Dwrr {
                 strict_from,
                 weights,
-            } => {
-                let sf = usize::from(*strict_from).min(NPRIO);
-                if let Some(q) = (sf..NPRIO).rev().find(|&q| ready(self, q)) {
+            } => self.pick_dwrr(now, *strict_from, weights),
+        }
+    }
+
+    #[inline(never)]
+    fn pick_dwrr(&mut self, now: Ps, strict_from: u8, weights: &[u32; NPRIO]) -> Option<usize> {
+        let ready = |p: &Port, q: usize| p.nonempty & (1 << q) != 0 && !p.is_paused(q, now);
+        let sf = usize::from(strict_from).min(NPRIO);
+        if let Some(q) = (sf..NPRIO).rev().find(|&q| ready(self, q)) {
+            return Some(q);
+        }
+        if !(0..sf).any(|q| ready(self, q)) {
+            return None;
+        }
+        // Deficit round robin: a visit adds one quantum; the queue
+        // is served while its deficit covers the head packet.
+        loop {
+            let q = usize::from(self.rr_next) % sf;
+            if ready(self, q) {
+                if !self.visiting {
+                    self.deficit[q] += i64::from(weights[q].max(1)) * 1500;
+                    self.visiting = true;
+                }
+                let head = self.q[q].queue.front().map_or(0, |e| i64::from(e.frame()));
+                if self.deficit[q] >= head {
+                    self.deficit[q] -= head;
                     return Some(q);
                 }
-                if !(0..sf).any(|q| ready(self, q)) {
-                    return None;
-                }
-                // Deficit round robin: a visit adds one quantum; the queue
-                // is served while its deficit covers the head packet.
-                loop {
-                    let q = usize::from(self.rr_next) % sf;
-                    if ready(self, q) {
-                        if !self.visiting {
-                            self.deficit[q] += i64::from(weights[q].max(1)) * 1500;
-                            self.visiting = true;
-                        }
-                        let head = self.queues[q].front().map_or(0, |e| i64::from(e.frame()));
-                        if self.deficit[q] >= head {
-                            self.deficit[q] -= head;
-                            return Some(q);
-                        }
-                    } else {
-                        self.deficit[q] = 0;
-                    }
-                    self.visiting = false;
-                    self.rr_next = ((q + 1) % sf) as u8;
-                }
+            } else {
+                self.deficit[q] = 0;
             }
+            self.visiting = false;
+            self.rr_next = ((q + 1) % sf) as u8;
         }
     }
 }

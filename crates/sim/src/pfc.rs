@@ -83,15 +83,23 @@ pub enum Admit {
     Drop,
 }
 
+/// The accounts of one ingress queue (port × priority), together so a
+/// packet touches one cache line of them.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ingress {
+    rsv: u64,
+    shared: u64,
+    hdrm: u64,
+    xoff: bool,
+}
+
 /// Per-switch buffer state.
 #[derive(Debug, Clone)]
 pub struct Mmu {
     pub cfg: BufferConfig,
     headroom: Vec<u64>,
-    rsv: Vec<u64>,
-    shared: Vec<u64>,
-    hdrm: Vec<u64>,
-    xoff: Vec<bool>,
+    /// Indexed by `port × 8 + priority`.
+    q: Vec<Ingress>,
     shared_pool: u64,
     shared_used: u64,
     /// Bytes held, all pools.
@@ -113,10 +121,7 @@ impl Mmu {
         Mmu {
             cfg,
             headroom,
-            rsv: vec![0; n * NPRIO],
-            shared: vec![0; n * NPRIO],
-            hdrm: vec![0; n * NPRIO],
-            xoff: vec![false; n * NPRIO],
+            q: vec![Ingress::default(); n * NPRIO],
             shared_pool,
             shared_used: 0,
             used: 0,
@@ -129,35 +134,49 @@ impl Mmu {
         self.shared_pool
     }
 
+    #[inline]
     fn lossless(&self, prio: u8) -> bool {
         self.cfg.lossless & (1 << prio) != 0
     }
 
     /// The current per-queue shared limit.
+    #[inline]
     pub fn threshold(&self) -> u64 {
         match self.cfg.threshold {
             Threshold::Dynamic { alpha } => {
-                (alpha * self.shared_pool.saturating_sub(self.shared_used) as f64) as u64
+                let free = self.shared_pool.saturating_sub(self.shared_used);
+                // `(alpha × free as f64) as u64`, through the signed
+                // conversions (one instruction each) wherever they give
+                // the same value: `free` below 2⁶³ and the product below
+                // 2⁶³ (a negative product is 0 either way).
+                if free < 1 << 63 {
+                    let x = alpha * free as i64 as f64;
+                    if x < 9_223_372_036_854_775_808.0 {
+                        return (x as i64).max(0) as u64;
+                    }
+                }
+                (alpha * free as f64) as u64
             }
             Threshold::Static { bytes } => bytes,
         }
     }
 
     /// Admits (or refuses) `size` bytes arriving on `port` at `prio`.
+    #[inline]
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
         let i = port * NPRIO + usize::from(prio);
         let lossless = self.lossless(prio);
-        let at = if self.rsv[i] + size <= self.cfg.reserve_bytes {
-            self.rsv[i] += size;
+        let thr = self.threshold();
+        let q = &mut self.q[i];
+        let at = if q.rsv + size <= self.cfg.reserve_bytes {
+            q.rsv += size;
             Admit::Reserve
-        } else if self.shared[i] + size <= self.threshold()
-            && self.shared_used + size <= self.shared_pool
-        {
-            self.shared[i] += size;
+        } else if q.shared + size <= thr && self.shared_used + size <= self.shared_pool {
+            q.shared += size;
             self.shared_used += size;
             Admit::Shared
-        } else if lossless && self.hdrm[i] + size <= self.headroom[port] {
-            self.hdrm[i] += size;
+        } else if lossless && q.hdrm + size <= self.headroom[port] {
+            q.hdrm += size;
             Admit::Headroom
         } else {
             return Admit::Drop;
@@ -169,43 +188,46 @@ impl Mmu {
 
     /// Releases `size` bytes of the ingress queue (`port`, `prio`) when the
     /// packet leaves: headroom first, then shared, then reserve.
+    #[inline]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) {
-        let i = port * NPRIO + usize::from(prio);
+        let q = &mut self.q[port * NPRIO + usize::from(prio)];
         let mut left = size;
-        let h = self.hdrm[i].min(left);
-        self.hdrm[i] -= h;
+        let h = q.hdrm.min(left);
+        q.hdrm -= h;
         left -= h;
-        let s = self.shared[i].min(left);
-        self.shared[i] -= s;
+        let s = q.shared.min(left);
+        q.shared -= s;
         self.shared_used -= s;
         left -= s;
-        let r = self.rsv[i].min(left);
-        self.rsv[i] -= r;
+        let r = q.rsv.min(left);
+        q.rsv -= r;
         self.used = self.used.saturating_sub(size);
     }
 
     /// True when (`port`, `prio`) should send XOFF now (and records it).
+    #[inline]
     pub fn check_xoff(&mut self, port: usize, prio: u8) -> bool {
         let i = port * NPRIO + usize::from(prio);
-        if !self.lossless(prio) || self.xoff[i] {
+        if !self.lossless(prio) || self.q[i].xoff {
             return false;
         }
-        if self.hdrm[i] > 0 || self.shared[i] >= self.threshold() {
-            self.xoff[i] = true;
+        if self.q[i].hdrm > 0 || self.q[i].shared >= self.threshold() {
+            self.q[i].xoff = true;
             return true;
         }
         false
     }
 
     /// True when (`port`, `prio`) should send XON now (and records it).
+    #[inline]
     pub fn check_xon(&mut self, port: usize, prio: u8) -> bool {
         let i = port * NPRIO + usize::from(prio);
-        if !self.xoff[i] || self.hdrm[i] > 0 {
+        if !self.q[i].xoff || self.q[i].hdrm > 0 {
             return false;
         }
-        let s = self.shared[i];
+        let s = self.q[i].shared;
         if s == 0 || s + self.cfg.xon_offset_bytes <= self.threshold() {
-            self.xoff[i] = false;
+            self.q[i].xoff = false;
             return true;
         }
         false
@@ -213,13 +235,13 @@ impl Mmu {
 
     /// Whether XOFF is in force for (`port`, `prio`).
     pub fn is_xoff(&self, port: usize, prio: u8) -> bool {
-        self.xoff[port * NPRIO + usize::from(prio)]
+        self.q[port * NPRIO + usize::from(prio)].xoff
     }
 
     /// Bytes held for the ingress queue (`port`, `prio`).
     pub fn ingress_bytes(&self, port: usize, prio: u8) -> u64 {
-        let i = port * NPRIO + usize::from(prio);
-        self.rsv[i] + self.shared[i] + self.hdrm[i]
+        let q = &self.q[port * NPRIO + usize::from(prio)];
+        q.rsv + q.shared + q.hdrm
     }
 }
 
@@ -282,6 +304,50 @@ mod tests {
         m.admit(0, 3, 30_000);
         assert!(m.threshold() < t0);
         assert_eq!(m.threshold(), 50_000);
+    }
+
+    #[test]
+    fn dynamic_threshold_matches_the_unsigned_formula() {
+        // The signed fast path against `(alpha × free as f64) as u64`,
+        // including alphas that overflow 2⁶³, infinity, NaN and negatives.
+        let alphas = [
+            0.125,
+            1.0,
+            0.0,
+            -0.5,
+            3.7,
+            1e12,
+            1e30,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        let frees = [
+            0u64,
+            1,
+            1023,
+            32 << 20,
+            (1 << 53) + 1,
+            1 << 62,
+            u64::MAX >> 1,
+        ];
+        for alpha in alphas {
+            for free in frees {
+                let mut m = mmu(Threshold::Dynamic { alpha });
+                m.shared_pool = free;
+                assert_eq!(
+                    m.threshold(),
+                    (alpha * free as f64) as u64,
+                    "{alpha} {free}"
+                );
+                m.shared_pool = u64::MAX;
+                m.shared_used = u64::MAX - free;
+                assert_eq!(
+                    m.threshold(),
+                    (alpha * free as f64) as u64,
+                    "{alpha} {free}"
+                );
+            }
+        }
     }
 
     #[test]

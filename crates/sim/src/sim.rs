@@ -280,7 +280,7 @@ impl Simulator {
                 NodeKind::Switch => {
                     let mut headroom = Vec::with_capacity(ports.len());
                     for p in ports.iter_mut() {
-                        p.ecn = match &cfg.ecn {
+                        p.set_ecn(match &cfg.ecn {
                             EcnPolicy::Off => None,
                             EcnPolicy::Fixed(e) => Some(*e),
                             EcnPolicy::BySpeed(m) => Some(
@@ -291,7 +291,7 @@ impl Simulator {
                                         rate_bps: p.rate_bps,
                                     })?,
                             ),
-                        };
+                        });
                         headroom.push(cfg.buffer.headroom_bytes.unwrap_or_else(|| {
                             auto_headroom(p.rate_bps, p.delay_ps, max_frame + cfg.ifg_bytes)
                         }));
@@ -351,12 +351,20 @@ impl Simulator {
                 ideal: ideal_fct(&path, f.size, cfg.mtu, cfg.ifg_bytes),
             });
         }
+        // The calendar reaches past the longest link delay and frame.
+        let horizon = topo
+            .ports
+            .iter()
+            .flatten()
+            .map(|p| p.delay_ps + ser_ps(max_frame + cfg.ifg_bytes, p.rate_bps))
+            .max()
+            .unwrap_or(0);
         let mut sim = Simulator {
             cfg,
             fib: Fib::new(&topo, routes),
             topo,
             cc,
-            q: EventQueue::new(),
+            q: EventQueue::with_horizon(horizon + horizon / 4),
             nodes,
             hosts,
             switches,
@@ -438,7 +446,7 @@ impl Simulator {
     /// packet and, at a host, the transport headers; a finishing port's
     /// serializer and queue lengths), so the cache misses overlap with
     /// handling the current event.
-    fn prefetch_upcoming(&self) {
+    fn prefetch_upcoming(&mut self) {
         for ev in self.q.upcoming() {
             match ev {
                 Event::Arrive { node, pkt, .. } => {
@@ -454,7 +462,11 @@ impl Simulator {
                 }
                 Event::TxDone { node, port } => {
                     if let Some(p) = self.nodes[node as usize].ports.get(usize::from(port)) {
-                        prefetch(p);
+                        // The serializer's line and the lines of the
+                        // priorities that carry traffic.
+                        prefetch_line(p);
+                        prefetch_line(&p.q[usize::from(self.cfg.data_prio & 7)]);
+                        prefetch_line(&p.q[usize::from(self.cfg.control_prio & 7)]);
                     }
                 }
                 _ => {}
@@ -511,7 +523,7 @@ impl Simulator {
                     if let Some(s) = p.pause_started[pi].take() {
                         p.paused_ps[pi] += now - s;
                     }
-                    p.paused_until[pi] = 0;
+                    p.q[pi].paused_until = 0;
                     self.log_pfc(node, port, prio, "expire");
                     self.kick(node, port);
                 }
@@ -869,7 +881,6 @@ impl Simulator {
                 return;
             }
         }
-        let sched = self.cfg.scheduler;
         if ns.host {
             let host = ns.index;
             loop {
@@ -893,12 +904,11 @@ impl Simulator {
                 let markable = pkt.ecn_capable && !pkt.ce;
                 let id = self.alloc_packet(pkt, body);
                 let p = &mut self.nodes[node as usize].ports[0];
-                p.queues[prio].push_back(QEntry::new(id, frame, 0, markable));
-                p.qbytes[prio] += u64::from(frame);
+                p.enqueue(prio, QEntry::new(id, frame, 0, markable));
             }
         } else {
             let p = &mut ns.ports[usize::from(port)];
-            if let Some(prio) = p.pick(now, &sched) {
+            if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
                 self.start_tx(node, port, prio);
             }
         }
@@ -908,17 +918,13 @@ impl Simulator {
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
         let now = self.q.now();
         let pi = usize::from(port);
-        let Some(e) = self.nodes[node as usize].ports[pi].queues[prio].pop_front() else {
+        let ns = &mut self.nodes[node as usize];
+        let (is_host, sw) = (ns.host, ns.index as usize);
+        let Some(e) = ns.ports[pi].dequeue(prio) else {
             return;
         };
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
-        let is_host = self.nodes[node as usize].host;
-        {
-            let p = &mut self.nodes[node as usize].ports[pi];
-            p.qbytes[prio] -= frame;
-        }
         if !is_host {
-            let sw = self.nodes[node as usize].index as usize;
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
@@ -926,9 +932,9 @@ impl Simulator {
             }
             // ECN on the queue the packet leaves behind (RED on egress).
             let p = &self.nodes[node as usize].ports[pi];
-            let qlen = p.qbytes[prio];
-            if let Some(e) = p.ecn
-                && markable
+            let qlen = p.qbytes(prio);
+            if markable
+                && let Some(e) = p.ecn_above_kmin(qlen)
                 && e.probability(qlen) > 0.0
             {
                 let u = crate::workload::uniform(&mut self.rng);
@@ -957,8 +963,7 @@ impl Simulator {
         let ifg = self.cfg.ifg_bytes;
         let p = &mut self.nodes[node as usize].ports[pi];
         p.tx_bytes += frame;
-        p.tx_pkts += 1;
-        let ser = ser_ps(frame + ifg, p.rate_bps);
+        let ser = p.ser(frame + ifg);
         p.busy_until = now + ser;
         // Hosts always look for the RNIC's next packet; switches only
         // when a queue still holds one.
@@ -1023,9 +1028,9 @@ impl Simulator {
         }
         let p = &mut self.nodes[node as usize].ports[usize::from(out)];
         let pi = usize::from(prio);
-        p.queues[pi].push_back(QEntry::new(pkt, frame as u32, port, markable));
-        p.qbytes[pi] += frame;
-        p.max_qbytes[pi] = p.max_qbytes[pi].max(p.qbytes[pi]);
+        p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
+        let q = &mut p.q[pi];
+        q.max_bytes = q.max_bytes.max(q.bytes);
         self.kick(node, out);
     }
 
@@ -1110,9 +1115,9 @@ impl Simulator {
             if p.pause_started[pi].is_none() {
                 p.pause_started[pi] = Some(now);
             }
-            p.paused_until[pi] = now + pause_ps(quanta, p.rate_bps).max(1);
+            p.q[pi].paused_until = now + pause_ps(quanta, p.rate_bps).max(1);
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
-            let (until, version) = (p.paused_until[pi], p.pause_version[pi]);
+            let (until, version) = (p.q[pi].paused_until, p.pause_version[pi]);
             self.q.schedule(
                 until,
                 Event::PauseEnd {
@@ -1129,7 +1134,7 @@ impl Simulator {
             if let Some(s) = p.pause_started[pi].take() {
                 p.paused_ps[pi] += now - s;
             }
-            p.paused_until[pi] = 0;
+            p.q[pi].paused_until = 0;
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
         }
@@ -1156,7 +1161,7 @@ impl Simulator {
         for sw in &self.switches {
             for (pi, p) in self.nodes[sw.node as usize].ports.iter().enumerate() {
                 for prio in 0..NPRIO {
-                    let b = p.qbytes[prio];
+                    let b = p.qbytes(prio);
                     if b == 0 {
                         continue;
                     }
@@ -1205,14 +1210,14 @@ impl Simulator {
         for sw in &self.switches {
             for (pi, p) in self.nodes[sw.node as usize].ports.iter().enumerate() {
                 for prio in 0..NPRIO {
-                    if p.qbytes[prio] > 0 && p.is_paused(prio, now) {
+                    if p.qbytes(prio) > 0 && p.is_paused(prio, now) {
                         ports.push(format!(
                             "{}:{}→{} prio {} ({} B)",
                             self.topo.nodes[sw.node as usize].name,
                             pi,
                             self.topo.nodes[p.peer as usize].name,
                             prio,
-                            p.qbytes[prio]
+                            p.qbytes(prio)
                         ));
                     }
                 }
@@ -1281,7 +1286,7 @@ impl Simulator {
                     xon_tx: p.xon_tx,
                     xoff_rx: p.xoff_rx,
                     paused_ps: p.paused_ps,
-                    max_qbytes: p.max_qbytes,
+                    max_qbytes: p.max_qbytes(),
                 });
             }
         }
@@ -1302,8 +1307,7 @@ impl Simulator {
 }
 
 /// Hints the CPU to start loading the cache lines holding `x` (at most
-/// the first three: a packet body's transport headers, or a port's
-/// serializer, queue lengths and pause deadlines).
+/// the first three: a packet, or a packet body's transport headers).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
@@ -1318,6 +1322,20 @@ fn prefetch<T>(x: &T) {
             _mm_prefetch::<_MM_HINT_T0>(a as *const i8);
             a += 64;
         }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
+/// Hints the CPU to start loading the cache line holding the start of `x`.
+#[inline(always)]
+fn prefetch_line<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only hints the cache; it never faults or changes
+    // memory, and SSE is part of the x86-64 baseline.
+    unsafe {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = x;
