@@ -405,7 +405,7 @@ impl Engine {
         let buf = &rx.bufs[i][range];
         stats.rx_packets += 1;
         stats.rx_bytes += buf.len() as u64;
-        let parsed = packet::parse_segment(buf, meta.src, *local, meta.tos, k, deltas);
+        let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas);
         if let Some(c) = pcap {
             // The IP header the ICRC was checked against (ID 0 when refused).
             let ident = parsed.as_ref().map_or(0, |(_, id)| *id);
@@ -527,7 +527,9 @@ impl Engine {
             // inside the sending system call, so an ACK sent first delays
             // the request or response behind it by a whole delivery. The
             // order between ACKs and other packets carries no meaning.
-            if self.pending.len() > 1 {
+            // (A datagram is ~150 bytes: the common already-ordered queue is
+            // not moved about.)
+            if !self.pending.is_sorted_by_key(|d| d.is_ack()) {
                 self.pending.sort_by_key(|d| d.is_ack());
             }
             // Zero-copy payloads get their ICRC now, over the bytes the
@@ -560,7 +562,7 @@ impl Engine {
                         }
                         sent += g;
                     }
-                    for d in self.pending.drain(..n) {
+                    for d in &self.pending[..n] {
                         self.stats.tx_packets += 1;
                         self.stats.tx_bytes += d.len() as u64;
                         if let Some(c) = &mut self.pcap {
@@ -575,6 +577,11 @@ impl Engine {
                                 self.stats.pcap_errors += 1;
                             }
                         }
+                    }
+                    if n == self.pending.len() {
+                        self.pending.clear();
+                    } else {
+                        self.pending.drain(..n);
                     }
                 }
                 Err(e) if self.groups[0] > 1 => {

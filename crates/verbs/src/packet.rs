@@ -135,7 +135,7 @@ impl OutDatagram {
         };
         let pad = self.tail_len - ICRC_LEN;
         let udp_len = self.len();
-        let ip = ipv4_header(*src.ip(), *self.dst.ip(), self.tos, udp_len);
+        let ip = ipv4_header_masked(*src.ip(), *self.dst.ip(), udp_len);
         let udp = udp_header(src.port(), self.dst.port(), udp_len);
         let mut pieces: [&[u8]; GATHER_MAX + 2] = [&[]; GATHER_MAX + 2];
         pieces[0] = &self.head[..self.head_len];
@@ -200,6 +200,25 @@ pub enum BuildError {
 /// The IPv4 header the kernel emits for one of our datagrams (ID 0, DF, TTL 64).
 pub fn ipv4_header(src: Ipv4Addr, dst: Ipv4Addr, tos: u8, udp_payload_len: usize) -> [u8; 20] {
     ipv4_header_id(src, dst, tos, udp_payload_len, 0)
+}
+
+/// The IPv4 header as the ICRC sees it: [`ipv4_header`] with TOS, TTL
+/// and checksum set to ones, the fields the ICRC masks (IBA A17.3.3). The
+/// ICRC of a datagram needs no checksum, so none is computed.
+pub fn ipv4_header_masked(src: Ipv4Addr, dst: Ipv4Addr, udp_payload_len: usize) -> [u8; 20] {
+    let total = (20 + 8 + udp_payload_len) as u16;
+    let mut b = [0u8; 20];
+    b[0] = 0x45;
+    b[1] = 0xff;
+    b[2..4].copy_from_slice(&total.to_be_bytes());
+    b[6] = 0x40; // DF, ID 0
+    b[8] = 0xff;
+    b[9] = 17;
+    b[10] = 0xff;
+    b[11] = 0xff;
+    b[12..16].copy_from_slice(&src.octets());
+    b[16..20].copy_from_slice(&dst.octets());
+    b
 }
 
 /// [`ipv4_header`] with IP ID `ident` (segment `ident` of a GSO send).
@@ -302,7 +321,7 @@ pub fn build(t: Transmit, src: SocketAddrV4) -> Result<OutDatagram, BuildError> 
         // Bytes of its own: the ICRC can be computed once, now.
         let pad = d.tail_len - ICRC_LEN;
         let udp_len = d.len();
-        let ip = ipv4_header(*src.ip(), *dst.ip(), d.tos, udp_len);
+        let ip = ipv4_header_masked(*src.ip(), *dst.ip(), udp_len);
         let udp = udp_header(src.port(), dst.port(), udp_len);
         let crc = icrc_gather(&ip, &udp, &[&d.head[..d.head_len], v, &d.tail[..pad]]);
         d.tail[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
@@ -384,14 +403,15 @@ pub enum RxError {
 }
 
 /// Parses a received UDP payload from `src` to `local` and checks its ICRC.
+/// (The TOS byte, where CE marks arrive, is masked by the ICRC and plays
+/// no part.)
 pub fn parse(
     buf: &[u8],
     src: SocketAddrV4,
     local: SocketAddrV4,
-    tos: u8,
 ) -> Result<TransportPacket<'_>, RxError> {
     let mut none = IdentDelta::new();
-    parse_segment(buf, src, local, tos, 0, &mut none).map(|(p, _)| p)
+    parse_segment(buf, src, local, 0, &mut none).map(|(p, _)| p)
 }
 
 /// [`parse`] for segment `k` of a GRO-coalesced receive: the ICRC may be the
@@ -404,14 +424,13 @@ pub fn parse_segment<'a>(
     buf: &'a [u8],
     src: SocketAddrV4,
     local: SocketAddrV4,
-    tos: u8,
     k: u16,
     deltas: &mut IdentDelta,
 ) -> Result<(TransportPacket<'a>, u16), RxError> {
     let pkt = TransportRepr::parse(buf).map_err(RxError::Malformed)?;
     // parse() checked the length covers BTH and ICRC.
     let body = &buf[..buf.len() - ICRC_LEN];
-    let ip = ipv4_header(*src.ip(), *local.ip(), tos, buf.len());
+    let ip = ipv4_header_masked(*src.ip(), *local.ip(), buf.len());
     let udp = udp_header(src.port(), local.port(), buf.len());
     debug_assert!(body.len() >= BTH_LEN);
     let computed = icrc_gather(&ip, &udp, &[body]);
@@ -561,8 +580,8 @@ mod tests {
             udp_onwards.extend_from_slice(&bytes[..bytes.len() - 4]);
             let want = roce_wire::icrc::compute(&ip, &udp_onwards);
             assert_eq!(bytes[bytes.len() - 4..], want.to_le_bytes());
-            // Received with CE set: TOS is masked, still valid.
-            let p = parse(&bytes, src, d.dst, d.tos | 3).unwrap();
+            // The ICRC masks the TOS byte: a CE mark on the way cannot spoil it.
+            let p = parse(&bytes, src, d.dst).unwrap();
             assert_eq!(p.payload.len(), len);
             // With 4791 on both ends, the capture frame decodes with a good ICRC.
             let f = ethernet_frame(src, d.dst, d.tos, &bytes);
@@ -591,7 +610,7 @@ mod tests {
             assert!(matches!(d.body, Body::Host(_)) && !d.sealed);
             let check = |d: &OutDatagram, mem: &RealMemory, fill: u8| {
                 let bytes = d.to_vec(mem);
-                let p = parse(&bytes, src, d.dst, d.tos).unwrap();
+                let p = parse(&bytes, src, d.dst).unwrap();
                 assert!(p.payload.iter().all(|&b| b == fill));
             };
             assert!(d.seal(src, &mem));
@@ -618,6 +637,19 @@ mod tests {
     }
 
     #[test]
+    fn the_masked_header_is_the_kernel_header_with_the_icrc_masks() {
+        let (a, b) = (Ipv4Addr::new(10, 1, 2, 3), Ipv4Addr::new(192, 168, 7, 9));
+        for (tos, len) in [(0u8, 0usize), (0x6a, 4140), (0xff, 1)] {
+            let mut h = ipv4_header(a, b, tos, len);
+            h[1] = 0xff;
+            h[8] = 0xff;
+            h[10] = 0xff;
+            h[11] = 0xff;
+            assert_eq!(ipv4_header_masked(a, b, len), h);
+        }
+    }
+
+    #[test]
     fn any_flipped_bit_outside_masked_fields_is_caught() {
         let src: SocketAddrV4 = "127.0.0.1:5000".parse().unwrap();
         let d = build(write_first(64), src).unwrap();
@@ -628,17 +660,17 @@ mod tests {
             let mut c = d.clone();
             c.flip_bit(at, (at % 8) as u8);
             let bytes = c.to_vec(&RealMemory::new());
-            assert!(parse(&bytes, src, d.dst, d.tos).is_err(), "byte {at}");
+            assert!(parse(&bytes, src, d.dst).is_err(), "byte {at}");
         }
         // The wrong source port (another stack's) fails the ICRC too.
         let bytes = d.to_vec(&RealMemory::new());
         let other: SocketAddrV4 = "127.0.0.1:5001".parse().unwrap();
         assert!(matches!(
-            parse(&bytes, other, d.dst, d.tos),
+            parse(&bytes, other, d.dst),
             Err(RxError::Icrc { .. })
         ));
         assert!(matches!(
-            parse(&bytes[..10], src, d.dst, d.tos),
+            parse(&bytes[..10], src, d.dst),
             Err(RxError::Malformed(_))
         ));
     }
@@ -681,26 +713,20 @@ mod tests {
         let (b0, b5) = (d0.to_vec(&RealMemory::new()), d5.to_vec(&RealMemory::new()));
         // Alone (k = 0): only the ID-0 ICRC passes.
         assert_eq!(
-            parse_segment(&b0, src, d0.dst, d0.tos, 0, &mut deltas)
-                .unwrap()
-                .1,
+            parse_segment(&b0, src, d0.dst, 0, &mut deltas).unwrap().1,
             0
         );
-        assert!(parse(&b5, src, d0.dst, d0.tos).is_err());
+        assert!(parse(&b5, src, d0.dst).is_err());
         // Segment 5 of a GRO buffer: ID 5 or ID 0.
         assert_eq!(
-            parse_segment(&b5, src, d0.dst, d0.tos, 5, &mut deltas)
-                .unwrap()
-                .1,
+            parse_segment(&b5, src, d0.dst, 5, &mut deltas).unwrap().1,
             5
         );
         assert_eq!(
-            parse_segment(&b0, src, d0.dst, d0.tos, 5, &mut deltas)
-                .unwrap()
-                .1,
+            parse_segment(&b0, src, d0.dst, 5, &mut deltas).unwrap().1,
             0
         );
-        assert!(parse_segment(&b5, src, d0.dst, d0.tos, 4, &mut deltas).is_err());
+        assert!(parse_segment(&b5, src, d0.dst, 4, &mut deltas).is_err());
         // A flipped bit is caught for every candidate, before or after the ID moved.
         for at in (0..d0.len()).filter(|&a| a != 4) {
             let mut c = d0.clone();
@@ -708,7 +734,7 @@ mod tests {
             c.set_ident(5, &mut deltas);
             let b = c.to_vec(&RealMemory::new());
             assert!(
-                parse_segment(&b, src, d0.dst, d0.tos, 5, &mut deltas).is_err(),
+                parse_segment(&b, src, d0.dst, 5, &mut deltas).is_err(),
                 "byte {at}"
             );
         }
