@@ -87,6 +87,9 @@ proptest! {
         prop_assert!(parsed.icrc_ok());
         prop_assert!(parsed.ip_checksum_ok);
         prop_assert_eq!(parsed.payload, &payload[..]);
+        // The per-packet shortcut agrees with the header set it stands for.
+        let t = &parsed.transport;
+        prop_assert_eq!(t.header_len(), roce_wire::BTH_LEN + t.headers().len());
         let back = FrameRepr { eth: parsed.eth, ip: parsed.ip, udp_src_port: parsed.udp.src_port, transport: parsed.transport };
         prop_assert_eq!(back, normalised(f, payload.len()));
     }
