@@ -7,7 +7,7 @@
 use crate::Transmit;
 use crate::memory::{Payload, PayloadRef};
 use crate::qp::{Ctx, Qp, QpState, SendWqe};
-use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode};
+use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode, sge_pieces};
 use roce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, NakCode, Opcode, Psn, RNR_TIMER_US, RethRepr, Syndrome,
     TransportRepr,
@@ -144,22 +144,8 @@ impl Qp {
         if let Payload::Bytes(v) = &mut out {
             v.reserve(len as usize);
         }
-        let (mut skip, mut want) = (off, len);
-        for s in &w.wr.sg_list {
-            if want == 0 {
-                break;
-            }
-            let l = u64::from(s.length);
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            let n = (l - skip).min(want);
-            ctx.mem
-                .read_into(s.addr + skip, n as usize, &mut out)
-                .ok()?;
-            skip = 0;
-            want -= n;
+        for (_, addr, n) in sge_pieces(&w.wr.sg_list, off, len) {
+            ctx.mem.read_into(addr, n as usize, &mut out).ok()?;
         }
         Some(out)
     }
@@ -635,28 +621,14 @@ impl Qp {
             return;
         }
         // Scatter into the local SGEs (checked for LOCAL_WRITE when the WQE started).
-        let mut skip = off;
         let mut done_bytes = 0usize;
         let mut failed = false;
-        for s in &self.sq[i].wr.sg_list {
-            if done_bytes == payload.len() {
-                break;
-            }
-            let l = u64::from(s.length);
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            let n = ((l - skip) as usize).min(payload.len() - done_bytes);
-            if ctx
-                .mem
-                .write(s.addr + skip, payload.slice(done_bytes, n))
-                .is_err()
-            {
+        for (_, addr, n) in sge_pieces(&self.sq[i].wr.sg_list, off, payload.len() as u64) {
+            let n = n as usize;
+            if ctx.mem.write(addr, payload.slice(done_bytes, n)).is_err() {
                 failed = true;
                 break;
             }
-            skip = 0;
             done_bytes += n;
         }
         if failed {

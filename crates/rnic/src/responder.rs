@@ -7,7 +7,7 @@
 use crate::memory::PayloadRef;
 use crate::mr::AccessFault;
 use crate::qp::{Ctx, InMsg, Qp, QpState, ReadJob, Resource, RespItem};
-use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus};
+use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus, sge_pieces};
 use crate::{AsyncEvent, Transmit};
 use roce_wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr,
@@ -152,30 +152,15 @@ impl Qp {
         if off + data.len() as u64 > cap {
             return Err(WcStatus::LocLenErr);
         }
-        let (mut skip, mut done) = (off, 0usize);
-        for s in &wqe.sg_list {
-            if done == data.len() {
-                break;
-            }
-            let l = u64::from(s.length);
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            let n = ((l - skip) as usize).min(data.len() - done);
+        let mut done = 0usize;
+        for (s, addr, n) in sge_pieces(&wqe.sg_list, off, data.len() as u64) {
             ctx.mrs
-                .check_local(
-                    self.init.pd,
-                    s.lkey,
-                    s.addr + skip,
-                    n as u64,
-                    Access::LOCAL_WRITE,
-                )
+                .check_local(self.init.pd, s.lkey, addr, n, Access::LOCAL_WRITE)
                 .map_err(|_| WcStatus::LocProtErr)?;
+            let n = n as usize;
             ctx.mem
-                .write(s.addr + skip, data.slice(done, n))
+                .write(addr, data.slice(done, n))
                 .map_err(|_| WcStatus::LocProtErr)?;
-            skip = 0;
             done += n;
         }
         Ok(())

@@ -128,6 +128,33 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// The pieces of bytes `[off, off + len)` of the message an SGE list
+/// describes, in order: `(sge, address, bytes)`. Gathering a packet,
+/// scattering a READ response and scattering a RECV all walk a list this
+/// way; pieces stop at the list's end if it is shorter.
+pub(crate) fn sge_pieces(
+    sg_list: &[Sge],
+    off: u64,
+    len: u64,
+) -> impl Iterator<Item = (&Sge, u64, u64)> + '_ {
+    let (mut skip, mut want) = (off, len);
+    sg_list.iter().filter_map(move |s| {
+        let l = u64::from(s.length);
+        if want == 0 {
+            return None;
+        }
+        if skip >= l {
+            skip -= l;
+            return None;
+        }
+        let n = (l - skip).min(want);
+        let addr = s.addr + skip;
+        skip = 0;
+        want -= n;
+        Some((s, addr, n))
+    })
+}
+
 /// Send work request opcodes (`ibv_wr_opcode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WrOpcode {
@@ -374,5 +401,34 @@ impl Wc {
             wc_flags: WcFlags::default(),
             src: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sge_pieces_walk_a_range_across_elements() {
+        let sge = |addr, length| Sge {
+            addr,
+            length,
+            lkey: 1,
+        };
+        let list = [sge(1000, 10), sge(2000, 0), sge(3000, 20), sge(4000, 5)];
+        let walk = |off, len| {
+            sge_pieces(&list, off, len)
+                .map(|(s, a, n)| (s.addr, a, n))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            walk(0, 35),
+            vec![(1000, 1000, 10), (3000, 3000, 20), (4000, 4000, 5)]
+        );
+        assert_eq!(walk(7, 10), vec![(1000, 1007, 3), (3000, 3000, 7)]);
+        assert_eq!(walk(12, 3), vec![(3000, 3002, 3)]);
+        assert_eq!(walk(30, 0), vec![]);
+        // A range past the list's end stops where the list does.
+        assert_eq!(walk(32, 10), vec![(4000, 4002, 3)]);
     }
 }
