@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
 use crate::packet::{self, IdentDelta, OutDatagram, RxError};
 use crate::stats::Stats;
-use crate::sys::{self, MAX_GSO_SEGMENTS, RecvBatch, RecvMeta, SendBatch};
+use crate::sys::{self, MAX_GSO_SEGMENTS, RecvBatch, RecvMeta, SendBatch, setsockopt_int};
 use roce_rnic::{PayloadRef, RealMemory, Rnic, RnicConfig};
 use roce_wire::pcap::CaptureWriter;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -111,19 +111,6 @@ pub struct Engine {
     pcap: Option<Capture>,
     pub(crate) stats: Stats,
     last_send_error: Option<String>,
-}
-
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> bool {
-    // SAFETY: a pointer to a live c_int and its size.
-    unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
 }
 
 /// Packets a QP may keep unacknowledged, from the socket's receive buffer.

@@ -278,17 +278,7 @@ impl SendBatch {
     /// Makes `tos` the socket's own TOS (the IP_TOS option), so datagrams
     /// with it go without a control message. False when the socket refuses.
     pub fn set_socket_tos(&mut self, fd: RawFd, tos: u8) -> bool {
-        let v = libc::c_int::from(tos);
-        // SAFETY: a pointer to a live c_int and its size.
-        let ok = unsafe {
-            libc::setsockopt(
-                fd,
-                libc::IPPROTO_IP,
-                libc::IP_TOS,
-                (&v as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            ) == 0
-        };
+        let ok = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos));
         self.socket_tos = ok.then_some(tos);
         ok
     }
@@ -509,6 +499,20 @@ pub fn interface_mtu(ip: Ipv4Addr) -> Option<u32> {
     // SAFETY: the list from getifaddrs, freed once.
     unsafe { libc::freeifaddrs(ifap) };
     mtu
+}
+
+/// Sets an int-valued socket option; false when the socket refuses it.
+pub fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> bool {
+    // SAFETY: a pointer to a live c_int and its size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
 }
 
 /// Waits until `fd` is readable or `timeout_ns` passes (`poll(2)`).
