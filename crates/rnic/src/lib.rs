@@ -583,7 +583,12 @@ impl<M: Memory> Rnic<M> {
                     }));
                 }
                 // Inline data is copied now; the buffer may be reused at once.
-                let mut p = ctx.mem.empty_payload();
+                // So it is bytes even where packets otherwise name host
+                // memory (zero-copy), which would be read only when sent.
+                let mut p = match ctx.mem.empty_payload() {
+                    Payload::Host(_) => Payload::Bytes(Vec::with_capacity(len as usize)),
+                    p => p,
+                };
                 for s in &wr.sg_list {
                     ctx.mem
                         .read_into(s.addr, s.length as usize, &mut p)

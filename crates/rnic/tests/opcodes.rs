@@ -98,6 +98,40 @@ fn send_with_imm_and_inline_and_unsignaled() {
     assert_eq!(wc, vec![2, 3]);
 }
 
+/// Zero-copy memory (packets name ranges of host memory, read when sent)
+/// must still snapshot inline data at post time: the application may reuse
+/// the buffer as soon as `post_send` returns, even while the packet waits.
+#[test]
+fn inline_data_is_a_snapshot_with_zero_copy_memory() {
+    let mut p = Pair::new(LinkConfig::default());
+    p.a = Rnic::new(RnicConfig::default(), RealMemory::zero_copy());
+    let (a, b) = p.rc_pair(&RcOptions::default()).unwrap();
+    let d = fill(&mut p, 0, a.buf, 40, 9);
+    p.b.post_recv(
+        b.qpn,
+        &[RecvWr {
+            wr_id: 100,
+            sg_list: vec![b.sge(0, 64)],
+        }],
+    )
+    .unwrap();
+    let w = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: b.buf + 128,
+            rkey: b.mr.rkey,
+        },
+        vec![a.sge(0, 40)],
+    )
+    .inline();
+    let s = SendWr::new(2, WrOpcode::Send, vec![a.sge(0, 40)]).inline();
+    p.a.post_send(a.qpn, &[w, s]).unwrap();
+    fill(&mut p, 0, a.buf, 40, 200);
+    assert!(p.drive());
+    assert_eq!(get(&p, 1, b.buf + 128, 40), d);
+    assert_eq!(get(&p, 1, b.buf, 40), d);
+}
+
 #[test]
 fn rdma_write_multi_packet_and_write_with_imm() {
     let (mut p, a, b) = setup(RcOptions::default());
