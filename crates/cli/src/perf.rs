@@ -1013,6 +1013,8 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
         }
         ctl.send(&Msg::Ready)?;
         let mut received = 0u64;
+        // Like perftest, each side inlines what fits its own inline size.
+        let inline = size <= args.inline_size as usize;
         match (test.verb, test.kind) {
             (Verb::Write, Kind::Lat) => {
                 let qp = &side.qps[0];
@@ -1024,7 +1026,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                     let f = flag(i);
                     spin_until(&side.ctx, || Ok(side.mr.byte(2 * size - 1)? == f))?;
                     side.mr.write(size - 1, &[f])?;
-                    qp.post_send(&wr_for(test, &side, &target, size, i, false))?;
+                    qp.post_send(&wr_for(test, &side, &target, size, i, inline))?;
                     for wc in side.cq.poll_only(16) {
                         wc_ok(&wc, &side.ctx)?;
                     }
@@ -1045,7 +1047,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                     recvs_used[0] += 1;
                     qp.post_recv(&recv(0))?;
                     recvs_posted[0] += 1;
-                    qp.post_send(&wr_for(test, &side, &remote[0], size, i, false))?;
+                    qp.post_send(&wr_for(test, &side, &remote[0], size, i, inline))?;
                 }
                 received = iters;
             }

@@ -260,26 +260,39 @@ pub fn udp_header(sport: u16, dport: u16, udp_payload_len: usize) -> [u8; 8] {
 /// (8 bytes), then the UDP payload without its ICRC, given as slices whose
 /// first one starts with the BTH. Masks exactly what `roce_wire::icrc` masks.
 pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
-    // The pseudo-header's eight ones (standing in for the LRH), the masked
-    // IP and UDP headers and the first bytes of the payload go through the
-    // CRC as one run: one call over a short buffer costs a fraction of a
-    // call per piece, and most RoCE packets (ACKs, small requests) fit whole.
-    const PREFIX: usize = 8 + IP_UDP_LEN;
+    // The ICRC is CRC-32 over eight 0xff bytes (standing in for the LRH),
+    // the masked IP and UDP headers and the payload. CRC-32 starts from
+    // all ones, and four 0xff bytes bring its register to zero; from zero,
+    // leading zero bytes change nothing. So the input from the fifth 0xff
+    // on, right-aligned in a zeroed run of at least 128 bytes (a multiple
+    // of 16) and started from a zero register, gives the same CRC, and
+    // crc32fast takes its carry-less-multiply path, which it reserves for
+    // 128 bytes or more, instead of a table lookup per byte: three to four
+    // times fewer instructions for an ACK or a small request.
+    const HEAD: usize = 4 + IP_UDP_LEN;
     const RUN: usize = 256;
+    let total = HEAD + pieces.iter().map(|p| p.len()).sum::<usize>();
     let mut run = [0u8; RUN];
-    run[..8].fill(0xff);
-    run[8..28].copy_from_slice(ip);
-    run[28..PREFIX].copy_from_slice(udp);
+    let (start, end) = if total <= RUN {
+        let end = total.next_multiple_of(16).max(128);
+        (end - total, end)
+    } else {
+        (0, RUN)
+    };
+    let b = &mut run[start..end];
+    b[..4].fill(0xff);
+    b[4..24].copy_from_slice(ip);
+    b[24..HEAD].copy_from_slice(udp);
     // IPv4 TOS, TTL and header checksum, the UDP checksum (IBA A17.3.3).
-    for i in [8 + 1, 8 + 8, 8 + 10, 8 + 11, 28 + 6, 28 + 7] {
-        run[i] = 0xff;
+    for i in [4 + 1, 4 + 8, 4 + 10, 4 + 11, 24 + 6, 24 + 7] {
+        b[i] = 0xff;
     }
-    let mut n = PREFIX;
+    let mut n = HEAD;
     let mut rest: &[&[u8]] = pieces;
     let mut partial: &[u8] = &[];
     while let Some((p, more)) = rest.split_first() {
-        let take = p.len().min(RUN - n);
-        run[n..n + take].copy_from_slice(&p[..take]);
+        let take = p.len().min(b.len() - n);
+        b[n..n + take].copy_from_slice(&p[..take]);
         n += take;
         rest = more;
         if take < p.len() {
@@ -288,12 +301,14 @@ pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
         }
     }
     // BTH byte 4 (FECN, BECN, reserved) is masked. The run always reaches
-    // it when the payload does (RUN is far past it, whatever the split).
-    if n > PREFIX + 4 {
-        run[PREFIX + 4] = 0xff;
+    // it when the payload does (it is far longer, whatever the split).
+    if n > HEAD + 4 {
+        b[HEAD + 4] = 0xff;
     }
-    let mut h = crc32fast::Hasher::new();
-    h.update(&run[..n]);
+    // `new_with_initial(!0)`: crc32fast keeps the register inverted, so
+    // this is the zero register.
+    let mut h = crc32fast::Hasher::new_with_initial(!0);
+    h.update(&run[..start + n]);
     h.update(partial);
     for p in rest {
         h.update(p);

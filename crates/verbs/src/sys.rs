@@ -342,14 +342,13 @@ impl SendBatch {
             self.starts.push(self.iovs.len());
             let len = d.len();
             if len <= FLAT_MAX {
-                let mut at = 0;
-                for p in std::iter::once(&d.head[..d.head_len])
-                    .chain(body.iter())
-                    .chain(std::iter::once(&d.tail[..d.tail_len]))
-                {
+                let mut at = d.head_len;
+                flat[..at].copy_from_slice(&d.head[..at]);
+                for p in body.iter() {
                     flat[at..at + p.len()].copy_from_slice(p);
                     at += p.len();
                 }
+                flat[at..len].copy_from_slice(&d.tail[..d.tail_len]);
                 self.iovs.push(iov(&flat[..len]));
                 continue;
             }
