@@ -98,6 +98,8 @@ pub struct Engine {
     rx: RecvBatch,
     txb: SendBatch,
     pending: Vec<OutDatagram>,
+    /// Pure ACKs built this round, to go behind the other datagrams.
+    acks: Vec<OutDatagram>,
     /// Datagrams per `sendmmsg` message for the pending queue.
     groups: Vec<usize>,
     /// GRO is on: a receive may hold several datagrams.
@@ -237,6 +239,7 @@ impl Engine {
             rx,
             txb,
             pending: Vec::with_capacity(batch),
+            acks: Vec::new(),
             groups: Vec::new(),
             gro,
             rx_streak: false,
@@ -510,14 +513,18 @@ impl Engine {
             self.batch
         };
         loop {
-            while self.pending.len() < fill {
+            while self.pending.len() + self.acks.len() < fill {
                 let Some(t) = self.rnic.poll_transmit(now) else {
                     break;
                 };
                 match packet::build(t, self.local) {
                     Ok(mut d) => {
                         if !self.faults.is_active() {
-                            self.pending.push(d);
+                            if d.is_ack() {
+                                self.acks.push(d);
+                            } else {
+                                self.pending.push(d);
+                            }
                         } else if d.materialize(self.local, self.rnic.mem()) {
                             // Faults corrupt and hold bytes of the
                             // datagram's own, never the sender's memory.
@@ -529,15 +536,19 @@ impl Engine {
                     Err(_) => self.stats.build_errors += 1,
                 }
             }
-            if self.pending.is_empty() {
-                break;
-            }
             // Pure ACKs last: on loopback the kernel delivers each datagram
             // inside the sending system call, so an ACK sent first delays
             // the request or response behind it by a whole delivery. The
-            // order between ACKs and other packets carries no meaning.
-            // (A datagram is ~150 bytes: the common already-ordered queue is
-            // not moved about.)
+            // order between ACKs and other packets carries no meaning. The
+            // RNIC gives a QP's responses (ACKs) before its requests, so
+            // new ACKs wait aside and go behind the rest rather than being
+            // sorted there (a datagram is ~150 bytes to move); only what
+            // was already queued, or what the fault injector queued, may
+            // need the sort.
+            self.pending.append(&mut self.acks);
+            if self.pending.is_empty() {
+                break;
+            }
             if !self.pending.is_sorted_by_key(|d| d.is_ack()) {
                 self.pending.sort_by_key(|d| d.is_ack());
             }
