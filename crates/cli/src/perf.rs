@@ -816,11 +816,14 @@ fn client_lat(
                 addr: remote.addr + size as u64,
                 ..*remote
             };
+            // One work request, as perftest posts: only its id changes.
+            let mut wr = wr_for(test, side, &target, size, 0, inline);
             for i in 0..iters {
                 let f = flag(i);
                 side.mr.write(size - 1, &[f])?;
                 let t0 = Instant::now();
-                qp.post_send(&wr_for(test, side, &target, size, i, inline))?;
+                wr.wr_id = i;
+                qp.post_send(&wr)?;
                 spin_until(ctx, || {
                     for wc in side.cq.poll_only(16) {
                         wc_ok(&wc, ctx)?;
@@ -842,9 +845,12 @@ fn client_lat(
             if first_size {
                 qp.post_recv(&recv(u64::MAX))?;
             }
+            // One work request, as perftest posts: only its id changes.
+            let mut wr = wr_for(test, side, remote, size, 0, inline);
             for i in 0..iters {
                 let t0 = Instant::now();
-                qp.post_send(&wr_for(test, side, remote, size, i, inline))?;
+                wr.wr_id = i;
+                qp.post_send(&wr)?;
                 let mut got = false;
                 spin_until(ctx, || {
                     for wc in side.cq.poll_only(16) {
@@ -858,9 +864,12 @@ fn client_lat(
             }
         }
         Verb::Read | Verb::Atomic => {
+            // One work request, as perftest posts: only its id changes.
+            let mut wr = wr_for(test, side, remote, size, 0, inline);
             for i in 0..iters {
                 let t0 = Instant::now();
-                qp.post_send(&wr_for(test, side, remote, size, i, inline))?;
+                wr.wr_id = i;
+                qp.post_send(&wr)?;
                 let mut done = false;
                 spin_until(ctx, || {
                     for wc in side.cq.poll_only(16) {
@@ -1022,11 +1031,14 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                     addr: remote[0].addr + size as u64,
                     ..remote[0]
                 };
+                // One work request, as perftest posts: only its id changes.
+                let mut wr = wr_for(test, &side, &target, size, 0, inline);
                 for i in 0..iters {
                     let f = flag(i);
                     spin_until(&side.ctx, || Ok(side.mr.byte(2 * size - 1)? == f))?;
                     side.mr.write(size - 1, &[f])?;
-                    qp.post_send(&wr_for(test, &side, &target, size, i, inline))?;
+                    wr.wr_id = i;
+                    qp.post_send(&wr)?;
                     for wc in side.cq.poll_only(16) {
                         wc_ok(&wc, &side.ctx)?;
                     }
@@ -1035,6 +1047,8 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
             }
             (Verb::Send, Kind::Lat) => {
                 let qp = &side.qps[0];
+                // One work request, as perftest posts: only its id changes.
+                let mut wr = wr_for(test, &side, &remote[0], size, 0, inline);
                 for i in 0..iters {
                     let mut got = false;
                     spin_until(&side.ctx, || {
@@ -1047,7 +1061,8 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                     recvs_used[0] += 1;
                     qp.post_recv(&recv(0))?;
                     recvs_posted[0] += 1;
-                    qp.post_send(&wr_for(test, &side, &remote[0], size, i, inline))?;
+                    wr.wr_id = i;
+                    qp.post_send(&wr)?;
                 }
                 received = iters;
             }

@@ -599,7 +599,17 @@ impl<M: Memory> Rnic<M> {
                 None
             };
             let wqe = SendWqe {
-                wr: wr.clone(),
+                // An inline WQE's bytes are in `inline`: its SGEs are done
+                // with. (A virtual memory's inline payload is only a length;
+                // packets are still cut along the SGEs.)
+                wr: if matches!(inline, Some(Payload::Bytes(_))) {
+                    SendWr {
+                        sg_list: Vec::new(),
+                        ..*wr
+                    }
+                } else {
+                    wr.clone()
+                },
                 inline,
                 len,
                 first_psn: None,

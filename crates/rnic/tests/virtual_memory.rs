@@ -59,14 +59,14 @@ fn virtual_payloads_move_through_the_same_transport() {
     .unwrap();
     r[1].post_recv(
         qb,
-        &[RecvWr {
-            wr_id: 2,
+        &[2, 4].map(|wr_id| RecvWr {
+            wr_id,
             sg_list: vec![Sge {
                 addr: buf_b,
                 length: 4096,
                 lkey: mr_b.lkey,
             }],
-        }],
+        }),
     )
     .unwrap();
     r[0].post_send(
@@ -80,6 +80,21 @@ fn virtual_payloads_move_through_the_same_transport() {
                 lkey: mr_a.lkey,
             }],
         )],
+    )
+    .unwrap();
+    // Inline data in virtual memory is a length too, and still arrives whole.
+    r[0].post_send(
+        qa,
+        &[SendWr::new(
+            5,
+            WrOpcode::Send,
+            vec![Sge {
+                addr: buf_a,
+                length: 48,
+                lkey: mr_a.lkey,
+            }],
+        )
+        .inline()],
     )
     .unwrap();
     // Shuttle packets directly (no frames, no latency).
@@ -122,11 +137,19 @@ fn virtual_payloads_move_through_the_same_transport() {
     let wa = r[0].poll_cq(cq_a, 8);
     assert_eq!(
         wa.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(1, WcStatus::Success), (3, WcStatus::Success)]
+        vec![
+            (1, WcStatus::Success),
+            (3, WcStatus::Success),
+            (5, WcStatus::Success)
+        ]
     );
     let wb = r[1].poll_cq(cq_b, 8);
     assert_eq!((wb[0].wr_id, wb[0].byte_len), (2, 4096));
-    assert_eq!(r[1].counters().rx_payload_bytes, u64::from(len) + 4096);
+    assert_eq!((wb[1].wr_id, wb[1].byte_len), (4, 48));
+    assert_eq!(
+        r[1].counters().rx_payload_bytes,
+        u64::from(len) + 4096 + 48
+    );
     assert!(
         packets > 25_600,
         "{packets} packets for 100 MiB at MTU 4096"
