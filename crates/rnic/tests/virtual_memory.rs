@@ -146,10 +146,7 @@ fn virtual_payloads_move_through_the_same_transport() {
     let wb = r[1].poll_cq(cq_b, 8);
     assert_eq!((wb[0].wr_id, wb[0].byte_len), (2, 4096));
     assert_eq!((wb[1].wr_id, wb[1].byte_len), (4, 48));
-    assert_eq!(
-        r[1].counters().rx_payload_bytes,
-        u64::from(len) + 4096 + 48
-    );
+    assert_eq!(r[1].counters().rx_payload_bytes, u64::from(len) + 4096 + 48);
     assert!(
         packets > 25_600,
         "{packets} packets for 100 MiB at MTU 4096"
