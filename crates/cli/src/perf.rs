@@ -45,9 +45,10 @@ pub struct PerfArgs {
     /// without -m takes the client's).
     #[arg(short = 'm', long)]
     pub mtu: Option<u32>,
-    /// Send messages up to this size inline.
-    #[arg(short = 'I', long = "inline_size", default_value_t = 0)]
-    pub inline_size: u32,
+    /// Send messages up to this size inline (default as perftest's: 220
+    /// for write_lat, 236 for send_lat, 0 for the others).
+    #[arg(short = 'I', long = "inline_size")]
+    pub inline_size: Option<u32>,
     /// Work requests in flight per QP.
     #[arg(short = 't', long = "tx-depth", default_value_t = 128)]
     pub tx_depth: u32,
@@ -314,6 +315,24 @@ struct Side {
 
 /// Opens the engine and creates PD, CQ, one MR of `buf` bytes and `n` QPs in INIT.
 /// `mtu` in bytes, or the device's active MTU when `None`.
+/// perftest's inline size when `-I` is not given: its RC defaults for
+/// the WRITE and SEND latency tests (`DEF_INLINE_WRITE`,
+/// `DEF_INLINE_SEND_RC_UC`), none for the rest.
+fn default_inline(test: Test) -> u32 {
+    match (test.verb, test.kind) {
+        (Verb::Write, Kind::Lat) => 220,
+        (Verb::Send, Kind::Lat) => 236,
+        _ => 0,
+    }
+}
+
+impl PerfArgs {
+    /// The inline size in effect ([`run`] fills in the default).
+    fn inline(&self) -> u32 {
+        self.inline_size.unwrap_or(0)
+    }
+}
+
 fn open_side(
     ip: Ipv4Addr,
     args: &PerfArgs,
@@ -322,7 +341,7 @@ fn open_side(
     n: u32,
     mtu: Option<u32>,
 ) -> Result<(Context, Pd, Cq, Mr, Vec<PreparedQp>)> {
-    let (udp_port, tx_depth, inline) = (args.udp_port, args.tx_depth, args.inline_size);
+    let (udp_port, tx_depth, inline) = (args.udp_port, args.tx_depth, args.inline());
     let mtu = mtu.map(mtu_of).transpose()?;
     let port = udp_port.unwrap_or(ROCE_PORT);
     let addr = SocketAddr::new(IpAddr::V4(ip), port);
@@ -369,8 +388,9 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
     })
 }
 
-pub fn run(args: PerfArgs) -> Result<()> {
+pub fn run(mut args: PerfArgs) -> Result<()> {
     let test = Test::parse(&args.test)?;
+    args.inline_size.get_or_insert(default_inline(test));
     args.mtu.map(mtu_of).transpose()?;
     if args.qps == 0 || args.tx_depth == 0 || args.cq_mod == 0 {
         bail!("-q, -t and --cq-mod must be at least 1");
@@ -669,7 +689,7 @@ fn client_bw(
 ) -> Result<SizeResult> {
     let nq = side.qps.len();
     let depth = args.tx_depth;
-    let inline = size <= args.inline_size as usize;
+    let inline = size <= args.inline() as usize;
     let mut outstanding = vec![0u32; nq];
     let mut since_signal = vec![0u32; nq];
     let mut posted = 0u64;
@@ -804,7 +824,7 @@ fn client_lat(
     first_size: bool,
 ) -> Result<SizeResult> {
     let qp = &side.qps[0];
-    let inline = size <= args.inline_size as usize;
+    let inline = size <= args.inline() as usize;
     let mut samples = Vec::with_capacity(iters as usize);
     let ctx = &side.ctx;
     let start = Instant::now();
@@ -1023,7 +1043,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
         ctl.send(&Msg::Ready)?;
         let mut received = 0u64;
         // Like perftest, each side inlines what fits its own inline size.
-        let inline = size <= args.inline_size as usize;
+        let inline = size <= args.inline() as usize;
         match (test.verb, test.kind) {
             (Verb::Write, Kind::Lat) => {
                 let qp = &side.qps[0];
@@ -1239,7 +1259,7 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
         if let Some(e) = r.local.first() {
             println!(" Mtu             : {}[B]", e.mtu);
         }
-        println!(" Max inline data : {}[B]", args.inline_size);
+        println!(" Max inline data : {}[B]", args.inline());
         println!("{line}");
         for (l, m) in r.local.iter().zip(&r.remote) {
             for (who, e) in [("local", l), ("remote", m)] {
