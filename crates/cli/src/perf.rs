@@ -97,6 +97,12 @@ pub struct PerfArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// With --loopback: after each size, run what the kernel alone does with
+    /// it (a TCP stream of the same writes for the bandwidth tests, a UDP
+    /// ping-pong of the same size for the latency tests) and report roce's
+    /// ratio to it.
+    #[arg(long)]
+    pub baseline: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,6 +221,30 @@ struct SizeResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     latency_us: Option<Latency>,
     verified: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<Baseline>,
+}
+
+/// The kernel's own figure for one size, run right after roce's
+/// (`--baseline`), and roce's ratio to it.
+#[derive(Debug, Clone, Copy, Serialize)]
+struct Baseline {
+    /// `tcp_stream` (bandwidth tests) or `udp_pingpong` (latency tests).
+    kind: &'static str,
+    /// TCP stream of writes of the same size over loopback.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tcp_gbps: Option<f64>,
+    /// UDP ping-pong's t_typical: half the round trip for WRITE and SEND
+    /// (perftest's measure for those), the whole round trip for READ and
+    /// atomics (one operation is one round trip).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    udp_typical_us: Option<f64>,
+    /// The same with RoCE's shape and none of its processing (WRITE and
+    /// SEND only; see `roce_verbs::baseline`): the kernel's share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rc_shaped_typical_us: Option<f64>,
+    /// roce's bandwidth over TCP's, or roce's t_typical over UDP's.
+    ratio: f64,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -395,6 +425,9 @@ pub fn run(mut args: PerfArgs) -> Result<()> {
     if args.qps == 0 || args.tx_depth == 0 || args.cq_mod == 0 {
         bail!("-q, -t and --cq-mod must be at least 1");
     }
+    if args.baseline && !args.loopback {
+        bail!("--baseline measures loopback TCP and UDP beside the test; use it with --loopback");
+    }
     if args.duration.is_some() && test.kind == Kind::Lat {
         bail!("-D/--duration is for bandwidth tests; latency tests take -n/--iters");
     }
@@ -448,9 +481,85 @@ fn run_loopback(args: PerfArgs, test: Test) -> Result<()> {
     let served = srv
         .join()
         .map_err(|_| anyhow!("the server thread panicked"))?;
-    let report = report?;
+    let mut report = report?;
     served?;
+    if args.baseline {
+        for r in &mut report.results {
+            r.baseline = Some(baseline_for(test, r)?);
+        }
+    }
     print_report(&args, test, &report)
+}
+
+/// One line under the table: the kernel's figure and roce's ratio to it.
+fn print_baseline(test: Test, x: &SizeResult) {
+    let Some(b) = x.baseline else { return };
+    if let Some(g) = b.tcp_gbps {
+        println!(
+            " baseline {} B: TCP stream of the same writes {g:.2} Gb/s; {} {:.2} Gb/s = {:.2}x TCP",
+            x.size,
+            test.name(),
+            x.bw_gbps.unwrap_or(0.0),
+            b.ratio
+        );
+    } else if let Some(u) = b.udp_typical_us {
+        let what = if b.rc_shaped_typical_us.is_some() {
+            "half round trip"
+        } else {
+            "round trip"
+        };
+        let shaped = b
+            .rc_shaped_typical_us
+            .map_or(String::new(), |s| format!(" (RC-shaped {s:.2} us)"));
+        println!(
+            " baseline {} B: UDP ping-pong t_typical {u:.2} us, {what}{shaped}; {} {:.2} us = {:.2}x UDP",
+            x.size,
+            test.name(),
+            x.latency_us.map_or(0.0, |l| l.typical),
+            b.ratio
+        );
+    }
+}
+
+/// Runs the kernel's baseline for one size's result (see [`Baseline`]).
+fn baseline_for(test: Test, r: &SizeResult) -> Result<Baseline> {
+    use roce_verbs::baseline as kernel;
+    Ok(match test.kind {
+        Kind::Bw => {
+            // As long as roce ran, within reason.
+            let dur = Duration::from_secs_f64(r.seconds.clamp(0.5, 10.0));
+            let t = kernel::tcp_stream(r.size, dur).context("the TCP baseline")?;
+            Baseline {
+                kind: "tcp_stream",
+                tcp_gbps: Some(t.gbps()),
+                udp_typical_us: None,
+                rc_shaped_typical_us: None,
+                ratio: r.bw_gbps.unwrap_or(0.0) / t.gbps().max(1e-9),
+            }
+        }
+        Kind::Lat => {
+            let half = kernel::typical(
+                &kernel::udp_pingpong(r.size, r.iterations).context("the UDP baseline")?,
+            ) / 1000.0;
+            // READ and atomics time a whole round trip; WRITE and SEND half.
+            let whole = matches!(test.verb, Verb::Read | Verb::Atomic);
+            let udp = if whole { 2.0 * half } else { half };
+            let shaped = if whole {
+                None
+            } else {
+                let s = kernel::rc_shaped_pingpong(r.size, r.iterations)
+                    .context("the RC-shaped UDP baseline")?;
+                Some(kernel::typical(&s) / 1000.0)
+            };
+            Baseline {
+                kind: "udp_pingpong",
+                tcp_gbps: None,
+                udp_typical_us: Some(udp),
+                rc_shaped_typical_us: shaped,
+                ratio: r.latency_us.map_or(0.0, |l| l.typical) / udp.max(1e-9),
+            }
+        }
+    })
 }
 
 /// What the client hands to the printer.
@@ -806,6 +915,7 @@ fn client_bw(
         msg_rate_mpps: completed as f64 / secs / 1e6,
         latency_us: None,
         verified: None,
+        baseline: None,
     })
 }
 
@@ -923,6 +1033,7 @@ fn client_lat(
         msg_rate_mpps: iters as f64 / secs / 1e6,
         latency_us: Latency::from_ns(samples),
         verified: None,
+        baseline: None,
     })
 }
 
@@ -1307,6 +1418,9 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
                     }
                 }
             }
+        }
+        for x in r.results.iter().filter(|x| x.baseline.is_some()) {
+            print_baseline(test, x);
         }
         println!("{line}");
         let c = &r.counters;

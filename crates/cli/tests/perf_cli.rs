@@ -622,3 +622,58 @@ fn default_mtu_is_the_active_mtu_of_the_interface() {
     let v = json_ok(&o);
     assert_eq!(v["mtu"], Value::from(want), "{v}");
 }
+
+/// `--baseline` runs the kernel's own figure beside the test: a TCP stream
+/// for a bandwidth test, a UDP ping-pong (and its RC-shaped twin for WRITE
+/// and SEND) for a latency test, with roce's ratio to it; READ is compared
+/// with a whole round trip. It needs `--loopback`.
+#[test]
+fn baseline_runs_beside_the_test_and_gives_the_ratio() {
+    let run = |test: &str, size: &str, n: &str| {
+        json_ok(&roce(&[
+            "perf",
+            test,
+            "--loopback",
+            "-s",
+            size,
+            "-n",
+            n,
+            "--verify",
+            "--json",
+            "--baseline",
+        ]))
+    };
+    let v = run("write_lat", "8", "300");
+    let b = &v["baseline"];
+    assert_eq!(b["kind"], "udp_pingpong", "{v}");
+    let udp = b["udp_typical_us"].as_f64().unwrap();
+    let shaped = b["rc_shaped_typical_us"].as_f64().unwrap();
+    let roce_us = v["latency_us"]["typical"].as_f64().unwrap();
+    assert!(udp > 0.0 && shaped > 0.0, "{v}");
+    assert!(
+        (b["ratio"].as_f64().unwrap() - roce_us / udp).abs() < 1e-9,
+        "{v}"
+    );
+
+    let v = run("read_lat", "8", "300");
+    assert!(
+        v["baseline"]["udp_typical_us"].as_f64().unwrap() > 0.0,
+        "{v}"
+    );
+    assert!(v["baseline"].get("rc_shaped_typical_us").is_none(), "{v}");
+
+    let v = run("write_bw", "65536", "200");
+    let b = &v["baseline"];
+    assert_eq!(b["kind"], "tcp_stream", "{v}");
+    let tcp = b["tcp_gbps"].as_f64().unwrap();
+    assert!(tcp > 0.0, "{v}");
+    assert!((b["ratio"].as_f64().unwrap() - v["bw_gbps"].as_f64().unwrap() / tcp).abs() < 1e-9);
+
+    let o = roce(&["perf", "write_lat", "--baseline", "127.0.0.1"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o.stderr).contains("--loopback"),
+        "{}",
+        text(&o.stderr)
+    );
+}

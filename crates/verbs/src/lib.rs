@@ -22,8 +22,10 @@
 //! Layers: [`verbs`] (the objects), [`engine`] (socket + RNIC), [`packet`]
 //! (datagrams and the ICRC), [`sys`] (batched socket calls), [`fault`]
 //! (the send-path fault injector), [`endpoint`] and [`exchange`] (the
-//! out-of-band set-up), [`stats`].
+//! out-of-band set-up), [`stats`], and [`baseline`] (what the kernel alone
+//! does with the same sizes, for `roce perf` to report against).
 
+pub mod baseline;
 pub mod endpoint;
 pub mod engine;
 pub mod error;
