@@ -33,8 +33,6 @@ pub const MAX_GRO_BUFFER: usize = 65536;
 pub const CTRL_LEN: usize = 64;
 /// Send control space: IP_TOS (`CMSG_SPACE(4)`) and UDP_SEGMENT (`CMSG_SPACE(2)`).
 const SEND_CTRL_LEN: usize = 64;
-/// Datagrams up to this many bytes go to the kernel as one piece.
-const FLAT_MAX: usize = 256;
 /// `SOL_UDP` options (`linux/udp.h`; not in every libc target).
 pub const UDP_SEGMENT: libc::c_int = 103;
 pub const UDP_GRO: libc::c_int = 104;
@@ -238,8 +236,6 @@ pub struct SendBatch {
     starts: Vec<usize>,
     ctrl: Vec<[u64; SEND_CTRL_LEN / 8]>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Small datagrams copied whole, one per datagram of the call.
-    flat: Vec<[u8; FLAT_MAX]>,
     /// The TOS the socket itself sends with (its IP_TOS option), if set: a
     /// datagram with that TOS needs no IP_TOS control message, which the
     /// kernel would otherwise parse on every send.
@@ -326,13 +322,7 @@ impl SendBatch {
             iov_base: p.as_ptr() as *mut _,
             iov_len: p.len(),
         };
-        // A small datagram is copied into one piece: the kernel imports
-        // and copies each piece of a message separately, which for an ACK
-        // or a short request costs more than the copy.
-        if self.flat.len() < total {
-            self.flat.resize(total, [0; FLAT_MAX]);
-        }
-        for (d, flat) in dgrams[..total].iter().zip(self.flat.iter_mut()) {
+        for d in &dgrams[..total] {
             let Some(body) = d.body_slices(mem) else {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -340,18 +330,6 @@ impl SendBatch {
                 ));
             };
             self.starts.push(self.iovs.len());
-            let len = d.len();
-            if len <= FLAT_MAX {
-                let mut at = d.head_len;
-                flat[..at].copy_from_slice(&d.head[..at]);
-                for p in body.iter() {
-                    flat[at..at + p.len()].copy_from_slice(p);
-                    at += p.len();
-                }
-                flat[at..len].copy_from_slice(&d.tail[..d.tail_len]);
-                self.iovs.push(iov(&flat[..len]));
-                continue;
-            }
             self.iovs.push(iov(&d.head[..d.head_len]));
             self.iovs
                 .extend(body.iter().filter(|b| !b.is_empty()).map(iov));
