@@ -485,7 +485,7 @@ fn run_loopback(args: PerfArgs, test: Test) -> Result<()> {
     served?;
     if args.baseline {
         for r in &mut report.results {
-            r.baseline = Some(baseline_for(test, r)?);
+            r.baseline = baseline_for(test, r)?;
         }
     }
     print_report(&args, test, &report)
@@ -493,7 +493,14 @@ fn run_loopback(args: PerfArgs, test: Test) -> Result<()> {
 
 /// One line under the table: the kernel's figure and roce's ratio to it.
 fn print_baseline(test: Test, x: &SizeResult) {
-    let Some(b) = x.baseline else { return };
+    let Some(b) = x.baseline else {
+        println!(
+            " baseline {} B: none (a UDP datagram holds at most {} bytes of it)",
+            x.size,
+            roce_verbs::baseline::MAX_PINGPONG_SIZE
+        );
+        return;
+    };
     if let Some(g) = b.tcp_gbps {
         println!(
             " baseline {} B: TCP stream of the same writes {g:.2} Gb/s; {} {:.2} Gb/s = {:.2}x TCP",
@@ -521,10 +528,14 @@ fn print_baseline(test: Test, x: &SizeResult) {
     }
 }
 
-/// Runs the kernel's baseline for one size's result (see [`Baseline`]).
-fn baseline_for(test: Test, r: &SizeResult) -> Result<Baseline> {
+/// Runs the kernel's baseline for one size's result (see [`Baseline`]);
+/// none for a latency test whose messages no UDP datagram holds.
+fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline>> {
     use roce_verbs::baseline as kernel;
-    Ok(match test.kind {
+    if test.kind == Kind::Lat && r.size > kernel::MAX_PINGPONG_SIZE {
+        return Ok(None);
+    }
+    Ok(Some(match test.kind {
         Kind::Bw => {
             // As long as roce ran, within reason.
             let dur = Duration::from_secs_f64(r.seconds.clamp(0.5, 10.0));
@@ -559,7 +570,7 @@ fn baseline_for(test: Test, r: &SizeResult) -> Result<Baseline> {
                 ratio: r.latency_us.map_or(0.0, |l| l.typical) / udp.max(1e-9),
             }
         }
-    })
+    }))
 }
 
 /// What the client hands to the printer.
@@ -1419,8 +1430,10 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
                 }
             }
         }
-        for x in r.results.iter().filter(|x| x.baseline.is_some()) {
-            print_baseline(test, x);
+        if args.baseline {
+            for x in &r.results {
+                print_baseline(test, x);
+            }
         }
         println!("{line}");
         let c = &r.counters;

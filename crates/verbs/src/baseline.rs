@@ -118,11 +118,16 @@ pub fn udp_stream(size: usize, dur: Duration) -> io::Result<Throughput> {
     })
 }
 
+/// The largest message either ping-pong carries: a UDP datagram holds
+/// 65507 bytes, and the RC-shaped one adds 32 of headers and ICRC.
+pub const MAX_PINGPONG_SIZE: usize = 65507 - 32;
+
 /// How long a ping-pong side waits for its peer before giving up.
 const STALL: Duration = Duration::from_secs(10);
 
 /// Half round trips (ns) of `iters` busy-polled UDP ping-pongs of `size` bytes.
 pub fn udp_pingpong(size: usize, iters: u64) -> io::Result<Vec<f64>> {
+    check_size(size)?;
     let a = UdpSocket::bind("127.0.0.1:0")?;
     let b = UdpSocket::bind("127.0.0.2:0")?;
     let (aa, ba) = (a.local_addr()?, b.local_addr()?);
@@ -291,6 +296,7 @@ impl RcShaped {
 /// Half round trips (ns) of `iters` ping-pongs shaped like `write_lat` of
 /// `size` bytes (see the module documentation).
 pub fn rc_shaped_pingpong(size: usize, iters: u64) -> io::Result<Vec<f64>> {
+    check_size(size)?;
     let mut a = RcShaped::bind("127.0.0.1:0")?;
     let mut b = RcShaped::bind("127.0.0.2:0")?;
     let (aa, ba) = (a.sock.local_addr()?, b.sock.local_addr()?);
@@ -316,6 +322,16 @@ pub fn rc_shaped_pingpong(size: usize, iters: u64) -> io::Result<Vec<f64>> {
     }
     joined(echo)?;
     Ok(samples)
+}
+
+fn check_size(size: usize) -> io::Result<()> {
+    if size > MAX_PINGPONG_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("a ping-pong carries at most {MAX_PINGPONG_SIZE} bytes, not {size}"),
+        ));
+    }
+    Ok(())
 }
 
 /// The median of `samples` (perftest's t_typical), 0 when empty.
