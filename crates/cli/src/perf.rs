@@ -724,30 +724,44 @@ fn client_verify(test: Test, side: &Side, size: usize) -> Result<Option<String>>
 /// for `STALL`. Sending waits until `done` was checked, so the answer the
 /// caller posts next leaves together with the RNIC's ACK.
 fn spin_until(ctx: &Context, mut done: impl FnMut() -> Result<bool>) -> Result<()> {
-    // The clock is read only every so many idle rounds: a latency test
-    // spins here between every two packets, and each read is a visible
-    // share of a round.
-    let mut last = Instant::now();
-    let mut idle = 0u32;
+    let mut stall = Stall::default();
     loop {
         let mut work = ctx.receive()?;
         if done()? {
             return Ok(());
         }
         work |= ctx.doorbell()?;
-        if work {
-            idle = 0;
-            continue;
-        }
-        idle += 1;
-        if idle == 1 {
-            last = Instant::now();
-        } else if idle.is_multiple_of(1024) && last.elapsed() > STALL {
+        if stall.idle_too_long(work) {
             let why = ctx
                 .last_send_error()
                 .map_or(String::new(), |e| format!(" (last send error: {e})"));
             bail!("the peer stopped answering for {STALL:?}{why}");
         }
+    }
+}
+
+/// Notices a peer that stopped for [`STALL`] while a loop spins. The clock
+/// is read once when an idle stretch starts and then every so many idle
+/// rounds, not every round: a latency test spins between every two
+/// packets, and a clock read is a visible share of a round.
+#[derive(Default)]
+struct Stall {
+    idle: u32,
+    since: Option<Instant>,
+}
+
+impl Stall {
+    fn idle_too_long(&mut self, work: bool) -> bool {
+        if work {
+            self.idle = 0;
+            return false;
+        }
+        self.idle += 1;
+        if self.idle == 1 {
+            self.since = Some(Instant::now());
+            return false;
+        }
+        self.idle.is_multiple_of(1024) && self.since.is_some_and(|t| t.elapsed() > STALL)
     }
 }
 
@@ -823,9 +837,12 @@ fn client_bw(
     let mut stopped = false;
     let mut last_progress = Instant::now();
     loop {
+        // One clock read a round serves the deadline, the marks and the
+        // stall check.
+        let now = Instant::now();
         if !stopped {
             stopped = match deadline {
-                Some(d) => Instant::now() >= d,
+                Some(d) => now >= d,
                 None => posted >= iters,
             };
             if stopped {
@@ -879,7 +896,7 @@ fn client_bw(
         }
         let wcs = side.cq.poll(64)?;
         if !wcs.is_empty() {
-            last_progress = Instant::now();
+            last_progress = now;
             for wc in &wcs {
                 wc_ok(wc, &side.ctx)?;
                 let q = (wc.wr_id >> 32) as usize;
@@ -889,8 +906,8 @@ fn client_bw(
                 }
                 completed += u64::from(n);
             }
-            marks.push((Instant::now(), completed));
-        } else if last_progress.elapsed() > STALL {
+            marks.push((now, completed));
+        } else if now - last_progress > STALL {
             bail!("no completion for {STALL:?}: the peer stopped answering");
         }
         if stopped && outstanding.iter().all(|&o| o == 0) {
@@ -1212,11 +1229,9 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                 // Passive (WRITE/READ/ATOMIC) or receiving SENDs: drive the
                 // engine until the client says it is done.
                 let mut spins = 0u32;
-                let mut last = Instant::now();
+                let mut stall = Stall::default();
                 loop {
-                    if side.ctx.progress()? {
-                        last = Instant::now();
-                    }
+                    let work = side.ctx.progress()?;
                     if test.verb == Verb::Send {
                         let wcs = side.cq.poll_only(64);
                         for wc in &wcs {
@@ -1234,7 +1249,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                     if spins.is_multiple_of(512) && ctl.readable() {
                         break;
                     }
-                    if last.elapsed() > STALL {
+                    if stall.idle_too_long(work) {
                         bail!("the client stopped for {STALL:?}");
                     }
                 }
