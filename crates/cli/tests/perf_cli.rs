@@ -573,6 +573,10 @@ fn kernel_capture_shows_valid_icrcs() {
         }
         assert_eq!(&d[18..20], &[0, 0], "IP ID is 0");
         assert_eq!(d[20] & 0x40, 0x40, "DF is set");
+        // Data, responses and ACKs all leave with perf's DSCP 26 and
+        // ECT(0): at first by a control message each, then as the socket's
+        // own TOS once it has taken theirs.
+        assert_eq!(d[15], (26 << 2) | 2, "TOS as the kernel sent it");
         if icrc_ok(d) {
             single += 1;
             continue;

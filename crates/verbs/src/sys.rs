@@ -240,7 +240,16 @@ pub struct SendBatch {
     /// datagram with that TOS needs no IP_TOS control message, which the
     /// kernel would otherwise parse on every send.
     socket_tos: Option<u8>,
+    /// The latest run of messages with one TOS other than the socket's, and
+    /// its length: a run of [`TOS_SWITCH_AFTER`] makes it the socket's.
+    tos_run: (u8, u32),
 }
+
+/// Messages in a row with one TOS, not the socket's, after which the
+/// socket takes it: a QP's data and ACKs share a TOS (its DSCP and ECT(0)),
+/// so the socket soon sends with it and only the odd packet (a CNP, a QP
+/// with another DSCP) needs a control message.
+const TOS_SWITCH_AFTER: u32 = 8;
 
 // SAFETY: the raw pointers inside are rebuilt before each use and never
 // dereferenced outside `send`, which borrows everything they point to.
@@ -279,6 +288,30 @@ impl SendBatch {
         ok
     }
 
+    /// Follows the TOS the messages of a send use (see [`TOS_SWITCH_AFTER`]).
+    fn adapt_tos(&mut self, fd: RawFd, dgrams: &[OutDatagram], groups: &[usize]) {
+        let mut first = 0;
+        for &count in groups {
+            let tos = dgrams[first].tos;
+            first += count;
+            if self.socket_tos == Some(tos) {
+                self.tos_run.1 = 0;
+                continue;
+            }
+            if self.tos_run.0 == tos {
+                self.tos_run.1 += 1;
+            } else {
+                self.tos_run = (tos, 1);
+            }
+            if self.tos_run.1 >= TOS_SWITCH_AFTER {
+                self.tos_run.1 = 0;
+                if setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos)) {
+                    self.socket_tos = Some(tos);
+                }
+            }
+        }
+    }
+
     /// Sends as many of `dgrams` as the socket takes without blocking, one
     /// datagram per message; returns how many went (0 when the socket
     /// buffer is full).
@@ -313,6 +346,7 @@ impl SendBatch {
         if m == 0 || total == 0 || total > dgrams.len() {
             return Ok(0);
         }
+        self.adapt_tos(fd, dgrams, &groups[..m]);
         self.addrs
             .resize(m, sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
         // Every iovec first (the vector may grow), pointers into it after.
@@ -509,6 +543,7 @@ pub fn wait_readable(fd: RawFd, timeout_ns: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn loopback_addresses_have_lo_mtu() {
@@ -523,6 +558,63 @@ mod tests {
         assert_eq!(interface_mtu(Ipv4Addr::LOCALHOST), Some(lo));
         assert_eq!(interface_mtu(Ipv4Addr::new(127, 0, 0, 2)), Some(lo));
         assert_eq!(interface_mtu(Ipv4Addr::UNSPECIFIED), None);
+    }
+
+    /// Every datagram leaves with its own TOS, whether by a control
+    /// message or, once a run of one TOS has made it the socket's, without:
+    /// a receiver reading IP_TOS sees exactly what each datagram asked for.
+    #[test]
+    fn each_datagram_leaves_with_its_tos_as_the_socket_follows_the_common_one() {
+        use crate::packet::{Body, MAX_HEAD, OutDatagram};
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        assert!(setsockopt_int(
+            rx.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_RECVTOS,
+            1
+        ));
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let std::net::SocketAddr::V4(dst) = rx.local_addr().unwrap() else {
+            unreachable!()
+        };
+        let dgram = |tos: u8, tag: u8| OutDatagram {
+            dst,
+            tos,
+            head: [tag; MAX_HEAD],
+            head_len: 16,
+            body: Body::Owned(Vec::new()),
+            tail: [0; 8],
+            tail_len: 0,
+            ident: 0,
+            sealed: true,
+        };
+        // Data-like 0x6a, a CNP-like 0xc0 among them, then 0x6a again.
+        let mut want = Vec::new();
+        for i in 0..30u8 {
+            want.push(if i == 12 || i == 25 { 0xc0 } else { 0x6a });
+        }
+        let mut txb = SendBatch::default();
+        assert!(txb.set_socket_tos(tx.as_raw_fd(), 2));
+        let mem = RealMemory::new();
+        for (i, &tos) in want.iter().enumerate() {
+            let d = [dgram(tos, i as u8)];
+            assert_eq!(txb.send(tx.as_raw_fd(), &d, &mem).unwrap(), 1);
+        }
+        assert_eq!(txb.socket_tos, Some(0x6a), "the socket took the common TOS");
+        let mut rb = RecvBatch::new(64, MAX_DATAGRAM);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let n = rb.recv(rx.as_raw_fd()).unwrap();
+            for m in &rb.meta[..n] {
+                got.push(m.tos);
+            }
+            if got.len() == want.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, want);
     }
 
     #[test]
