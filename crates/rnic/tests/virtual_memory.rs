@@ -69,34 +69,20 @@ fn virtual_payloads_move_through_the_same_transport() {
         }),
     )
     .unwrap();
-    r[0].post_send(
-        qa,
-        &[SendWr::new(
-            3,
+    let send = |wr_id, length| {
+        SendWr::new(
+            wr_id,
             WrOpcode::Send,
             vec![Sge {
                 addr: buf_a,
-                length: 4096,
-                lkey: mr_a.lkey,
-            }],
-        )],
-    )
-    .unwrap();
-    // Inline data in virtual memory is a length too, and still arrives whole.
-    r[0].post_send(
-        qa,
-        &[SendWr::new(
-            5,
-            WrOpcode::Send,
-            vec![Sge {
-                addr: buf_a,
-                length: 48,
+                length,
                 lkey: mr_a.lkey,
             }],
         )
-        .inline()],
-    )
-    .unwrap();
+    };
+    // Inline data in virtual memory is a length too, and still arrives whole.
+    r[0].post_send(qa, &[send(3, 4096), send(5, 48).inline()])
+        .unwrap();
     // Shuttle packets directly (no frames, no latency).
     let mut now = 0;
     let mut packets = 0u64;
