@@ -221,8 +221,9 @@ impl Engine {
             },
         );
         let mut txb = SendBatch::default();
-        // Data and ACKs of a QP with the default DSCP (0) leave with the
-        // socket's own TOS; others (CNPs, a QP given a DSCP) name theirs.
+        // The socket starts out with the TOS of data and ACKs of a QP with
+        // the default DSCP (0); it then follows the TOS its messages use,
+        // and the odd other one (a CNP) names its own (`SendBatch`).
         txb.set_socket_tos(fd, if rnic_cfg.ecn { 2 } else { 0 });
         let gso_max_bytes = if gro {
             probe_gso(fd, bound, &mut rx, &mut txb)

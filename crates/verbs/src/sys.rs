@@ -122,7 +122,7 @@ impl RecvBatch {
     /// blocking. One is asked for with a plain `recvmsg`: `recvmmsg` costs
     /// a busy poller more in the kernel on both paths (on a hit it goes
     /// back for a second datagram that is not there; measured on loopback,
-    /// a ping-pong's half round trip was about 0.3 µs longer with it).
+    /// `write_lat -s 8` was about 0.14 µs slower with it).
     pub fn recv_up_to(&mut self, fd: RawFd, max: usize) -> io::Result<usize> {
         let n = self.bufs.len().min(max.max(1));
         // Only the headers the last call could have changed are set again
@@ -615,6 +615,47 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert_eq!(got, want);
+    }
+
+    /// Single receives and batches in any order see every datagram once,
+    /// whole, with its sender: the headers a batch used are set again
+    /// before the next batch, even with single receives in between.
+    #[test]
+    fn single_receives_and_batches_mix() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let from = match tx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            _ => unreachable!(),
+        };
+        let mut rb = RecvBatch::new(8, MAX_DATAGRAM);
+        let mut next = 1usize;
+        for (burst, wants) in [(5usize, [1usize, 8, 1]), (7, [8, 1, 8]), (3, [1, 1, 8])] {
+            let first = next;
+            for _ in 0..burst {
+                tx.send_to(&vec![next as u8; next], rx.local_addr().unwrap())
+                    .unwrap();
+                next += 1;
+            }
+            let mut seen = Vec::new();
+            for _ in 0..1000 {
+                for &w in &wants {
+                    let n = rb.recv_up_to(rx.as_raw_fd(), w).unwrap();
+                    assert!(n <= w);
+                    for i in 0..n {
+                        let m = rb.meta[i];
+                        assert_eq!(m.src, from);
+                        assert!(rb.bufs[i][..m.len].iter().all(|&b| b == m.len as u8));
+                        seen.push(m.len);
+                    }
+                }
+                if seen.len() >= burst {
+                    break;
+                }
+            }
+            assert_eq!(seen, (first..next).collect::<Vec<_>>());
+        }
     }
 
     #[test]
