@@ -510,10 +510,10 @@ fn print_baseline(test: Test, x: &SizeResult) {
             b.ratio
         );
     } else if let Some(u) = b.udp_typical_us {
-        let what = if b.rc_shaped_typical_us.is_some() {
-            "half round trip"
-        } else {
+        let what = if whole_round_trip(test) {
             "round trip"
+        } else {
+            "half round trip"
         };
         let shaped = b
             .rc_shaped_typical_us
@@ -526,6 +526,12 @@ fn print_baseline(test: Test, x: &SizeResult) {
             b.ratio
         );
     }
+}
+
+/// READ and atomic latency tests time a whole round trip (one operation
+/// is one); WRITE and SEND report half of one, as perftest does.
+fn whole_round_trip(test: Test) -> bool {
+    matches!(test.verb, Verb::Read | Verb::Atomic)
 }
 
 /// Runs the kernel's baseline for one size's result (see [`Baseline`]);
@@ -552,8 +558,7 @@ fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline>> {
             let half = kernel::typical(
                 &kernel::udp_pingpong(r.size, r.iterations).context("the UDP baseline")?,
             ) / 1000.0;
-            // READ and atomics time a whole round trip; WRITE and SEND half.
-            let whole = matches!(test.verb, Verb::Read | Verb::Atomic);
+            let whole = whole_round_trip(test);
             let udp = if whole { 2.0 * half } else { half };
             let shaped = if whole {
                 None
