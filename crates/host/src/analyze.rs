@@ -95,6 +95,8 @@ pub enum AnalyzeError {
     NoRemoteSocket(u32),
     #[error("size=0: nothing moves; use a message of at least 1 byte")]
     EmptyMessage,
+    #[error("threads={threads}: the profile's hosts have {cores} cores")]
+    TooManyThreads { threads: u32, cores: u32 },
 }
 
 /// The hop names in path order.
@@ -207,6 +209,13 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
     }
     if w.size == 0 {
         return Err(AnalyzeError::EmptyMessage);
+    }
+    let cores = p.numa.sockets.saturating_mul(p.cpu.cores_per_socket);
+    if w.threads > cores {
+        return Err(AnalyzeError::TooManyThreads {
+            threads: w.threads,
+            cores,
+        });
     }
     let (pcie, rnic, cpu) = (&p.pcie, &p.rnic, &p.cpu);
     let n = f64::from(w.incast.max(1));
@@ -1037,6 +1046,10 @@ mod tests {
         one.numa.sockets = 1;
         let e = analyze(&one, &Workload::from_pairs(&["numa=remote"]).unwrap()).unwrap_err();
         assert_eq!(e, AnalyzeError::NoRemoteSocket(1));
+        // 2 sockets × 16 cores.
+        let e = analyze(&p, &Workload::from_pairs(&["threads=33"]).unwrap()).unwrap_err();
+        assert_eq!(e, AnalyzeError::TooManyThreads { threads: 33, cores: 32 });
+        assert!(analyze(&p, &Workload::from_pairs(&["threads=32"]).unwrap()).is_ok());
     }
 
     #[test]
