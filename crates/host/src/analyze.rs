@@ -31,6 +31,10 @@
 //! Descriptor traffic (WQEs, CQEs, doorbell records) is charged to PCIe but
 //! not to DDR: with DDIO it lives in the last-level cache. SRQ's benefit
 //! (shared receive buffers) is memory footprint, which is not modelled.
+//! Reverse-direction packets (ACKs, READ requests, atomic responses) use
+//! the other direction of full-duplex links and are not charged. When a
+//! receiver-side hop binds below the port's rate, the reason says how long
+//! the RX buffer absorbs line-rate arrivals before PFC or drops.
 
 use crate::ethernet::Packets;
 use crate::numa::Placement;
@@ -660,12 +664,24 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
         .map(|(_, h)| format!("; next: {} at {:.0} %", h.name, h.utilisation * 100.0))
         .unwrap_or_default();
+    // A receiver that drains slower than its port fills its RX buffer
+    // whenever the port delivers at line rate (§5.3, §5.7).
+    let port_goodput = framing.goodput_gbps(rnic.port_gbps, w.op, size, w.mtu);
+    let rx_note = match b.name {
+        "rnic_rx" | "rx_pcie" | "target_ddr" if goodput * n < port_goodput => format!(
+            "; at line rate the {} KiB RX buffer fills in {:.1} µs, then PFC pauses or drops",
+            rnic.rx_buffer_kib,
+            rnic.rx_buffer_absorb_ns(port_goodput, goodput * n) / 1e3
+        ),
+        _ => String::new(),
+    };
     let reason = format!(
-        "{} binds at {:.1} Gb/s of payload per source ({:.2} M msg/s): {}{}",
+        "{} binds at {:.1} Gb/s of payload per source ({:.2} M msg/s): {}{}{}",
         b.name,
         goodput,
         rate * 1e-6,
         b.limit,
+        rx_note,
         runner_up
     );
     Ok(Analysis {
@@ -1033,6 +1049,14 @@ mod tests {
         let a = run(&q, &["op=write", "size=64K", "incast=8"]);
         assert_eq!(a.binding_hop().name, "target_ddr", "{}", a.reason);
         assert!((a.total_goodput_gbps - 51.2).abs() < 1e-6);
+        // The port delivers 100 × 65536 / (16 × 4178 + 16) = 98.01 Gb/s of
+        // payload, DDR drains 51.2: the 1 MiB RX buffer fills in
+        // 8388608 bits / 46.81 Gb/s = 179.2 µs.
+        assert!(
+            a.reason.contains("RX buffer fills in 179.2 µs"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]
@@ -1048,7 +1072,13 @@ mod tests {
         assert_eq!(e, AnalyzeError::NoRemoteSocket(1));
         // 2 sockets × 16 cores.
         let e = analyze(&p, &Workload::from_pairs(&["threads=33"]).unwrap()).unwrap_err();
-        assert_eq!(e, AnalyzeError::TooManyThreads { threads: 33, cores: 32 });
+        assert_eq!(
+            e,
+            AnalyzeError::TooManyThreads {
+                threads: 33,
+                cores: 32
+            }
+        );
         assert!(analyze(&p, &Workload::from_pairs(&["threads=32"]).unwrap()).is_ok());
     }
 
