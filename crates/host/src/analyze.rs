@@ -295,7 +295,8 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         src.read(payload_read);
     }
     if w.op == Op::Atomic {
-        // The responder's NIC writes the 8-byte operand back.
+        // The responder's NIC writes the modified operand back; the
+        // original value returns to the requester (`payload_write`).
         src.posted(pcie.dma_write(8));
     }
     dst.posted(payload_write);
@@ -315,19 +316,15 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
     let requester_is_source = matches!(w.op, Op::Send | Op::Write);
     let (src_qp_miss, dst_qp_miss);
     if requester_is_source {
-        src = src_add(src, req);
+        src = plus(src, req);
         dst.read(resp_qp);
         src_qp_miss = req_qp_miss;
         dst_qp_miss = resp_qp_miss;
     } else {
-        dst = src_add(dst, req);
+        dst = plus(dst, req);
         src.read(resp_qp);
         src_qp_miss = resp_qp_miss;
         dst_qp_miss = req_qp_miss;
-        if w.op == Op::Atomic {
-            // The result returns to the requester.
-            dst.posted(pcie.dma_write(8));
-        }
     }
     if w.op == Op::Send {
         // A receive WQE fetched and a receive CQE written per message.
@@ -695,7 +692,7 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
     })
 }
 
-fn src_add(a: PcieLoad, b: PcieLoad) -> PcieLoad {
+fn plus(a: PcieLoad, b: PcieLoad) -> PcieLoad {
     PcieLoad {
         link: a.link + b.link,
         reads: a.reads + b.reads,
@@ -1092,6 +1089,12 @@ mod tests {
         assert!(a.reason.contains("message-rate"), "{}", a.reason);
         let at = run(&p, &["op=atomic", "qps=16", "threads=16"]);
         assert!((at.goodput_gbps - at.message_rate_mps * 64e-3).abs() < 1e-9);
+        // ATOMIC, responder (source) link towards the host: the 8-byte read
+        // request (24 B) and the write-back (16 + 8 + 8 = 32 B) = 56 B.
+        // Requester (target): WQE read request 24 + result write 32 + CQE
+        // 16 + 8 + 64 = 88 → 144 B towards the host.
+        assert!((bytes_per_msg(&at, "tx_pcie") - 56.0).abs() < 1e-6);
+        assert!((bytes_per_msg(&at, "rx_pcie") - 144.0).abs() < 1e-6);
     }
 
     #[test]
