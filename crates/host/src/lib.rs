@@ -4,7 +4,7 @@
 //! RNIC, across the port and the leaf/spine fabric, into the target's RNIC,
 //! PCIe link and DDR, and ends as a completion the CPU handles. This crate
 //! holds the hardware [`profile`]s and the formulas for each hop, and the
-//! closed-form [`analyze`] that names the hop that binds a workload (the
+//! closed-form [`analyze()`] that names the hop that binds a workload (the
 //! seed's §5.9 table). `roce analyze` is a thin front over it and `roce sim`
 //! instantiates the same resources, so the two never disagree on a formula.
 //!
