@@ -31,7 +31,8 @@
 //!   limit (in symbol times) is charged as one DLLP per `limit` bytes;
 //!   read literally it is per lane, which would make the overhead `width`
 //!   times smaller, but the conservative reading is what matched their
-//!   measurements (SIGCOMM'18 Fig. 2), so we keep it.
+//!   measurements (SIGCOMM'18 Fig. 2), so we keep it. Gen4 and Gen5 use
+//!   the 8 GT/s internal delay, as pcie-model does for them.
 //! - **SKP ordered sets** (clock compensation): Gen1/2 4 symbols per 1538
 //!   symbol times; Gen3–5 one 16-byte SKP ordered set per 372 data blocks
 //!   (Base Spec 3.0 §4.2.7). Not charged for Gen6.
