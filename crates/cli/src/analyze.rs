@@ -332,12 +332,10 @@ fn draw_on<DB: DrawingBackend>(
     let title = ("sans-serif", 22).into_font();
     let small = ("sans-serif", 14).into_font();
     let label = ("sans-serif", 15).into_font();
-    root.draw(&Text::new(
-        format!("{} — {}", p.name, a.workload.describe()),
-        (20, 14),
-        title.clone(),
-    ))
-    .map_err(e)?;
+    root.draw(&Text::new(p.name.clone(), (20, 10), title))
+        .map_err(e)?;
+    root.draw(&Text::new(a.workload.describe(), (20, 40), small.clone()))
+        .map_err(e)?;
     let n = a.hops.len() as i32;
     let (x0, w, gap, top, h) = (20, 122, 14, 80, 200);
     for (i, hop) in a.hops.iter().enumerate() {
