@@ -204,6 +204,9 @@ impl Engine {
             None => None,
         };
         let mut rnic_cfg = cfg.rnic;
+        // A peer here is a socket: many engines share one IP (loopback), and
+        // each sends from the port it is bound to, which the peer connected to.
+        rnic_cfg.match_source_port = true;
         if rnic_cfg.max_outstanding_pkts == RnicConfig::default().max_outstanding_pkts {
             rnic_cfg.max_outstanding_pkts = window_for(sock.recv_buffer_size().unwrap_or(0));
         }
