@@ -12,6 +12,7 @@
 //! UD), carried over RoCEv2 (Annex A17).
 
 pub mod cc;
+pub mod clock;
 pub mod cq;
 pub mod error;
 pub mod fuzzing;
