@@ -85,7 +85,7 @@ impl Stage {
             Stage::RxSyscall => "datagrams per recvmmsg (batching, GRO)",
             Stage::Icrc => "ns per packet in the CRC-32",
             Stage::Rnic => "ns per packet in the transport (retransmissions, ACK rate)",
-            Stage::Copy => "bytes copied per ns (memory bandwidth)",
+            Stage::Copy => "copy bandwidth, GB/s",
             Stage::TxSyscall => "datagrams per sendmmsg (GSO sends)",
             Stage::Completion => "CQEs per poll (CQ moderation)",
             Stage::Idle => "share of polls that found nothing",
@@ -333,13 +333,20 @@ pub struct StageRow {
     pub metric: String,
 }
 
+/// A side's wall time outside its engine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Outside {
+    pub side: String,
+    pub share: f64,
+}
+
 /// The table `roce perf --analyze` prints.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Analysis {
     pub stages: Vec<StageRow>,
     /// Share of each side's wall time outside its engine (the application's
     /// loop, waiting for the engine's lock, being descheduled).
-    pub outside_engine: Vec<(String, f64)>,
+    pub outside_engine: Vec<Outside>,
     /// The binding stage's `name` (empty when no stage did any work).
     pub binding: String,
     pub reason: String,
@@ -367,10 +374,10 @@ pub fn analyze(
     for &(side, p) in sides {
         let wall = p.wall_ns.max(1) as f64;
         let packets = (p.rx_packets + p.tx_packets).max(1) as f64;
-        outside_engine.push((
-            side.to_string(),
-            (1.0 - p.stages_ns() as f64 / wall).max(0.0),
-        ));
+        outside_engine.push(Outside {
+            side: side.to_string(),
+            share: (1.0 - p.stages_ns() as f64 / wall).max(0.0),
+        });
         for s in Stage::ALL {
             let t = p.get(s);
             let ns = t.ns as f64;
@@ -476,10 +483,11 @@ impl Analysis {
                 r.metric
             ));
         }
-        for (side, share) in &self.outside_engine {
+        for o in &self.outside_engine {
             out.push_str(&format!(
-                " {side}: {:.1}% of its wall time outside the engine (application loop, lock, scheduler)\n",
-                100.0 * share
+                " {}: {:.1}% of its wall time outside the engine (application loop, lock, scheduler)\n",
+                o.side,
+                100.0 * o.share
             ));
         }
         out.push_str(&format!(" achieved {:.2} Gb/s", self.demand_gbps));
@@ -558,7 +566,7 @@ mod tests {
             assert!((u - r.utilisation).abs() < 1e-9 * u.max(1.0), "{r:?}");
         }
         // The client's 90 ns unaccounted of 200: 45 % outside the engine.
-        assert!((a.outside_engine[0].1 - 0.45).abs() < 1e-12);
+        assert!((a.outside_engine[0].share - 0.45).abs() < 1e-12);
     }
 
     #[test]
