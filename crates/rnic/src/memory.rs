@@ -231,13 +231,15 @@ impl RealMemory {
     /// Turns on timing of the copies [`Memory::write`] makes (received
     /// payloads placed into registered memory): the one memory copy a
     /// software RNIC makes in user space, which an engine profiling its
-    /// stages reports apart from the RNIC logic around it.
+    /// stages reports apart from the RNIC logic around it. An engine turns
+    /// it on for the packets it samples.
     pub fn time_copies(&mut self, on: bool) {
         self.time_copies = on;
     }
 
     /// Ticks ([`crate::clock::ticks`]) spent copying payloads in
-    /// [`Memory::write`] while timing was on, and the bytes copied.
+    /// [`Memory::write`] while timing was on, and the bytes all payload
+    /// writes copied (counted whether timed or not).
     pub fn copy_time(&self) -> (u64, u64) {
         (self.copy_ticks, self.copy_bytes)
     }
@@ -333,7 +335,11 @@ impl Memory for RealMemory {
                 self.copy_bytes += n as u64;
                 Ok(())
             }
-            PayloadRef::Bytes(b) => self.set(addr, b),
+            PayloadRef::Bytes(b) => {
+                self.set(addr, b)?;
+                self.copy_bytes += b.len() as u64;
+                Ok(())
+            }
             PayloadRef::Virtual(n) => {
                 // A virtual payload written to real memory: the range must be
                 // valid, but there are no bytes to place.

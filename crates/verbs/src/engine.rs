@@ -239,10 +239,8 @@ impl Engine {
         } else {
             0
         };
-        let mut mem = RealMemory::zero_copy();
-        mem.time_copies(cfg.profile);
         Ok(Engine {
-            rnic: Rnic::new(rnic_cfg, mem),
+            rnic: Rnic::new(rnic_cfg, RealMemory::zero_copy()),
             sock,
             local: bound,
             origin: Instant::now(),
@@ -407,6 +405,7 @@ impl Engine {
             for i in 0..got {
                 self.on_datagram(now, i);
             }
+            self.prof.lap_rx_packets();
             work = true;
             if got < want || want == 1 {
                 break;
@@ -479,9 +478,15 @@ impl Engine {
         let buf = &rx.bufs[i][range];
         stats.rx_packets += 1;
         stats.rx_bytes += buf.len() as u64;
+        // One packet in SAMPLE_EVERY has its stages timed (see `profile`).
+        let timed = prof.sample();
+        let t0 = if timed { roce_rnic::clock::ticks() } else { 0 };
         let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas);
-        prof.lap(Stage::Icrc);
+        let t1 = if timed { roce_rnic::clock::ticks() } else { 0 };
         prof.count(Stage::Icrc, 1);
+        if timed {
+            rnic.mem_mut().time_copies(true);
+        }
         if let Some(c) = pcap {
             // The IP header the ICRC was checked against (ID 0 when refused).
             let ident = parsed.as_ref().map_or(0, |(_, id)| *id);
@@ -507,7 +512,11 @@ impl Engine {
                 );
             }
         }
-        prof.lap(Stage::Rnic);
+        if timed {
+            rnic.mem_mut().time_copies(false);
+            let t2 = roce_rnic::clock::ticks();
+            prof.sampled(t1.wrapping_sub(t0), t2.wrapping_sub(t1));
+        }
         prof.count(Stage::Rnic, 1);
     }
 
