@@ -246,7 +246,7 @@ impl Profiler {
         x ^= x >> 17;
         x ^= x << 5;
         self.rng = x;
-        x % SAMPLE_EVERY == 0
+        x.is_multiple_of(SAMPLE_EVERY)
     }
 
     /// A sampled packet's ticks in parsing and checking, and in the RNIC
@@ -304,15 +304,11 @@ impl Profiler {
         let mut t = self.ticks;
         let total = u128::from(self.s_icrc + self.s_rnic);
         let pool = u128::from(self.rx_pool);
-        let (icrc, copy) = if total == 0 {
-            (0, 0)
-        } else {
-            let copy = u128::from(self.s_copy.min(self.s_rnic));
-            (
-                (pool * u128::from(self.s_icrc) / total) as u64,
-                (pool * copy / total) as u64,
-            )
-        };
+        let copy = u128::from(self.s_copy.min(self.s_rnic));
+        let (icrc, copy) = (pool * u128::from(self.s_icrc))
+            .checked_div(total)
+            .zip((pool * copy).checked_div(total))
+            .map_or((0, 0), |(i, c)| (i as u64, c as u64));
         t[Stage::Icrc.index()] += icrc;
         t[Stage::Copy.index()] += copy;
         t[Stage::Rnic.index()] += self.rx_pool - icrc - copy;
