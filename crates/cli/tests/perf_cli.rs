@@ -721,6 +721,8 @@ fn json_reports_stage_profiles_and_analyze_names_the_binding_stage() {
         let sum: u64 = STAGES.iter().map(|k| s[k]["ns"].as_u64().unwrap()).sum();
         assert_eq!(s["engine_ns"].as_u64(), Some(sum), "{s}");
         assert!(sum <= s["wall_ns"].as_u64().unwrap(), "{s}");
+        // Each side's thread took its own snapshots: its CPU time is known.
+        assert!(s["thread_cpu_ns"].as_u64().unwrap() > 0, "{s}");
     }
     // The server placed every byte the client wrote (300 × 64 KiB).
     assert_eq!(p["server"]["copy"]["events"], 300 * 65536, "{p}");

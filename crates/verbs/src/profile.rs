@@ -135,6 +135,16 @@ pub struct StageProfile {
     /// Datagrams in and out over the same time.
     pub rx_packets: u64,
     pub tx_packets: u64,
+    /// CPU time and involuntary context switches of the thread that took
+    /// the snapshot (`CLOCK_THREAD_CPUTIME_ID`, `getrusage(RUSAGE_THREAD)`,
+    /// read at the snapshot only): meaningful for an interval when one
+    /// thread drives the engine and takes both snapshots, as `roce perf`'s
+    /// sides do. Wall time the thread did not run was spent descheduled,
+    /// and the laps charge it to whatever stage it interrupted.
+    #[serde(default)]
+    pub thread_cpu_ns: u64,
+    #[serde(default)]
+    pub involuntary_switches: u64,
 }
 
 impl StageProfile {
@@ -175,6 +185,10 @@ impl StageProfile {
             wall_ns: self.wall_ns.saturating_sub(earlier.wall_ns),
             rx_packets: self.rx_packets.saturating_sub(earlier.rx_packets),
             tx_packets: self.tx_packets.saturating_sub(earlier.tx_packets),
+            thread_cpu_ns: self.thread_cpu_ns.saturating_sub(earlier.thread_cpu_ns),
+            involuntary_switches: self
+                .involuntary_switches
+                .saturating_sub(earlier.involuntary_switches),
             ..Default::default()
         };
         for s in Stage::ALL {
@@ -328,11 +342,14 @@ impl Profiler {
         } else {
             0.0
         };
+        let (thread_cpu_ns, involuntary_switches) = this_thread();
         let mut p = StageProfile {
             enabled: self.on,
             wall_ns,
             rx_packets,
             tx_packets,
+            thread_cpu_ns,
+            involuntary_switches,
             ..Default::default()
         };
         if !self.on {
@@ -349,6 +366,28 @@ impl Profiler {
         p.engine_ns = p.stages_ns();
         p
     }
+}
+
+/// The calling thread's CPU time (ns) and involuntary context switches.
+fn this_thread() -> (u64, u64) {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointers; the clock and `who` are constants.
+    let cpu = if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        0
+    };
+    // SAFETY: as above; rusage is plain data, zero is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let ivcsw = if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } == 0 {
+        ru.ru_nivcsw as u64
+    } else {
+        0
+    };
+    (cpu, ivcsw)
 }
 
 /// What the run the profiles cover moved.
@@ -406,11 +445,16 @@ pub struct StageRow {
     pub metric: String,
 }
 
-/// A side's wall time outside its engine.
+/// A side's wall time outside its engine, and not running at all.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Outside {
     pub side: String,
     pub share: f64,
+    /// Share of the wall time the side's thread was descheduled (1 − its
+    /// CPU time over wall time; 0 when the CPU time is unknown), and how
+    /// often it was preempted.
+    pub descheduled: f64,
+    pub involuntary_switches: u64,
 }
 
 /// The table `roce perf --analyze` prints.
@@ -450,6 +494,12 @@ pub fn analyze(
         outside_engine.push(Outside {
             side: side.to_string(),
             share: (1.0 - p.stages_ns() as f64 / wall).max(0.0),
+            descheduled: if p.thread_cpu_ns > 0 {
+                (1.0 - p.thread_cpu_ns as f64 / wall).max(0.0)
+            } else {
+                0.0
+            },
+            involuntary_switches: p.involuntary_switches,
         });
         for s in Stage::ALL {
             let t = p.get(s);
@@ -494,6 +544,18 @@ pub fn analyze(
                 }) => format!("; the kernel's UDP ping-pong takes {u:.2} µs here"),
                 _ => String::new(),
             };
+            // A loaded machine: the laps include time descheduled.
+            let desched = outside_engine
+                .iter()
+                .find(|o| o.side == r.side && o.descheduled >= 0.2)
+                .map_or(String::new(), |o| {
+                    format!(
+                        "; the {} thread was descheduled {:.0}% of the run ({} preemptions), which the stages it interrupted include",
+                        o.side,
+                        100.0 * o.descheduled,
+                        o.involuntary_switches
+                    )
+                });
             // A thread that idles most of the run is not held back by its
             // stages: say so rather than blame the largest of them.
             let waiting = if idle >= 0.5 {
@@ -508,7 +570,7 @@ pub fn analyze(
             (
                 r.name.clone(),
                 format!(
-                    "{waiting}{} takes {:.0}% of the {} thread ({:.0} ns per message, {:.0} ns per packet; {:.0}% of it idle): alone it would carry {cap:.1} Gb/s against the {demand:.1} Gb/s achieved{kernel_note}",
+                    "{waiting}{} takes {:.0}% of the {} thread ({:.0} ns per message, {:.0} ns per packet; {:.0}% of it idle): alone it would carry {cap:.1} Gb/s against the {demand:.1} Gb/s achieved{kernel_note}{desched}",
                     r.name,
                     100.0 * r.share,
                     r.side,
@@ -569,9 +631,11 @@ impl Analysis {
         }
         for o in &self.outside_engine {
             out.push_str(&format!(
-                " {}: {:.1}% of its wall time outside the engine (application loop, lock, scheduler)\n",
+                " {}: {:.1}% of its wall time outside the engine (application loop, lock); descheduled {:.1}% ({} preemptions)\n",
                 o.side,
-                100.0 * o.share
+                100.0 * o.share,
+                100.0 * o.descheduled,
+                o.involuntary_switches
             ));
         }
         out.push_str(&format!(" achieved {:.2} Gb/s", self.demand_gbps));
@@ -693,6 +757,21 @@ mod tests {
             a.reason
         );
         assert!(a.reason.contains("client.rnic takes 12%"), "{}", a.reason);
+        assert!(!a.reason.contains("descheduled"), "{}", a.reason);
+        // The same thread having run only 40 of its 100 ns.
+        let p = StageProfile {
+            thread_cpu_ns: 40,
+            involuntary_switches: 3,
+            ..p
+        };
+        let a = analyze(&[("client", &p)], &w, None);
+        assert_eq!(a.outside_engine[0].descheduled, 0.6);
+        assert!(
+            a.reason
+                .ends_with("the client thread was descheduled 60% of the run (3 preemptions), which the stages it interrupted include"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]
