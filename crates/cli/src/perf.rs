@@ -1538,7 +1538,7 @@ fn print_report(args: &PerfArgs, test: Test, r: &mut Report) -> Result<()> {
         println!("{line}");
         let c = &r.counters;
         println!(
-            " counters: {} pkts out, {} in; {} retransmitted; NAKs {} out {} in; RNR {} out {} in; CNPs {} out {} in; ICRC errors {}; malformed {}; unknown QP {}",
+            " counters: {} pkts out, {} in; {} retransmitted; NAKs {} out {} in; RNR {} out {} in; CNPs {} out {} in; ICRC errors {}; malformed {}; unknown QP {}; not from the peer {}",
             c.tx_packets,
             c.rx_packets,
             c.retransmissions,
@@ -1550,7 +1550,8 @@ fn print_report(args: &PerfArgs, test: Test, r: &mut Report) -> Result<()> {
             c.cnps_rx,
             c.icrc_errors,
             c.malformed,
-            c.unknown_qp
+            c.unknown_qp,
+            c.bad_source
         );
         let f = c.faults;
         if f.lost + f.reordered + f.duplicated + f.corrupted + f.ce_marked > 0 {
