@@ -103,6 +103,16 @@ pub struct PerfArgs {
     /// ratio to it.
     #[arg(long)]
     pub baseline: bool,
+    /// After each size, print where roce's own engines spent their time
+    /// (receive and send system calls, ICRC, RNIC logic, memory copy,
+    /// completions, idle polling), what each stage alone would carry, and
+    /// which stage binds; with --loopback beside the kernel's --baseline.
+    #[arg(long)]
+    pub analyze: bool,
+    /// Do not account the engines' time per stage (to measure what the
+    /// accounting costs).
+    #[arg(long = "no-profile")]
+    pub no_profile: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -202,6 +212,10 @@ enum Msg {
         detail: String,
         /// Boxed: the largest variant by far.
         counters: Box<Stats>,
+        /// Where the server's engine spent the size's run (none from a
+        /// server that does not profile or predates profiling).
+        #[serde(default)]
+        profile: Option<Box<StageProfile>>,
     },
 }
 
@@ -223,6 +237,19 @@ struct SizeResult {
     verified: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline: Option<Baseline>,
+    /// Where each side's engine spent the run, per stage.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<SideProfiles>,
+    /// `--analyze`: the stages as a table, the binding one named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    analysis: Option<roce_verbs::Analysis>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+struct SideProfiles {
+    client: StageProfile,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<StageProfile>,
 }
 
 /// The kernel's own figure for one size, run right after roce's
@@ -414,6 +441,7 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
         faults: faults(args, seed)?,
         pcap,
         offload: !args.no_offload,
+        profile: !args.no_profile,
         ..Default::default()
     })
 }
@@ -439,8 +467,8 @@ pub fn run(mut args: PerfArgs) -> Result<()> {
     }
     match args.server.clone() {
         Some(s) => {
-            let report = client(&args, test, &s, args.bind)?;
-            print_report(&args, test, &report)
+            let mut report = client(&args, test, &s, args.bind)?;
+            print_report(&args, test, &mut report)
         }
         None => {
             let listener = TcpListener::bind(SocketAddr::new(
@@ -483,12 +511,33 @@ fn run_loopback(args: PerfArgs, test: Test) -> Result<()> {
         .map_err(|_| anyhow!("the server thread panicked"))?;
     let mut report = report?;
     served?;
-    if args.baseline {
+    if args.baseline || args.analyze {
         for r in &mut report.results {
             r.baseline = baseline_for(test, r)?;
         }
     }
-    print_report(&args, test, &report)
+    print_report(&args, test, &mut report)
+}
+
+/// `--analyze`: the size's stage profiles against what it moved, beside the
+/// kernel's figure when the baseline ran.
+fn analysis_for(r: &SizeResult) -> Option<roce_verbs::Analysis> {
+    let p = r.profile?;
+    let work = roce_verbs::profile::Workload {
+        message_bytes: r.size as u64,
+        messages: r.iterations,
+        seconds: r.seconds,
+    };
+    let kernel = r.baseline.map(|b| roce_verbs::profile::KernelFigure {
+        kind: b.kind.to_string(),
+        gbps: b.tcp_gbps,
+        typical_us: b.udp_typical_us,
+    });
+    let mut sides = vec![("client", &p.client)];
+    if let Some(s) = &p.server {
+        sides.push(("server", s));
+    }
+    Some(roce_verbs::analyze(&sides, &work, kernel))
 }
 
 /// One line under the table: the kernel's figure and roce's ratio to it.
@@ -658,6 +707,7 @@ fn client(args: &PerfArgs, test: Test, server: &str, bind: Option<Ipv4Addr>) -> 
             Msg::Refuse { why } => bail!("the server refused: {why}"),
             m => bail!("unexpected message from the server: {m:?}"),
         }
+        let before = side.ctx.profile();
         let mut r = match test.kind {
             Kind::Bw => client_bw(args, test, &side, &remote, size, iters)?,
             Kind::Lat => client_lat(
@@ -670,17 +720,25 @@ fn client(args: &PerfArgs, test: Test, server: &str, bind: Option<Ipv4Addr>) -> 
                 results.is_empty(),
             )?,
         };
+        let mine = side.ctx.profile().since(&before);
         let count = r.iterations;
         ctl.send(&Msg::Done { size, count })?;
-        let (sv, detail, counters) = match ctl.recv::<Msg>()? {
+        let (sv, detail, counters, theirs) = match ctl.recv::<Msg>()? {
             Msg::Check {
                 verified,
                 detail,
                 counters,
-            } => (verified, detail, counters),
+                profile,
+            } => (verified, detail, counters, profile),
             m => bail!("unexpected message from the server: {m:?}"),
         };
         server_counters = *counters;
+        if mine.enabled {
+            r.profile = Some(SideProfiles {
+                client: mine,
+                server: theirs.map(|b| *b),
+            });
+        }
         if args.verify {
             let mine = client_verify(test, &side, size)?;
             let ok = mine.is_none() && sv != Some(false);
@@ -949,6 +1007,8 @@ fn client_bw(
         latency_us: None,
         verified: None,
         baseline: None,
+        profile: None,
+        analysis: None,
     })
 }
 
@@ -1067,6 +1127,8 @@ fn client_lat(
         latency_us: Latency::from_ns(samples),
         verified: None,
         baseline: None,
+        profile: None,
+        analysis: None,
     })
 }
 
@@ -1184,6 +1246,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                 }
             }
         }
+        let before = side.ctx.profile();
         ctl.send(&Msg::Ready)?;
         let mut received = 0u64;
         // Like perftest, each side inlines what fits its own inline size.
@@ -1260,6 +1323,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                 }
             }
         }
+        let mine = side.ctx.profile().since(&before);
         let count = match ctl.recv::<Msg>()? {
             Msg::Done { count, .. } => count,
             m => bail!("unexpected message from the client: {m:?}"),
@@ -1290,6 +1354,7 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
             verified,
             detail,
             counters: Box::new(side.ctx.stats()),
+            profile: mine.enabled.then(|| Box::new(mine)),
         })?;
     }
     side.ctx.flush_pcap()?;
@@ -1354,7 +1419,13 @@ fn server_verify(
     })
 }
 
-fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
+fn print_report(args: &PerfArgs, test: Test, r: &mut Report) -> Result<()> {
+    if args.analyze {
+        for x in &mut r.results {
+            x.analysis = analysis_for(x);
+        }
+    }
+    let r = &*r;
     let verified = if args.verify {
         Some(r.results.iter().all(|x| x.verified == Some(true)))
     } else {
@@ -1450,15 +1521,24 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
                 }
             }
         }
-        if args.baseline {
+        if args.baseline || args.analyze {
             for x in &r.results {
                 print_baseline(test, x);
             }
         }
+        for x in &r.results {
+            if let Some(a) = &x.analysis {
+                println!(" where roce's engines spent the {} B run:", x.size);
+                print!("{}", a.to_table());
+            }
+        }
+        if args.analyze && r.results.iter().all(|x| x.analysis.is_none()) {
+            println!(" no stage profile: the engines ran with --no-profile");
+        }
         println!("{line}");
         let c = &r.counters;
         println!(
-            " counters: {} pkts out, {} in; {} retransmitted; NAKs {} out {} in; RNR {} out {} in; CNPs {} out {} in; ICRC errors {}; malformed {}; unknown QP {}",
+            " counters: {} pkts out, {} in; {} retransmitted; NAKs {} out {} in; RNR {} out {} in; CNPs {} out {} in; ICRC errors {}; malformed {}; unknown QP {}; not from the peer {}",
             c.tx_packets,
             c.rx_packets,
             c.retransmissions,
@@ -1470,7 +1550,8 @@ fn print_report(args: &PerfArgs, test: Test, r: &Report) -> Result<()> {
             c.cnps_rx,
             c.icrc_errors,
             c.malformed,
-            c.unknown_qp
+            c.unknown_qp,
+            c.bad_source
         );
         let f = c.faults;
         if f.lost + f.reordered + f.duplicated + f.corrupted + f.ce_marked > 0 {

@@ -685,3 +685,107 @@ fn baseline_runs_beside_the_test_and_gives_the_ratio() {
         text(&o.stderr)
     );
 }
+
+/// `--json` reports where each side's engine spent the run, per stage, and
+/// `--analyze` adds the analyst-shaped table: `stages` with `name`,
+/// `capacity_gbps`, `capacity_mpps`, `demand_gbps`, `utilisation`,
+/// `metric`, then `binding` (the largest working stage) and `reason`,
+/// beside the kernel's baseline. `--no-profile` turns the accounting off.
+#[test]
+fn json_reports_stage_profiles_and_analyze_names_the_binding_stage() {
+    const STAGES: [&str; 7] = [
+        "rx_syscall",
+        "icrc",
+        "rnic",
+        "copy",
+        "tx_syscall",
+        "completion",
+        "idle",
+    ];
+    let base = [
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-s",
+        "65536",
+        "-n",
+        "300",
+        "--verify",
+        "--json",
+    ];
+    let v = json_ok(&roce(&base));
+    let p = &v["profile"];
+    for side in ["client", "server"] {
+        let s = &p[side];
+        assert_eq!(s["enabled"], Value::Bool(true), "{v}");
+        let sum: u64 = STAGES.iter().map(|k| s[k]["ns"].as_u64().unwrap()).sum();
+        assert_eq!(s["engine_ns"].as_u64(), Some(sum), "{s}");
+        assert!(sum <= s["wall_ns"].as_u64().unwrap(), "{s}");
+        // Each side's thread took its own snapshots: its CPU time is known.
+        assert!(s["thread_cpu_ns"].as_u64().unwrap() > 0, "{s}");
+    }
+    // The server placed every byte the client wrote (300 × 64 KiB).
+    assert_eq!(p["server"]["copy"]["events"], 300 * 65536, "{p}");
+    assert!(p["client"]["tx_syscall"]["ns"].as_u64().unwrap() > 0, "{p}");
+    assert!(v.get("analysis").is_none(), "only with --analyze: {v}");
+
+    let mut args = base.to_vec();
+    args.push("--analyze");
+    let v = json_ok(&roce(&args));
+    let a = &v["analysis"];
+    let rows = a["stages"].as_array().unwrap();
+    assert_eq!(rows.len(), 14, "seven stages on each side: {a}");
+    let demand = v["bw_gbps"].as_f64().unwrap();
+    let mut largest: Option<(&str, f64)> = None;
+    for r in rows {
+        for k in ["name", "demand_gbps", "utilisation", "metric"] {
+            assert!(r.get(k).is_some(), "{k} missing in {r}");
+        }
+        assert!(r.get("capacity_gbps").is_some() && r.get("capacity_mpps").is_some());
+        assert!((r["demand_gbps"].as_f64().unwrap() - demand).abs() < 1e-9);
+        let name = r["name"].as_str().unwrap();
+        if let Some(c) = r["capacity_gbps"].as_f64() {
+            // utilisation = demand / capacity.
+            let u = r["utilisation"].as_f64().unwrap();
+            assert!((u - demand / c).abs() <= 1e-9 * u.max(1.0), "{r}");
+            let per_msg = r["ns_per_message"].as_f64().unwrap();
+            if largest.is_none_or(|(_, m)| per_msg > m) {
+                largest = Some((name, per_msg));
+            }
+        } else {
+            assert!(name.ends_with(".idle") || r["ns_per_message"] == 0.0, "{r}");
+        }
+    }
+    assert_eq!(a["binding"].as_str(), largest.map(|l| l.0), "{a}");
+    let reason = a["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&format!("{} takes", a["binding"].as_str().unwrap())),
+        "{reason}"
+    );
+    // Beside the kernel's own figure, which --analyze runs on loopback.
+    assert_eq!(a["kernel"]["kind"], "tcp_stream", "{a}");
+    assert!(a["kernel"]["gbps"].as_f64().unwrap() > 0.0);
+    assert!(reason.contains("TCP stream"), "{reason}");
+
+    let mut args = base.to_vec();
+    args.push("--no-profile");
+    let v = json_ok(&roce(&args));
+    assert!(v.get("profile").is_none(), "{v}");
+
+    // The table in text, the binding stage marked.
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-s",
+        "65536",
+        "-n",
+        "200",
+        "--analyze",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains(" binding: "), "{out}");
+    assert!(out.lines().any(|l| l.starts_with('*')), "{out}");
+    assert!(out.contains("kernel TCP stream"), "{out}");
+}

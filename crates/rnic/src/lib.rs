@@ -12,6 +12,7 @@
 //! UD), carried over RoCEv2 (Annex A17).
 
 pub mod cc;
+pub mod clock;
 pub mod cq;
 pub mod error;
 pub mod fuzzing;
@@ -69,6 +70,14 @@ pub struct RnicConfig {
     pub max_qp_wr: u32,
     pub max_sge: u32,
     pub max_inline_data: u32,
+    /// An RC QP takes packets only from its connected peer's address; with
+    /// this set the UDP source port must match the peer's too, not only its
+    /// IP. RoCEv2 (IBA Annex A17) makes the source port flow entropy, so a
+    /// NIC on a fabric knows its
+    /// peer by IP (the GID) alone, and the simulator and the frame-level
+    /// pair send from per-QP entropy ports. Over real sockets a peer *is* a
+    /// socket (many engines share 127.0.0.1), so `roce-verbs` turns it on.
+    pub match_source_port: bool,
 }
 
 impl Default for RnicConfig {
@@ -86,6 +95,7 @@ impl Default for RnicConfig {
             max_qp_wr: 1 << 15,
             max_sge: 32,
             max_inline_data: 1024,
+            match_source_port: false,
         }
     }
 }
@@ -691,11 +701,27 @@ impl<M: Memory> Rnic<M> {
         self.counters.rx_pkts += 1;
         let (qps, mut ctx) = self.split();
         let op = t.bth.opcode;
+        let match_port = ctx.cfg.match_source_port;
+        // Whether `src` is the connected peer of an RC QP (always true for
+        // an unconnected or UD QP: their own checks decide).
+        let from_peer = |qp: &Qp| {
+            qp.ah
+                .is_none_or(|a| a.ip() == src.ip() && (!match_port || a.port() == src.port()))
+        };
         if op == Opcode::Cnp {
-            ctx.counters.cnps_rx += 1;
-            if let Some(qp) = qps.get_mut(&t.bth.dest_qp) {
-                qp.cc.on_cnp(now);
+            // A CNP cuts its QP's rate: only the RC QP's connected peer may
+            // send one, or any host could throttle any QP (DCQCN's NP→RP
+            // notification, Zhu et al. SIGCOMM 2015 §3, goes peer to peer).
+            let Some(qp) = qps.get_mut(&t.bth.dest_qp) else {
+                ctx.counters.rx_unknown_qp += 1;
+                return;
+            };
+            if qp.init.qp_type == QpType::Rc && (qp.ah.is_none() || !from_peer(qp)) {
+                ctx.counters.rx_bad_source += 1;
+                return;
             }
+            ctx.counters.cnps_rx += 1;
+            qp.cc.on_cnp(now);
             return;
         }
         // P_Key: only the default partition exists (IBA 10.9.1.2).
@@ -717,7 +743,9 @@ impl<M: Memory> Rnic<M> {
             ctx.counters.rx_malformed += 1;
             return;
         }
-        if rc && qp.ah.is_some_and(|a| a.ip() != src.ip()) {
+        // Requests, ACKs, NAKs and read responses alike: a connected QP's
+        // context names one peer, and nothing else may move its PSNs.
+        if rc && !from_peer(qp) {
             ctx.counters.rx_bad_source += 1;
             return;
         }

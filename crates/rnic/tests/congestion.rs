@@ -121,3 +121,145 @@ fn hpcc_window_limits_inflight_bytes() {
     // 1 MiB with a 125 kB window over a 100 us RTT: at least 8 round trips.
     assert!(p.now > 8 * 100_000, "finished in {} ns", p.now);
 }
+
+/// An RC QP in RTS with DCQCN on `r`, connected to `peer` (its QP 7), with a
+/// 4 KiB WRITE posted and sent (so an ACK for PSN 0 would complete it).
+fn connected_dcqcn(r: &mut Rnic, peer: std::net::SocketAddr) -> (u32, CqHandle) {
+    let pd = r.alloc_pd();
+    let cq = r.create_cq(16).unwrap();
+    let buf = r.mem_mut().alloc(4096);
+    let mr = r.reg_mr(pd, buf, 4096, Access::ALL).unwrap();
+    let cc = Box::new(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000));
+    let qpn = r
+        .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+        .unwrap();
+    r.modify_qp(qpn, QpState::Init, &QpAttr::init(Access::ALL))
+        .unwrap();
+    r.modify_qp(qpn, QpState::Rtr, &QpAttr::rtr(peer, 7, 0, Mtu::Mtu4096))
+        .unwrap();
+    r.modify_qp(qpn, QpState::Rts, &QpAttr::rts(0)).unwrap();
+    let sge = Sge {
+        addr: buf,
+        length: 4096,
+        lkey: mr.lkey,
+    };
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: 0x1000,
+            rkey: 1,
+        },
+        vec![sge],
+    );
+    r.post_send(qpn, &[wr]).unwrap();
+    while r.poll_transmit(0).is_some() {}
+    (qpn, cq)
+}
+
+/// Runs `r`'s timers due up to `until` (DCQCN cuts its rate on a timer
+/// after a CNP, not inside `on_cnp`).
+fn run_timers(r: &mut Rnic, until: u64) {
+    while let Some(t) = r.poll_timeout().filter(|&t| t <= until) {
+        r.handle_timeout(t);
+    }
+}
+
+fn cnp(dest_qp: u32) -> roce_wire::TransportRepr {
+    let mut t = roce_wire::TransportRepr::new(roce_wire::BthRepr {
+        opcode: roce_wire::Opcode::Cnp,
+        dest_qp,
+        becn: true,
+        ..Default::default()
+    });
+    t.bth.pkey = 0xffff;
+    t
+}
+
+fn ack(dest_qp: u32, psn: u32, syndrome: roce_wire::Syndrome) -> roce_wire::TransportRepr {
+    let mut t = roce_wire::TransportRepr::new(roce_wire::BthRepr {
+        opcode: roce_wire::Opcode::RcAck,
+        dest_qp,
+        psn: roce_wire::Psn::new(psn),
+        ..Default::default()
+    });
+    t.aeth = Some(roce_wire::AethRepr { syndrome, msn: 1 });
+    t
+}
+
+#[test]
+fn cnps_acks_and_naks_count_only_from_the_connected_peer() {
+    let peer: std::net::SocketAddr = "10.0.0.2:4791".parse().unwrap();
+    let stranger: std::net::SocketAddr = "10.0.0.66:4791".parse().unwrap();
+    let mut r = Rnic::new(RnicConfig::default(), RealMemory::new());
+    let (qpn, cq) = connected_dcqcn(&mut r, peer);
+    let nak = roce_wire::Syndrome::Nak(roce_wire::NakCode::RemoteAccessError);
+    for i in 0..10 {
+        r.handle_packet(i, stranger, false, &cnp(qpn), PayloadRef::Bytes(&[]));
+        let ok = roce_wire::Syndrome::Ack { credits: 31 };
+        r.handle_packet(i, stranger, false, &ack(qpn, 0, ok), PayloadRef::Bytes(&[]));
+        r.handle_packet(
+            i,
+            stranger,
+            false,
+            &ack(qpn, 0, nak),
+            PayloadRef::Bytes(&[]),
+        );
+    }
+    run_timers(&mut r, 100_000);
+    let c = r.counters();
+    assert_eq!((c.cnps_rx, c.naks_rx), (0, 0), "{c:?}");
+    assert_eq!(c.rx_bad_source, 30);
+    assert_eq!(
+        r.cc_state(qpn).unwrap().1,
+        None,
+        "no rate cut from a stranger"
+    );
+    assert_eq!(r.cq_len(cq), 0, "a forged ACK completes nothing");
+    assert_eq!(
+        r.qp_state(qpn).unwrap(),
+        QpState::Rts,
+        "a forged NAK kills nothing"
+    );
+    // The peer's own CNP cuts the rate, and its NAK is acted on.
+    r.handle_packet(100_000, peer, false, &cnp(qpn), PayloadRef::Bytes(&[]));
+    run_timers(&mut r, 200_000);
+    assert_eq!(r.counters().cnps_rx, 1);
+    assert!(
+        r.cc_state(qpn).unwrap().1.is_some(),
+        "the peer's CNP cuts the rate"
+    );
+    r.handle_packet(
+        200_000,
+        peer,
+        false,
+        &ack(qpn, 0, nak),
+        PayloadRef::Bytes(&[]),
+    );
+    assert_eq!(r.counters().naks_rx, 1);
+    assert_eq!(r.poll_cq(cq, 4)[0].status, WcStatus::RemAccessErr);
+    // A CNP for a QP that does not exist is no CNP either.
+    r.handle_packet(200_000, peer, false, &cnp(0xabcd), PayloadRef::Bytes(&[]));
+    assert_eq!(r.counters().cnps_rx, 1);
+    assert_eq!(r.counters().rx_unknown_qp, 1);
+}
+
+#[test]
+fn with_match_source_port_the_peer_is_its_socket() {
+    let peer: std::net::SocketAddr = "127.0.0.1:40000".parse().unwrap();
+    let same_ip: std::net::SocketAddr = "127.0.0.1:40001".parse().unwrap();
+    let ok = roce_wire::Syndrome::Ack { credits: 31 };
+    for match_source_port in [false, true] {
+        let cfg = RnicConfig {
+            match_source_port,
+            ..Default::default()
+        };
+        let mut r = Rnic::new(cfg, RealMemory::new());
+        let (qpn, cq) = connected_dcqcn(&mut r, peer);
+        r.handle_packet(1, same_ip, false, &cnp(qpn), PayloadRef::Bytes(&[]));
+        r.handle_packet(1, same_ip, false, &ack(qpn, 0, ok), PayloadRef::Bytes(&[]));
+        let taken = u64::from(!match_source_port);
+        assert_eq!(r.counters().cnps_rx, taken, "{match_source_port}");
+        assert_eq!(r.cq_len(cq) as u64, taken, "{match_source_port}");
+        assert_eq!(r.counters().rx_bad_source, 2 * (1 - taken));
+    }
+}

@@ -41,6 +41,7 @@
 use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
 use crate::packet::{self, IdentDelta, OutDatagram, RxError};
+use crate::profile::{Profiler, Stage, StageProfile};
 use crate::stats::Stats;
 use crate::sys::{self, MAX_GSO_SEGMENTS, RecvBatch, RecvMeta, SendBatch, setsockopt_int};
 use roce_rnic::{PayloadRef, RealMemory, Rnic, RnicConfig};
@@ -73,6 +74,9 @@ pub struct EngineConfig {
     /// agree: one with it off cannot take the GSO segments of one with it
     /// on (segments 1, 2, … would count as ICRC errors there).
     pub offload: bool,
+    /// Account the engine's time per stage ([`crate::profile`]): a cycle
+    /// counter read at the stage boundaries the engine already crosses.
+    pub profile: bool,
 }
 
 impl Default for EngineConfig {
@@ -84,6 +88,7 @@ impl Default for EngineConfig {
             batch: 32,
             socket_buffer: 8 << 20,
             offload: true,
+            profile: true,
         }
     }
 }
@@ -113,6 +118,7 @@ pub struct Engine {
     pcap: Option<Capture>,
     pub(crate) stats: Stats,
     last_send_error: Option<String>,
+    prof: Profiler,
 }
 
 /// Packets a QP may keep unacknowledged, from the socket's receive buffer.
@@ -204,6 +210,9 @@ impl Engine {
             None => None,
         };
         let mut rnic_cfg = cfg.rnic;
+        // A peer here is a socket: many engines share one IP (loopback), and
+        // each sends from the port it is bound to, which the peer connected to.
+        rnic_cfg.match_source_port = true;
         if rnic_cfg.max_outstanding_pkts == RnicConfig::default().max_outstanding_pkts {
             rnic_cfg.max_outstanding_pkts = window_for(sock.recv_buffer_size().unwrap_or(0));
         }
@@ -250,6 +259,7 @@ impl Engine {
             pcap,
             stats: Stats::default(),
             last_send_error: None,
+            prof: Profiler::new(cfg.profile),
         })
     }
 
@@ -298,6 +308,48 @@ impl Engine {
         s
     }
 
+    /// Where the engine's time went since it opened, per stage
+    /// ([`crate::profile`]); subtract an earlier snapshot with
+    /// [`StageProfile::since`] for an interval.
+    pub fn profile(&mut self) -> StageProfile {
+        let (ticks, bytes) = self.rnic.mem().copy_time();
+        self.prof.take_copies(ticks, bytes);
+        self.prof
+            .snapshot(self.stats.rx_packets, self.stats.tx_packets)
+    }
+
+    /// Whether the engine accounts its time per stage.
+    pub fn profiling(&self) -> bool {
+        self.prof.enabled()
+    }
+
+    /// Posts send work requests to the RNIC (the time charged to its stage).
+    pub fn post_send(
+        &mut self,
+        qpn: u32,
+        wrs: &[roce_rnic::SendWr],
+    ) -> std::result::Result<(), roce_rnic::PostError> {
+        self.prof.enter();
+        let r = self.rnic.post_send(qpn, wrs);
+        self.prof.lap(Stage::Rnic);
+        r
+    }
+
+    /// Takes up to `max` completions from `cq`: completion handling when
+    /// there are some, an idle poll when there are none.
+    pub fn poll_cq(&mut self, cq: roce_rnic::CqHandle, max: usize) -> Vec<roce_rnic::Wc> {
+        self.prof.enter();
+        let v = self.rnic.poll_cq(cq, max);
+        if v.is_empty() {
+            self.prof.lap(Stage::Idle);
+            self.prof.count(Stage::Idle, 1);
+        } else {
+            self.prof.lap(Stage::Completion);
+            self.prof.count(Stage::Completion, v.len() as u64);
+        }
+        v
+    }
+
     /// Flushes the capture file (it is also flushed when the engine drops).
     pub fn flush_pcap(&mut self) -> Result<()> {
         if let Some(c) = &self.pcap {
@@ -329,6 +381,7 @@ impl Engine {
     pub fn receive(&mut self) -> Result<bool> {
         let mut now = 0;
         let mut work = false;
+        self.prof.enter();
         for _ in 0..4 {
             let want = if self.rx_streak { self.batch } else { 1 };
             let got = self
@@ -340,14 +393,19 @@ impl Engine {
                 })?;
             self.rx_streak = got > 1 || (got == 1 && want == 1);
             if got == 0 {
+                self.prof.lap(Stage::Idle);
+                self.prof.count(Stage::Idle, 1);
                 break;
             }
+            self.prof.lap(Stage::RxSyscall);
+            self.prof.count(Stage::RxSyscall, 1);
             if now == 0 {
                 now = self.now();
             }
             for i in 0..got {
                 self.on_datagram(now, i);
             }
+            self.prof.lap_rx_packets();
             work = true;
             if got < want || want == 1 {
                 break;
@@ -359,6 +417,7 @@ impl Engine {
     /// The transmit half: runs due timers and sends what the RNIC has
     /// (what posting a work request rings).
     pub fn doorbell(&mut self) -> Result<bool> {
+        self.prof.enter();
         let now = self.now();
         let mut work = false;
         if self.rnic.poll_timeout().is_some_and(|t| t <= now) {
@@ -413,12 +472,21 @@ impl Engine {
             deltas,
             local,
             wall_origin_ns,
+            prof,
             ..
         } = self;
         let buf = &rx.bufs[i][range];
         stats.rx_packets += 1;
         stats.rx_bytes += buf.len() as u64;
+        // One packet in SAMPLE_EVERY has its stages timed (see `profile`).
+        let timed = prof.sample();
+        let t0 = if timed { roce_rnic::clock::ticks() } else { 0 };
         let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas);
+        let t1 = if timed { roce_rnic::clock::ticks() } else { 0 };
+        prof.count(Stage::Icrc, 1);
+        if timed {
+            rnic.mem_mut().time_copies(true);
+        }
         if let Some(c) = pcap {
             // The IP header the ICRC was checked against (ID 0 when refused).
             let ident = parsed.as_ref().map_or(0, |(_, id)| *id);
@@ -444,6 +512,12 @@ impl Engine {
                 );
             }
         }
+        if timed {
+            rnic.mem_mut().time_copies(false);
+            let t2 = roce_rnic::clock::ticks();
+            prof.sampled(t1.wrapping_sub(t0), t2.wrapping_sub(t1));
+        }
+        prof.count(Stage::Rnic, 1);
     }
 
     /// Whether the kernel delivers to `dst` over lo (GSO sends stay whole).
@@ -514,6 +588,7 @@ impl Engine {
             self.batch
         };
         loop {
+            let before_fill = self.pending.len() + self.acks.len();
             while self.pending.len() + self.acks.len() < fill {
                 let Some(t) = self.rnic.poll_transmit(now) else {
                     break;
@@ -547,9 +622,19 @@ impl Engine {
             // was already queued, or what the fault injector queued, may
             // need the sort.
             self.pending.append(&mut self.acks);
+            let built = self.pending.len().saturating_sub(before_fill) as u64;
             if self.pending.is_empty() {
+                // A doorbell that found nothing to send is an idle poll.
+                if work {
+                    self.prof.lap(Stage::Rnic);
+                } else {
+                    self.prof.lap(Stage::Idle);
+                    self.prof.count(Stage::Idle, 1);
+                }
                 break;
             }
+            self.prof.lap(Stage::Rnic);
+            self.prof.count(Stage::Rnic, built);
             if !self.pending.is_sorted_by_key(|d| d.is_ack()) {
                 self.pending.sort_by_key(|d| d.is_ack());
             }
@@ -559,17 +644,23 @@ impl Engine {
             let (local, mem) = (self.local, self.rnic.mem());
             let before = self.pending.len();
             self.pending.retain_mut(|d| d.seal(local, mem));
+            self.prof.lap(Stage::Icrc);
+            self.prof.count(Stage::Icrc, before as u64);
             self.stats.send_errors += (before - self.pending.len()) as u64;
             if self.pending.is_empty() {
                 continue;
             }
             self.plan_groups();
-            match self.txb.send_grouped(
+            self.prof.lap(Stage::Rnic);
+            let sent = self.txb.send_grouped(
                 self.sock.as_raw_fd(),
                 &self.pending,
                 &self.groups,
                 self.rnic.mem(),
-            ) {
+            );
+            self.prof.lap(Stage::TxSyscall);
+            self.prof.count(Stage::TxSyscall, 1);
+            match sent {
                 Ok(0) => break, // socket buffer full: retry on the next round
                 Ok(n) => {
                     work = true;
@@ -631,6 +722,7 @@ impl Engine {
         for d in &mut self.pending {
             d.unseal();
         }
+        self.prof.lap(Stage::Rnic);
         Ok(work)
     }
 

@@ -20,7 +20,8 @@
 //! ```
 //!
 //! Layers: [`verbs`] (the objects), [`engine`] (socket + RNIC), [`packet`]
-//! (datagrams and the ICRC), [`sys`] (batched socket calls), [`fault`]
+//! (datagrams and the ICRC), [`sys`] (batched socket calls), [`profile`]
+//! (where the engine's time goes, per stage), [`fault`]
 //! (the send-path fault injector), [`endpoint`] and [`exchange`] (the
 //! out-of-band set-up), [`stats`], and [`baseline`] (what the kernel alone
 //! does with the same sizes, for `roce perf` to report against).
@@ -32,6 +33,7 @@ pub mod error;
 pub mod exchange;
 pub mod fault;
 pub mod packet;
+pub mod profile;
 pub mod stats;
 pub mod sys;
 pub mod verbs;
@@ -41,6 +43,7 @@ pub use engine::{Engine, EngineConfig, ROCE_PORT};
 pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
+pub use profile::{Analysis, Stage, StageProfile, analyze};
 pub use stats::Stats;
 pub use verbs::{Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder};
 

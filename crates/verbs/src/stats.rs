@@ -32,6 +32,10 @@ pub struct Stats {
     pub unknown_qp: u64,
     /// Dropped by the RNIC: the QP's state or source address refuses it.
     pub dropped_other: u64,
+    /// Of `dropped_other`: packets (CNPs, ACKs, NAKs, requests) for a
+    /// connected QP from a socket other than its peer's.
+    #[serde(default)]
+    pub bad_source: u64,
     pub duplicates: u64,
     pub out_of_sequence: u64,
     /// Datagrams the socket refused to send (see `Context::last_send_error`).
@@ -64,6 +68,7 @@ impl Stats {
         self.malformed += c.rx_malformed;
         self.unknown_qp = c.rx_unknown_qp;
         self.dropped_other = c.rx_dropped_state + c.rx_bad_source;
+        self.bad_source = c.rx_bad_source;
         self.duplicates = c.duplicates;
         self.out_of_sequence = c.out_of_sequence;
     }

@@ -141,6 +141,11 @@ impl Context {
         self.lock().stats()
     }
 
+    /// Where the engine's time went, per stage (see [`crate::profile`]).
+    pub fn profile(&self) -> crate::profile::StageProfile {
+        self.lock().profile()
+    }
+
     /// Why the socket last refused a datagram, if it did.
     pub fn last_send_error(&self) -> Option<String> {
         self.lock().last_send_error().map(str::to_string)
@@ -359,12 +364,12 @@ impl Cq {
     pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
         let mut e = self.0.ctx.lock();
         e.progress()?;
-        Ok(e.rnic.poll_cq(self.0.h, max))
+        Ok(e.poll_cq(self.0.h, max))
     }
 
     /// Returns up to `max` completions already queued, without driving the device.
     pub fn poll_only(&self, max: usize) -> Vec<Wc> {
-        self.0.ctx.lock().rnic.poll_cq(self.0.h, max)
+        self.0.ctx.lock().poll_cq(self.0.h, max)
     }
 
     /// Waits for `n` completions or until `timeout`: spins briefly, then
@@ -377,7 +382,7 @@ impl Cq {
             let (work, got) = {
                 let mut e = self.0.ctx.lock();
                 let work = e.progress()?;
-                let got = e.rnic.poll_cq(self.0.h, n - out.len());
+                let got = e.poll_cq(self.0.h, n - out.len());
                 (work, got)
             };
             let some = !got.is_empty();
@@ -739,7 +744,7 @@ impl Qp {
     /// the error says which) and rings the doorbell once.
     pub fn post_send_batch(&self, wrs: &[SendWr]) -> Result<()> {
         let mut e = self.pd.context().lock();
-        let r = e.rnic.post_send(self.qpn, wrs);
+        let r = e.post_send(self.qpn, wrs);
         // The doorbell: start sending now rather than on the next poll.
         e.doorbell()?;
         Ok(r?)

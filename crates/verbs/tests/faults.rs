@@ -186,8 +186,8 @@ fn garbage_truncated_and_unknown_qp_packets_are_counted_and_dropped() {
     let (a, b) = pair(Opts::default());
     let _drive_b = b.ctx.spawn_progress(false);
     let target = SocketAddr::V4(b.ctx.local_addr());
-    // From another IP: RoCE cannot tell QPs by UDP source port (it is
-    // per-QP entropy), so the RNIC checks only the source IP.
+    // From another IP (a stranger on the same IP but another port is
+    // refused too: `forged_cnps_acks_and_naks_from_a_stranger_change_nothing`).
     let raw = UdpSocket::bind("127.0.0.3:0").unwrap();
     let SocketAddr::V4(raw_addr) = raw.local_addr().unwrap() else {
         unreachable!()
@@ -320,4 +320,162 @@ fn ce_marks_are_read_from_the_socket_and_answered_with_cnps() {
     // …answered with a CNP (paced per QP), and A received it.
     assert!(sb.cnps_tx >= 1 && sa.cnps_rx >= 1, "{sa:?} {sb:?}");
     assert_eq!(sa.icrc_errors + sb.icrc_errors, 0);
+}
+
+/// A packet for `dest_qp` at `to`, built and sealed (valid ICRC) as if sent
+/// from `from`.
+fn forged_datagram(
+    from: std::net::SocketAddrV4,
+    to: SocketAddr,
+    repr: roce_wire::TransportRepr,
+) -> Vec<u8> {
+    let t = roce_rnic::Transmit {
+        dst: to,
+        udp_sport: from.port(),
+        dscp: 0,
+        ecn_capable: false,
+        src_qpn: 1,
+        repr,
+        payload: roce_rnic::Payload::Bytes(Vec::new()),
+    };
+    packet::build(t, from)
+        .unwrap()
+        .to_vec(&roce_rnic::RealMemory::new())
+}
+
+fn forged_cnp(dest_qp: u32) -> roce_wire::TransportRepr {
+    roce_wire::TransportRepr::new(roce_wire::BthRepr {
+        opcode: roce_wire::Opcode::Cnp,
+        dest_qp,
+        becn: true,
+        pkey: 0xffff,
+        ..Default::default()
+    })
+}
+
+fn forged_ack(dest_qp: u32, psn: u32, syndrome: roce_wire::Syndrome) -> roce_wire::TransportRepr {
+    let mut t = roce_wire::TransportRepr::new(roce_wire::BthRepr {
+        opcode: roce_wire::Opcode::RcAck,
+        dest_qp,
+        psn: roce_wire::Psn::new(psn),
+        pkey: 0xffff,
+        ..Default::default()
+    });
+    t.aeth = Some(roce_wire::AethRepr { syndrome, msn: 1 });
+    t
+}
+
+/// Issue 10: a CNP, an ACK or a NAK counts only from the QP's connected
+/// peer. Two strangers (one on another IP, one on the peer's own IP with
+/// another port) fire CNPs at both QPs and ACKs, sequence-error NAKs and
+/// remote-access NAKs at the requester's live PSNs while it WRITEs 4 MiB:
+/// not one is taken (no CNP or NAK counted, no WR completed early, the QP
+/// alive), every one is counted as from a bad source, and
+/// every byte arrives.
+#[test]
+fn forged_cnps_acks_and_naks_from_a_stranger_change_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (a, b) = pair(Opts {
+        buf: 4 << 20,
+        timeout: 14,
+        ..Default::default()
+    });
+    let _drive_b = b.ctx.spawn_progress(false);
+    let (to_a, to_b) = (
+        SocketAddr::V4(a.ctx.local_addr()),
+        SocketAddr::V4(b.ctx.local_addr()),
+    );
+    let (qp_a, qp_b, psn_a) = (b.peer.qpn, a.peer.qpn, b.peer.psn);
+    let strangers = [
+        UdpSocket::bind("127.0.0.3:0").unwrap(),
+        UdpSocket::bind("127.0.0.1:0").unwrap(),
+    ];
+    let stop = AtomicBool::new(false);
+    let src = pattern(11, 4 << 20);
+    a.mr.write(0, &src).unwrap();
+    let (sent_a, sent_b) = std::thread::scope(|s| {
+        let forger = s.spawn(|| {
+            use roce_wire::{NakCode, Syndrome};
+            let (mut sent_a, mut sent_b, mut k) = (0u64, 0u64, 0u32);
+            while !stop.load(Ordering::Relaxed) {
+                for raw in &strangers {
+                    let SocketAddr::V4(me) = raw.local_addr().unwrap() else {
+                        unreachable!()
+                    };
+                    let psn = (psn_a + k * 7) & 0xff_ffff;
+                    let to_requester = [
+                        forged_cnp(qp_a),
+                        forged_ack(qp_a, psn, Syndrome::Ack { credits: 31 }),
+                        forged_ack(qp_a, psn, Syndrome::Nak(NakCode::PsnSequenceError)),
+                        forged_ack(qp_a, psn, Syndrome::Nak(NakCode::RemoteAccessError)),
+                    ];
+                    for r in to_requester {
+                        raw.send_to(&forged_datagram(me, to_a, r), to_a).unwrap();
+                        sent_a += 1;
+                    }
+                    raw.send_to(&forged_datagram(me, to_b, forged_cnp(qp_b)), to_b)
+                        .unwrap();
+                    sent_b += 1;
+                }
+                k += 1;
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            (sent_a, sent_b)
+        });
+        // Stops the forger however this closure ends (a failed assertion
+        // must fail the test, not leave the scope waiting for the forger).
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let stop_forger = Stop(&stop);
+        // 4 MiB in 64 KiB WRITEs, 16 in flight at a time.
+        let wrs: Vec<SendWr> = (0..64)
+            .map(|i| {
+                let off = i * 65536;
+                SendWr::new(
+                    i as u64,
+                    WrOpcode::RdmaWrite {
+                        remote_addr: a.peer.remote_addr(off as u64),
+                        rkey: a.peer.rkey,
+                    },
+                    vec![a.mr.sge(off, 65536)],
+                )
+            })
+            .collect();
+        for chunk in wrs.chunks(16) {
+            a.qp.post_send_batch(chunk).unwrap();
+            let wcs = a.cq.wait(chunk.len(), WAIT).unwrap();
+            ok_wc(&wcs);
+            let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
+            let want: Vec<u64> = chunk.iter().map(|w| w.wr_id).collect();
+            assert_eq!(ids, want, "completions in order, none early");
+        }
+        drop(stop_forger);
+        forger.join().unwrap()
+    });
+    assert_eq!(b.mr.read(0, 4 << 20).unwrap(), src, "every byte");
+    // Everything the strangers sent has been read and refused.
+    let deadline = std::time::Instant::now() + WAIT;
+    let (mut sa, mut sb) = (a.ctx.stats(), b.ctx.stats());
+    while (sa.bad_source < sent_a || sb.bad_source < sent_b) && std::time::Instant::now() < deadline
+    {
+        a.ctx.progress().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        (sa, sb) = (a.ctx.stats(), b.ctx.stats());
+    }
+    assert!(
+        sent_a >= 8 && sent_b >= 2,
+        "the forger ran ({sent_a}, {sent_b})"
+    );
+    assert_eq!(
+        (sa.bad_source, sb.bad_source),
+        (sent_a, sent_b),
+        "{sa:?} {sb:?}"
+    );
+    assert_eq!((sa.cnps_rx, sb.cnps_rx), (0, 0), "no forged CNP counted");
+    assert_eq!((sa.naks_rx, sa.rnr_naks_rx), (0, 0), "no forged NAK taken");
+    assert_eq!(a.qp.state().unwrap(), QpState::Rts);
 }
