@@ -23,8 +23,21 @@ macro_rules! say {
 
 #[derive(Debug, Args)]
 pub struct AnalyzeArgs {
-    /// Hardware profile (TOML; see profiles/ and README.md).
-    pub profile: PathBuf,
+    /// Hardware profile (TOML; see profiles/ and README.md). Not with `--self`.
+    #[arg(required_unless_present = "self_")]
+    pub profile: Option<PathBuf>,
+    /// Analyse roce itself on this machine instead of a profile: a loopback
+    /// bandwidth run (`roce perf {op}_bw --loopback --analyze`, op and size
+    /// from `--workload`, default write 65536) whose engine stages are the
+    /// hops, beside the kernel's own TCP figure.
+    #[arg(long = "self", conflicts_with_all = ["profile", "sweep", "compare", "svg", "png"])]
+    pub self_: bool,
+    /// Seconds the `--self` run lasts.
+    #[arg(long, default_value_t = 2.0, requires = "self_")]
+    pub duration: f64,
+    /// UDP port of the `--self` run (default 4791, as `roce perf`).
+    #[arg(long, requires = "self_")]
+    pub udp_port: Option<u16>,
     /// Workload keys: op=send|write|read|atomic size=BYTES qps=N sges=N
     /// signal_every=N inline=true|false batch=N incast=N numa=local|remote
     /// mtu=256..4096 threads=N (space- or comma-separated).
@@ -49,7 +62,6 @@ pub struct AnalyzeArgs {
 }
 
 pub fn run(args: AnalyzeArgs) -> Result<()> {
-    let profile = Profile::load(&args.profile)?;
     let pairs: Vec<&str> = args
         .workload
         .iter()
@@ -57,6 +69,10 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         .filter(|s| !s.is_empty())
         .collect();
     let w = Workload::from_pairs(&pairs)?;
+    let Some(path) = &args.profile else {
+        return analyze_self(&args, &pairs, &w);
+    };
+    let profile = Profile::load(path)?;
     let a = an::analyze(&profile, &w)?;
     let sweep = match &args.sweep {
         Some(spec) => {
@@ -100,6 +116,47 @@ pub fn run(args: AnalyzeArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `roce analyze --self`: roce's own engine on this machine, stage by stage,
+/// measured by a loopback bandwidth run of `roce perf` with `--analyze`.
+/// Only `op` and `size` describe that run; the other keys describe hardware
+/// this run does not have, so they are refused rather than ignored.
+fn analyze_self(args: &AnalyzeArgs, pairs: &[&str], w: &Workload) -> Result<()> {
+    for p in pairs {
+        let key = p.split_once('=').map_or(*p, |(k, _)| k).trim();
+        if !matches!(key, "op" | "size") {
+            bail!("--self measures roce on this machine: only op and size apply, not {key}");
+        }
+    }
+    let test = format!("{}_bw", w.op.name());
+    let sized = pairs.iter().any(|p| p.trim_start().starts_with("size"));
+    let size = if sized { w.size } else { 65536 }.to_string();
+    let duration = args.duration.to_string();
+    let mut argv = vec![
+        "perf",
+        &test,
+        "--loopback",
+        "--analyze",
+        "-s",
+        &size,
+        "-D",
+        &duration,
+    ];
+    if args.json {
+        argv.push("--json");
+    }
+    let port = args.udp_port.map(|p| p.to_string());
+    if let Some(p) = &port {
+        argv.extend(["--udp-port", p]);
+    }
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        perf: crate::perf::PerfArgs,
+    }
+    let wrap = <Wrap as clap::Parser>::try_parse_from(argv)?;
+    crate::perf::run(wrap.perf)
 }
 
 /// `size=64..4M` → (64, 4 MiB).

@@ -293,3 +293,57 @@ fn bad_workloads_and_arguments() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/profile.toml"));
 }
+
+/// `--self` measures roce on this machine: a loopback bandwidth run whose
+/// engine stages form the table, the binding stage named.
+#[test]
+fn self_analysis_names_a_binding_stage() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let out = roce()
+        .args([
+            "analyze",
+            "--self",
+            "--json",
+            "--duration",
+            "0.3",
+            "--udp-port",
+            &port,
+        ])
+        .args(["--workload", "op=write", "size=16384"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object");
+    let r = &v["results"][0];
+    let a = &r["analysis"];
+    let binding = a["binding"].as_str().expect("a binding stage");
+    let stages = a["stages"].as_array().expect("stages");
+    assert!(
+        stages.iter().any(|s| s["name"] == binding),
+        "binding {binding} is one of the stages: {a}"
+    );
+    assert!(a["reason"].as_str().is_some_and(|s| !s.is_empty()), "{a}");
+}
+
+/// Keys that describe hardware mean nothing for `--self`: refused, named.
+#[test]
+fn self_analysis_refuses_hardware_keys() {
+    let out = roce()
+        .args(["analyze", "--self", "--workload", "qps=2000"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("qps"), "{err}");
+    let out = roce().args(["analyze"]).output().unwrap();
+    assert!(!out.status.success(), "a profile or --self is required");
+}
