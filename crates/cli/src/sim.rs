@@ -155,6 +155,11 @@ fn print_summary(s: &Summary, out: &Path) {
     say!("results in {}", out.display());
 }
 
+/// Runs an HPCC ns-3 experiment. Its own outputs (FCT_OUTPUT_FILE,
+/// PFC_OUTPUT_FILE, QLEN_MON_FILE) go where the config says, relative to
+/// the working directory as with third.cc, and are created (with their
+/// folders) before the run so a bad path fails at once; `--out` receives
+/// our own files (fct.csv, summary.json, plots, ...).
 fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -> Result<()> {
     let exp = roce_sim::hpcc::Experiment::load(config, seed)?;
     for w in &exp.warnings {
@@ -166,10 +171,10 @@ fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -
             .map(|p| p.join("roce-sim-out"))
             .unwrap_or_else(|| PathBuf::from("out/sim/hpcc"))
     });
+    exp.prepare_outputs()?;
     let (report, wall, outcome) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows)?;
     finish(&report, wall, &out, plots)?;
-    let written = exp.write_outputs(&report, &out)?;
-    for f in written {
+    for f in exp.write_outputs(&report)? {
         say!("wrote {}", f.display());
     }
     Ok(outcome?)

@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod packet;
 pub mod pfc;
 pub mod plot;
+pub mod qlen;
 pub mod scenario;
 pub mod sim;
 pub mod stall;

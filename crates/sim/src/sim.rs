@@ -18,6 +18,7 @@ use crate::packet::{
     IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
+use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
 use crate::topology::{NodeKind, PortRef, Topology};
 use crate::workload::{FlowOp, FlowSpec};
@@ -112,6 +113,8 @@ pub struct SimConfig {
     pub deadlock_after: Ps,
     /// Most rows kept for queues.csv / pfc.csv.
     pub max_rows: usize,
+    /// The HPCC simulator's queue-length monitor (`QLEN_MON_FILE`), if on.
+    pub qlen_monitor: Option<QlenMonConfig>,
 }
 
 impl Default for SimConfig {
@@ -138,6 +141,7 @@ impl Default for SimConfig {
             capture_pfc: false,
             deadlock_after: 0,
             max_rows: 2_000_000,
+            qlen_monitor: None,
         }
     }
 }
@@ -212,6 +216,7 @@ pub struct Simulator {
     stall_since: Option<Ps>,
     last_delivered: u64,
     deadlock: Option<String>,
+    qlen: Option<QlenMonitor>,
 }
 
 fn host_ip(h: u32) -> Ipv4Addr {
@@ -387,9 +392,16 @@ impl Simulator {
             stall_since: None,
             last_delivered: 0,
             deadlock: None,
+            qlen: None,
         };
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
+        }
+        if let Some(c) = sim.cfg.qlen_monitor {
+            let switches: Vec<(u32, usize)> = (sim.switches.iter())
+                .map(|s| (s.node, sim.nodes[s.node as usize].ports.len()))
+                .collect();
+            sim.qlen = Some(QlenMonitor::new(c, &switches));
         }
         if sim.cfg.sample > 0 {
             sim.q.schedule(0, Event::Sample);
@@ -1041,6 +1053,14 @@ impl Simulator {
         };
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
+            if let Some(m) = &mut self.qlen {
+                m.record(
+                    now,
+                    sw,
+                    pi,
+                    self.nodes[node as usize].ports[pi].queued_bytes(),
+                );
+            }
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
@@ -1147,6 +1167,9 @@ impl Simulator {
         p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
+        if let Some(m) = &mut self.qlen {
+            m.record(self.q.now(), sw, usize::from(out), p.queued_bytes());
+        }
         self.kick(node, out);
     }
 
@@ -1420,6 +1443,7 @@ impl Simulator {
             pfc_frames: self.pfc_frames.clone(),
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
+            qlen_mon: self.qlen.clone().map(QlenMonitor::finish),
         }
     }
 }
