@@ -51,17 +51,20 @@ pub fn run(args: SimArgs) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("out/sim").join(&sc.name));
-    let (report, wall) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows)?;
     finish(&report, wall, &out, !args.no_plots)?;
-    Ok(())
+    Ok(outcome?)
 }
 
-/// Runs a simulation with a progress bar on a terminal.
+/// Runs a simulation with a progress bar on a terminal. Besides the report
+/// and the wall time, gives the run's outcome: a stalled run (flows left
+/// with nothing more to simulate) is an error the caller returns once the
+/// results, which help find the cause, are written.
 pub fn simulate(
     cfg: roce_sim::SimConfig,
     topo: roce_sim::Topology,
     flows: &[roce_sim::workload::FlowSpec],
-) -> Result<(Report, f64)> {
+) -> Result<(Report, f64, Result<(), roce_sim::SimError>)> {
     let t0 = Instant::now();
     let mut sim = Simulator::new(cfg, topo, flows)?;
     let bar = std::io::stderr().is_terminal().then(|| {
@@ -92,7 +95,7 @@ pub fn simulate(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok((sim.report(), t0.elapsed().as_secs_f64()))
+    Ok((sim.report(), t0.elapsed().as_secs_f64(), sim.outcome()))
 }
 
 /// Writes the output files and prints a short summary.
@@ -152,6 +155,11 @@ fn print_summary(s: &Summary, out: &Path) {
     say!("results in {}", out.display());
 }
 
+/// Runs an HPCC ns-3 experiment. Its own outputs (FCT_OUTPUT_FILE,
+/// PFC_OUTPUT_FILE, QLEN_MON_FILE) go where the config says, relative to
+/// the working directory as with third.cc, and are created (with their
+/// folders) before the run so a bad path fails at once; `--out` receives
+/// our own files (fct.csv, summary.json, plots, ...).
 fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -> Result<()> {
     let exp = roce_sim::hpcc::Experiment::load(config, seed)?;
     for w in &exp.warnings {
@@ -163,13 +171,13 @@ fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -
             .map(|p| p.join("roce-sim-out"))
             .unwrap_or_else(|| PathBuf::from("out/sim/hpcc"))
     });
-    let (report, wall) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows)?;
+    exp.prepare_outputs()?;
+    let (report, wall, outcome) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows)?;
     finish(&report, wall, &out, plots)?;
-    let written = exp.write_outputs(&report, &out)?;
-    for f in written {
+    for f in exp.write_outputs(&report)? {
         say!("wrote {}", f.display());
     }
-    Ok(())
+    Ok(outcome?)
 }
 
 /// The `roce demo` section: a small incast where a switch queue builds up
@@ -180,8 +188,9 @@ pub fn demo_section(out: &Path) -> Result<()> {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let sc = Scenario::parse(src, "scenarios/incast.toml", &base, None)?;
     let dir = out.join("sim-incast");
-    let (report, wall) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows)?;
     let s = finish(&report, wall, &dir, true)?;
+    outcome?;
     let peak = report
         .ports
         .iter()

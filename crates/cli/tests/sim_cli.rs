@@ -103,7 +103,10 @@ fn hpcc_config_runs_and_writes_its_formats() {
     .unwrap();
     let config = "ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\nPACKET_PAYLOAD_SIZE 1000\nTOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nFCT_OUTPUT_FILE fct.txt\nPFC_OUTPUT_FILE pfc.txt\nCC_MODE 1\nRATE_AI 5Mb/s\nBUFFER_SIZE 1\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\nFROBNICATE 3\n";
     std::fs::write(d.join("config.txt"), config).unwrap();
+    // Its own outputs land where the config says, relative to the working
+    // directory (as with third.cc); ours in --out.
     let out = roce()
+        .current_dir(d)
         .args(["sim", "--no-plots", "--hpcc-config"])
         .arg(d.join("config.txt"))
         .arg("--out")
@@ -117,7 +120,7 @@ fn hpcc_config_runs_and_writes_its_formats() {
         !err.contains("not implemented"),
         "CC_MODE 1 runs DCQCN: {err}"
     );
-    let fct = std::fs::read_to_string(d.join("out/fct.txt")).unwrap();
+    let fct = std::fs::read_to_string(d.join("fct.txt")).unwrap();
     assert_eq!(fct.lines().count(), 2, "{fct}");
     let f: Vec<&str> = fct.lines().next().unwrap().split(' ').collect();
     assert_eq!(f.len(), 8);
@@ -125,7 +128,8 @@ fn hpcc_config_runs_and_writes_its_formats() {
     assert_eq!(f[1], "0b000201");
     assert_eq!(f[4], "300000");
     assert_eq!(f[5], "1000");
-    assert!(d.join("out/pfc.txt").exists());
+    assert!(d.join("pfc.txt").exists());
+    assert!(d.join("out/fct.csv").exists() && d.join("out/summary.json").exists());
     // A link speed missing from a K map is an error naming the key.
     std::fs::write(
         d.join("config.txt"),
@@ -133,6 +137,7 @@ fn hpcc_config_runs_and_writes_its_formats() {
     )
     .unwrap();
     let out = roce()
+        .current_dir(d)
         .args(["sim", "--hpcc-config"])
         .arg(d.join("config.txt"))
         .output()

@@ -23,6 +23,7 @@ pub mod qp;
 mod requester;
 mod responder;
 pub mod srq;
+pub mod status;
 mod table;
 pub mod types;
 
@@ -35,6 +36,7 @@ pub use memory::{
 pub use mr::{Mr, PdHandle};
 pub use qp::{QpAttr, QpInitAttr, QpState};
 pub use srq::SrqHandle;
+pub use status::QpStatus;
 pub use types::*;
 
 use crate::cq::Cq;
@@ -186,6 +188,8 @@ pub struct Rnic<M: Memory = RealMemory> {
     timers: BTreeSet<(Nanos, u32)>,
     events: VecDeque<AsyncEvent>,
     counters: Counters,
+    /// The latest `now` a driver call brought (to tell a due pacing gap).
+    clock: Nanos,
 }
 
 /// A posted WR needs a free slot in its queue and no more SGEs than allowed.
@@ -231,6 +235,7 @@ impl<M: Memory> Rnic<M> {
             timers: BTreeSet::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            clock: 0,
         }
     }
 
@@ -484,16 +489,34 @@ impl<M: Memory> Rnic<M> {
         let Some(q) = self.qps.get_mut(&qpn) else {
             return;
         };
-        let next = q.next_deadline();
-        if q.filed == next {
+        let next = q.next_deadline(self.ready.contains(&qpn), self.clock);
+        if q.filed != next {
+            if let Some(t) = std::mem::replace(&mut q.filed, next) {
+                self.timers.remove(&(t, qpn));
+            }
+            if let Some(t) = next {
+                self.timers.insert((t, qpn));
+            }
+        }
+        #[cfg(debug_assertions)]
+        self.check_scheduled(qpn);
+    }
+
+    /// Debug builds: a QP with work left is either ready to be polled or
+    /// filed under a deadline, so some driver call will run it again. (Only
+    /// a QP waiting for ACKs with no retransmission timer relies on the
+    /// network alone.) A QP that is neither would wait forever unseen.
+    #[cfg(debug_assertions)]
+    fn check_scheduled(&self, qpn: u32) {
+        let Some(s) = self.qp_status(qpn) else {
             return;
-        }
-        if let Some(t) = std::mem::replace(&mut q.filed, next) {
-            self.timers.remove(&(t, qpn));
-        }
-        if let Some(t) = next {
-            self.timers.insert((t, qpn));
-        }
+        };
+        let only_acks = !s.unsent && s.responses_queued == 0;
+        let rto_off = self.qps.get(&qpn).is_some_and(|q| q.rto_ns().is_none());
+        debug_assert!(
+            !s.has_work() || s.is_scheduled() || (only_acks && rto_off),
+            "QP with work and nothing to wake it: {s}"
+        );
     }
 
     pub fn qp_state(&self, qpn: u32) -> Result<QpState> {
@@ -505,6 +528,23 @@ impl<M: Memory> Rnic<M> {
 
     pub fn qp(&self, qpn: u32) -> Option<&Qp> {
         self.qps.get(&qpn)
+    }
+
+    /// A read-only snapshot of `qpn`'s transport and scheduling state.
+    pub fn qp_status(&self, qpn: u32) -> Option<QpStatus> {
+        self.qps
+            .get(&qpn)
+            .map(|q| QpStatus::of(q, self.ready.contains(&qpn), self.clock))
+    }
+
+    /// True when a QP with work (see [`QpStatus::has_work`]) waits to be
+    /// visited by [`poll_transmit`](Self::poll_transmit). Linear in the QPs:
+    /// for checks, not for a fast path.
+    pub fn has_ready_work(&self) -> bool {
+        !self.ready.is_empty()
+            && self.qps.values().any(|q| {
+                self.ready.contains(&q.qpn) && QpStatus::of(q, true, self.clock).has_work()
+            })
     }
 
     fn split(&mut self) -> (&mut QpTable, Ctx<'_>) {
@@ -684,6 +724,7 @@ impl<M: Memory> Rnic<M> {
         t: &TransportRepr,
         payload: PayloadRef<'_>,
     ) {
+        self.clock = self.clock.max(now);
         self.handle_packet_inner(now, src, ce, t, payload);
         if self.qps.contains_key(&t.bth.dest_qp) {
             self.touch(t.bth.dest_qp);
@@ -759,6 +800,7 @@ impl<M: Memory> Rnic<M> {
     /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):
     /// the driver calls this with the hops an ACK for that QP carried back.
     pub fn handle_int(&mut self, now: Nanos, qpn: u32, hops: &[IntHop]) {
+        self.clock = self.clock.max(now);
         if let Some(qp) = self.qps.get_mut(&qpn) {
             qp.cc.on_int(now, hops);
             self.touch(qpn);
@@ -777,6 +819,7 @@ impl<M: Memory> Rnic<M> {
     /// served round-robin. Only QPs marked ready are visited, so an idle QP
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.clock = self.clock.max(now);
         while !self.ready.is_empty() {
             let qpn = self.ready.next_from(self.rr_next)?;
             let (qps, mut ctx) = self.split();
@@ -804,12 +847,18 @@ impl<M: Memory> Rnic<M> {
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work: the
     /// earliest retransmission, RNR, pacing or congestion-control deadline.
+    /// Once `handle_timeout(now)` ran, it is later than `now`: a QP ready
+    /// to send whose pacing gap has ended waits for
+    /// [`poll_transmit`](Self::poll_transmit), not for a timer, so that gap
+    /// is no deadline here (a due one would hide every later deadline from
+    /// a driver that sleeps until the first; issue 12).
     pub fn poll_timeout(&self) -> Option<Nanos> {
         self.timers.first().map(|&(t, _)| t)
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
+        self.clock = self.clock.max(now);
         if self.timers.first().is_none_or(|&(t, _)| t > now) {
             return;
         }

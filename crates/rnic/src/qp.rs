@@ -444,8 +444,12 @@ impl Qp {
 
     /// The next instant this QP has timed work: retransmission, the end of an
     /// RNR wait, the end of a pacing gap it is blocked on, or a CC tick.
-    pub(crate) fn next_deadline(&self) -> Option<Nanos> {
-        let pacing = (self.next_send_at > self.last_poll && self.cursor.0 < self.sq.len())
+    /// A gap that ended by `now` is no deadline for a `ready` QP: the next
+    /// transmit poll visits it anyway, and no timer can do more.
+    pub(crate) fn next_deadline(&self, ready: bool, now: Nanos) -> Option<Nanos> {
+        let pacing = (self.next_send_at > self.last_poll
+            && self.cursor.0 < self.sq.len()
+            && !(ready && self.next_send_at <= now))
             .then_some(self.next_send_at);
         [
             self.rto_deadline,

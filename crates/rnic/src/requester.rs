@@ -287,6 +287,8 @@ impl Qp {
         let retransmit = !self.max_sent_psn_after(psn);
         if retransmit {
             ctx.counters.retransmits += 1;
+            // In flight again (its `sent_log` entry stays from the first send).
+            self.inflight_bytes += bytes;
         } else {
             let lastp = if matches!(op, WrOpcode::RdmaRead { .. }) {
                 psn.add(npkts - 1)
@@ -332,7 +334,7 @@ impl Qp {
     }
 
     /// PSN of the packet the cursor points at.
-    fn cursor_psn(&self) -> Psn {
+    pub(crate) fn cursor_psn(&self) -> Psn {
         let (i, k) = self.cursor;
         match self.sq.get(i).and_then(|w| w.first_psn) {
             Some(f) => f.add(k),
@@ -347,6 +349,22 @@ impl Qp {
             return;
         }
         ctx.counters.rewinds += 1;
+        self.move_cursor_back(psn);
+        // What was sent from here on is lost as far as the window goes
+        // (go-back-N sends it again): in flight is what lies before the
+        // cursor, as ns-3's snd_nxt − snd_una. Left counted, a window
+        // smaller than the lost bytes would block the very resend that
+        // could acknowledge them, until the retries ran out.
+        let cursor = self.cursor_psn();
+        self.inflight_bytes = self
+            .sent_log
+            .iter()
+            .filter(|(p, _, _)| p.before(cursor))
+            .map(|(_, _, b)| b)
+            .sum();
+    }
+
+    fn move_cursor_back(&mut self, psn: Psn) {
         for (i, w) in self.sq.iter().enumerate() {
             let (Some(first), Some(last)) = (w.first_psn, w.last_psn()) else {
                 self.cursor = (i, 0);

@@ -74,6 +74,11 @@ impl ReadySet {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    pub fn contains(&self, qpn: &u32) -> bool {
+        self.words
+            .get((*qpn / 64) as usize)
+            .is_some_and(|w| w & (1 << (*qpn % 64)) != 0)
+    }
     /// The smallest member ≥ `from`, else the smallest member.
     pub fn next_from(&self, from: u32) -> Option<u32> {
         if self.len == 0 {

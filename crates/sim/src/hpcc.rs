@@ -13,12 +13,17 @@
 //! * PFC output: `time_ns node node_type if_index type` (1 = paused,
 //!   0 = resumed), logged by the device that receives the PFC frame;
 //!   interface indices start at 1.
+//! * queue monitor (`QLEN_MON_FILE`): see [`crate::qlen`].
+//!
+//! Outputs are written where the config names them, relative to the
+//! working directory (third.cc `fopen`s them as given).
 
 use crate::cc::{CcConfig, HpccSettings};
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, Ps};
 use crate::metrics::Report;
 use crate::pfc::Threshold;
+use crate::qlen::QlenMonConfig;
 use crate::sim::{EcnPolicy, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
@@ -86,9 +91,6 @@ const IGNORED: &[(&str, &str)] = &[
     ),
     ("TRACE_OUTPUT_FILE", "packet traces are not written"),
     ("ENABLE_TRACE", "packet traces are not written"),
-    ("QLEN_MON_FILE", "queue lengths go to queues.csv"),
-    ("QLEN_MON_START", "queue lengths go to queues.csv"),
-    ("QLEN_MON_END", "queue lengths go to queues.csv"),
     (
         "ERROR_RATE_PER_LINK",
         "random link errors are not simulated",
@@ -115,9 +117,43 @@ pub struct Experiment {
     /// Original node id of each host (host index order).
     pub host_ids: Vec<u32>,
     pub flow_dports: Vec<u16>,
-    pub fct_file: PathBuf,
-    pub pfc_file: PathBuf,
+    /// FCT_OUTPUT_FILE, PFC_OUTPUT_FILE and (when given) QLEN_MON_FILE.
+    pub outputs: Vec<OutputFile>,
     pub payload_size: u32,
+}
+
+/// An output file the config names. Its path is used as given: a relative
+/// one is relative to the working directory, as third.cc's `fopen` takes
+/// it (the input files alone are also looked up next to the config).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputFile {
+    /// `FCT_OUTPUT_FILE`, `PFC_OUTPUT_FILE` or `QLEN_MON_FILE`.
+    pub key: &'static str,
+    pub path: PathBuf,
+    /// Where the config names it (0: third.cc's default name).
+    pub config: String,
+    pub line: usize,
+}
+
+impl OutputFile {
+    fn error(&self, what: &str, e: &std::io::Error) -> HpccError {
+        HpccError {
+            file: self.config.clone(),
+            line: self.line,
+            field: self.key.to_string(),
+            msg: format!("cannot {what} {}: {e}", self.path.display()),
+        }
+    }
+
+    /// Creates the file (and any missing folders), empty: what third.cc's
+    /// `fopen(…, "w")` does before its run, so a bad path fails before the
+    /// simulation rather than after it.
+    fn create(&self) -> Result<std::fs::File, HpccError> {
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| self.error("create the folder of", &e))?;
+        }
+        std::fs::File::create(&self.path).map_err(|e| self.error("create", &e))
+    }
 }
 
 fn parse_rate(s: &str) -> Option<u64> {
@@ -371,16 +407,20 @@ impl Experiment {
         }
         cfg.rnic.ack_req_every = 1;
         used.push("L2_ACK_INTERVAL");
-        if let Some(ack_high) = num("ACK_HIGH_PRIO")? {
-            cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
-        }
+        // third.cc's ack_high_prio defaults to 0: ACKs (and NAKs, CNPs)
+        // leave the host in the data's queue (RdmaEgressQueue::ack_q_idx 3),
+        // and switches, whose AckHighPrio stays 0, queue them with the data
+        // too; with 1 they go first (queue 0).
+        let ack_high = num("ACK_HIGH_PRIO")?.unwrap_or(0.0);
+        cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
         used.push("ACK_HIGH_PRIO");
         if let Some(us) = num("PAUSE_TIME")? {
             // Quanta at 100 Gb/s; the simulator refreshes pauses anyway.
             cfg.buffer.pause_quanta = ((us * 1e-6 * 100e9 / 512.0) as u64).clamp(1, 0xffff) as u16;
         }
         used.push("PAUSE_TIME");
-        if let Some(s) = num("SIMULATOR_STOP_TIME")? {
+        let stop_s = num("SIMULATOR_STOP_TIME")?;
+        if let Some(s) = stop_s {
             cfg.stop = Some((s * PS_PER_S as f64) as Ps);
         }
         used.push("SIMULATOR_STOP_TIME");
@@ -429,9 +469,55 @@ impl Experiment {
             "FLOW_FILE",
             "FCT_OUTPUT_FILE",
             "PFC_OUTPUT_FILE",
+            "QLEN_MON_FILE",
+            "QLEN_MON_START",
+            "QLEN_MON_END",
         ]);
-        let fct_file = PathBuf::from(one("FCT_OUTPUT_FILE").map_or("fct.txt".into(), |x| x.1));
-        let pfc_file = PathBuf::from(one("PFC_OUTPUT_FILE").map_or("pfc.txt".into(), |x| x.1));
+        // third.cc's default names; no QLEN_MON_FILE, no queue monitor file.
+        let output = |key: &'static str, default: Option<&str>| {
+            let (line, path) = match one(key) {
+                Some((l, p)) => (l, p),
+                None => (0, default?.to_string()),
+            };
+            Some(OutputFile {
+                key,
+                path: PathBuf::from(path),
+                config: cfile.clone(),
+                line,
+            })
+        };
+        let mut outputs: Vec<OutputFile> = Vec::new();
+        for o in [
+            output("FCT_OUTPUT_FILE", Some("fct.txt")),
+            output("PFC_OUTPUT_FILE", Some("pfc.txt")),
+            output("QLEN_MON_FILE", None),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            match outputs.iter().find(|p| p.path == o.path) {
+                Some(p) => warnings.push(format!(
+                    "{} and {} name the same file {}: only {} is written",
+                    p.key,
+                    o.key,
+                    o.path.display(),
+                    p.key
+                )),
+                None => outputs.push(o),
+            }
+        }
+        if outputs.iter().any(|o| o.key == "QLEN_MON_FILE") {
+            // Nanoseconds, third.cc's defaults; sampling ends with the run
+            // (SIMULATOR_STOP_TIME, third.cc's default 3.01 s).
+            let ns = |key: &str, default: u64| -> Result<Ps, HpccError> {
+                Ok(num(key)?.map_or(default, |v| v.max(0.0) as u64) * PS_PER_NS)
+            };
+            cfg.qlen_monitor = Some(QlenMonConfig {
+                start: ns("QLEN_MON_START", 2_000_000_000)?,
+                end: ns("QLEN_MON_END", 2_100_000_000)?,
+                stop: (stop_s.unwrap_or(3.01) * PS_PER_S as f64) as Ps,
+            });
+        }
         for (k, (l, _)) in &kv {
             if !used.contains(&k.as_str()) {
                 warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored)"));
@@ -495,8 +581,7 @@ impl Experiment {
             cc_mode,
             host_ids,
             flow_dports: dports,
-            fct_file,
-            pfc_file,
+            outputs,
             payload_size: payload,
         })
     }
@@ -528,21 +613,45 @@ impl Experiment {
         rtt + total * 8 * 1_000_000_000 / bw
     }
 
-    /// Writes the FCT and PFC files in HPCC's formats into `dir` (named as
-    /// the config's FCT_OUTPUT_FILE and PFC_OUTPUT_FILE).
-    pub fn write_outputs(&self, r: &Report, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-        std::fs::create_dir_all(dir)?;
-        let name = |p: &Path, d: &str| dir.join(p.file_name().unwrap_or(d.as_ref()));
-        let fct = name(&self.fct_file, "fct.txt");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&fct)?);
+    /// Creates every output file the config names, empty, with the
+    /// folders they need: a missing or unwritable path is an error here,
+    /// before the run, as third.cc opens them before its run. (Call
+    /// [`write_outputs`](Self::write_outputs) after the run.)
+    pub fn prepare_outputs(&self) -> Result<(), HpccError> {
+        for o in &self.outputs {
+            o.create()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the FCT, PFC and queue-monitor files in third.cc's formats at
+    /// the paths the config gives (see [`OutputFile`]); returns them.
+    pub fn write_outputs(&self, r: &Report) -> Result<Vec<PathBuf>, HpccError> {
+        let mut written = Vec::new();
+        for o in &self.outputs {
+            let mut w = std::io::BufWriter::new(o.create()?);
+            match o.key {
+                "FCT_OUTPUT_FILE" => self.write_fct(r, &mut w),
+                "PFC_OUTPUT_FILE" => write_pfc(r, &mut w),
+                _ => w.write_all(r.qlen_mon.as_deref().unwrap_or("").as_bytes()),
+            }
+            .and_then(|()| w.flush())
+            .map_err(|e| o.error("write", &e))?;
+            written.push(o.path.clone());
+        }
+        Ok(written)
+    }
+
+    /// `sip dip sport dport size start_ns fct_ns standalone_fct_ns`, one
+    /// line per finished flow in finishing order (third.cc's `qp_finish`).
+    fn write_fct(&self, r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         let mut done: Vec<_> = r.flows.iter().filter(|f| f.ok).collect();
         done.sort_by_key(|f| (f.finish, f.id));
         let routes = self.topo.routes();
         for f in done {
-            let (Some(fin), Some(fct_ps)) = (f.finish, f.fct()) else {
+            let Some(fct_ps) = f.fct() else {
                 continue;
             };
-            let _ = fin;
             writeln!(
                 w,
                 "{:08x} {:08x} {} {} {} {} {} {}",
@@ -556,29 +665,31 @@ impl Experiment {
                 self.standalone_fct_ns(&routes, f.src, f.dst, f.size)
             )?;
         }
-        w.flush()?;
-        let pfc = name(&self.pfc_file, "pfc.txt");
-        let mut w = std::io::BufWriter::new(std::fs::File::create(&pfc)?);
-        for e in &r.pfc {
-            let t = match e.what {
-                "pause" => 1,
-                "resume" | "expire" => 0,
-                _ => continue,
-            };
-            let node_type = u32::from(!r.host_nodes.contains(&e.node));
-            writeln!(
-                w,
-                "{} {} {} {} {}",
-                e.time / PS_PER_NS,
-                e.node,
-                node_type,
-                e.port + 1,
-                t
-            )?;
-        }
-        w.flush()?;
-        Ok(vec![fct, pfc])
+        Ok(())
     }
+}
+
+/// `time_ns node node_type if_index 1|0` per pause (1) and resume or
+/// expiry (0) at the device receiving the PFC frame (third.cc's `get_pfc`).
+fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+    for e in &r.pfc {
+        let t = match e.what {
+            "pause" => 1,
+            "resume" | "expire" => 0,
+            _ => continue,
+        };
+        let node_type = u32::from(!r.host_nodes.contains(&e.node));
+        writeln!(
+            w,
+            "{} {} {} {} {}",
+            e.time / PS_PER_NS,
+            e.node,
+            node_type,
+            e.port + 1,
+            t
+        )?;
+    }
+    Ok(())
 }
 
 /// third.cc's base RTT of a path: twice its propagation delay plus one
@@ -889,6 +1000,48 @@ mod tests {
             "{:?}",
             e.warnings
         );
+    }
+
+    #[test]
+    fn ack_high_prio_absent_means_acks_share_the_data_queue() {
+        let e = load_with("ack-absent", "CC_MODE 1\n");
+        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
+        let e = load_with("ack-0", "CC_MODE 1\nACK_HIGH_PRIO 0\n");
+        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
+        let e = load_with("ack-1", "CC_MODE 1\nACK_HIGH_PRIO 1\n");
+        assert!(e.cfg.control_prio > e.cfg.data_prio);
+    }
+
+    #[test]
+    fn output_files_are_where_the_config_says_and_the_monitor_follows_qlen_keys() {
+        let e = load_with(
+            "outputs",
+            "CC_MODE 1\nFCT_OUTPUT_FILE r/fct.txt\nQLEN_MON_FILE q.txt\nQLEN_MON_START 5\nSIMULATOR_STOP_TIME 2.5\n",
+        );
+        let keys: Vec<(&str, &Path)> = e
+            .outputs
+            .iter()
+            .map(|o| (o.key, o.path.as_path()))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("FCT_OUTPUT_FILE", Path::new("r/fct.txt")),
+                ("PFC_OUTPUT_FILE", Path::new("pfc.txt")),
+                ("QLEN_MON_FILE", Path::new("q.txt")),
+            ]
+        );
+        assert_eq!(
+            e.cfg.qlen_monitor,
+            Some(QlenMonConfig {
+                start: 5_000,
+                end: 2_100_000_000 * PS_PER_NS,
+                stop: 2_500_000_000 * PS_PER_NS,
+            })
+        );
+        let quiet = load_with("no-qlen", "CC_MODE 1\n");
+        assert_eq!(quiet.cfg.qlen_monitor, None);
+        assert_eq!(quiet.outputs.len(), 2);
     }
 
     #[test]

@@ -20,8 +20,10 @@ pub mod metrics;
 pub mod packet;
 pub mod pfc;
 pub mod plot;
+pub mod qlen;
 pub mod scenario;
 pub mod sim;
+pub mod stall;
 pub mod topology;
 pub mod workload;
 
@@ -29,4 +31,5 @@ pub use cc::{CcConfig, HpccSettings};
 pub use event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps};
 pub use metrics::{Report, Summary};
 pub use sim::{SimConfig, SimError, Simulator};
+pub use stall::{Stall, StalledFlow};
 pub use topology::Topology;

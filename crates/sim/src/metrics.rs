@@ -123,6 +123,8 @@ pub struct Report {
     pub node_names: Vec<String>,
     /// Node index of each host.
     pub host_nodes: Vec<u32>,
+    /// The HPCC simulator's `QLEN_MON_FILE` text, when the monitor ran.
+    pub qlen_mon: Option<String>,
 }
 
 /// Percentiles of one group of flows.

@@ -18,6 +18,8 @@ use crate::packet::{
     IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
+use crate::qlen::{QlenMonConfig, QlenMonitor};
+use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
 use crate::topology::{NodeKind, PortRef, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
@@ -51,6 +53,9 @@ pub enum SimError {
     BadPriority(u8),
     #[error("RNIC refused the set-up of flow {flow}: {why}")]
     Rnic { flow: usize, why: String },
+    /// The event queue emptied with flows unfinished: a lost wake-up.
+    #[error("{0}")]
+    Stalled(Box<Stall>),
 }
 
 /// ECN marking thresholds for switch ports.
@@ -108,6 +113,8 @@ pub struct SimConfig {
     pub deadlock_after: Ps,
     /// Most rows kept for queues.csv / pfc.csv.
     pub max_rows: usize,
+    /// The HPCC simulator's queue-length monitor (`QLEN_MON_FILE`), if on.
+    pub qlen_monitor: Option<QlenMonConfig>,
 }
 
 impl Default for SimConfig {
@@ -134,6 +141,7 @@ impl Default for SimConfig {
             capture_pfc: false,
             deadlock_after: 0,
             max_rows: 2_000_000,
+            qlen_monitor: None,
         }
     }
 }
@@ -208,6 +216,7 @@ pub struct Simulator {
     stall_since: Option<Ps>,
     last_delivered: u64,
     deadlock: Option<String>,
+    qlen: Option<QlenMonitor>,
 }
 
 fn host_ip(h: u32) -> Ipv4Addr {
@@ -383,9 +392,16 @@ impl Simulator {
             stall_since: None,
             last_delivered: 0,
             deadlock: None,
+            qlen: None,
         };
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
+        }
+        if let Some(c) = sim.cfg.qlen_monitor {
+            let switches: Vec<(u32, usize)> = (sim.switches.iter())
+                .map(|s| (s.node, sim.nodes[s.node as usize].ports.len()))
+                .collect();
+            sim.qlen = Some(QlenMonitor::new(c, &switches));
         }
         if sim.cfg.sample > 0 {
             sim.q.schedule(0, Event::Sample);
@@ -430,16 +446,61 @@ impl Simulator {
             let Some((_, ev)) = self.q.pop() else { break };
             self.prefetch_upcoming();
             self.handle(ev);
+            #[cfg(debug_assertions)]
+            self.check_hosts_scheduled(ev);
             n += 1;
         }
         n
     }
 
-    /// Runs to the end.
-    pub fn run(&mut self) {
+    /// Runs to the end; a run that stalls (see [`outcome`](Self::outcome))
+    /// is an error.
+    pub fn run(&mut self) -> Result<(), SimError> {
         while !self.done() {
             self.step(u64::MAX);
         }
+        self.outcome()
+    }
+
+    /// Once [`done`](Self::done): `Err(SimError::Stalled)` when the event
+    /// queue emptied with flows unfinished, before any stop time and with
+    /// no deadlock found — something the simulation should have woken was
+    /// never woken.
+    pub fn outcome(&self) -> Result<(), SimError> {
+        if !self.q.is_empty() || self.finished == self.flows.len() || self.deadlock.is_some() {
+            return Ok(());
+        }
+        let unfinished = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.status.is_none());
+        let first = unfinished
+            .clone()
+            .take(STALL_DETAIL)
+            .map(|(i, f)| {
+                let (src, dst) = (
+                    &self.hosts[f.spec.src as usize],
+                    &self.hosts[f.spec.dst as usize],
+                );
+                StalledFlow {
+                    flow: i as u32,
+                    src: f.spec.src,
+                    dst: f.spec.dst,
+                    size: f.spec.size,
+                    delivered: f.rx_bytes,
+                    sender: src.rnic.qp_status(f.src_qpn),
+                    receiver: dst.rnic.qp_status(f.dst_qpn),
+                    host_timer: src.timer_at,
+                }
+            })
+            .collect();
+        Err(SimError::Stalled(Box::new(Stall {
+            at: self.q.now(),
+            unfinished: unfinished.count(),
+            flows: self.flows.len(),
+            first,
+        })))
     }
 
     /// Starts loading what an event a few places ahead will read (its
@@ -726,7 +787,6 @@ impl Simulator {
     /// After anything touched a host: retire completions, feed the port,
     /// re-arm the timer.
     fn after_host(&mut self, host: u32) {
-        let now = self.q.now();
         let h = &mut self.hosts[host as usize];
         if h.rnic.cq_len(h.cq) > 0 {
             let wcs = h.rnic.poll_cq(h.cq, usize::MAX);
@@ -739,34 +799,100 @@ impl Simulator {
         }
         let node = self.hosts[host as usize].node;
         self.kick(node, 0);
+        self.arm_host_timer(host);
+    }
+
+    /// Schedules the host's wake-up for the RNIC's next deadline. Called
+    /// after every call into the RNIC — packets, timers and also the
+    /// transmit polls a port event makes: a packet sent from `kick` moves
+    /// the QP's pacing deadline, and a wake-up missed there is missed for
+    /// good when nothing else arrives at the host (issue 12: paced DCQCN
+    /// QPs with no ACK due stalled with their deadline never scheduled).
+    fn arm_host_timer(&mut self, host: u32) {
+        let now = self.q.now();
         let h = &mut self.hosts[host as usize];
-        let Some(t_ns) = h.rnic.poll_timeout() else {
-            return;
+        if let Some(t_ns) = h.rnic.poll_timeout() {
+            let t = t_ns.saturating_mul(PS_PER_NS);
+            if t > now {
+                // The frame on the wire ends with a `TxDone` that re-arms
+                // from `kick`: a deadline after it need no timer yet (else
+                // every packet sent would leave a far-off timer, the
+                // retransmission timeout, stale in the queue once the next
+                // pacing deadline comes in front of it).
+                let busy_until = self.nodes[h.node as usize].ports[0].busy_until;
+                let port_first = busy_until > now && busy_until <= t;
+                if !port_first && h.timer_at.is_none_or(|a| t < a || a <= now) {
+                    h.timer_version = h.timer_version.wrapping_add(1);
+                    h.timer_at = Some(t);
+                    let version = h.timer_version;
+                    self.q.schedule(t, Event::HostTimer { host, version });
+                }
+            } else if h.forced_at != Some(now) {
+                // Due already (this event came at the instant of the timer,
+                // or between whole nanoseconds past it): run it now and
+                // re-arm from what it leaves, which the RNIC guarantees is
+                // later. Once per instant, so a broken guarantee cannot spin;
+                // debug builds check it after every event.
+                h.forced_at = Some(now);
+                h.rnic.handle_timeout(now / PS_PER_NS);
+                self.after_host(host);
+            }
+        }
+    }
+
+    /// Debug builds, after each event: every host the event touched runs
+    /// again when its RNIC needs it, so no QP with work waits unseen.
+    #[cfg(debug_assertions)]
+    fn check_hosts_scheduled(&self, ev: Event) {
+        let host_of = |node: u32| {
+            let n = &self.nodes[node as usize];
+            n.host.then_some(n.index)
         };
-        let mut t = t_ns.saturating_mul(PS_PER_NS);
-        if t <= now {
-            // Overdue (a pacing time that passed while the port was busy, or
-            // a timer due now): run it once at this instant; what is still
-            // overdue waits for the next packet or port event.
-            if h.forced_at == Some(now) {
-                return;
+        let (a, b) = match ev {
+            Event::Arrive { node, .. }
+            | Event::TxDone { node, .. }
+            | Event::PfcArrive { node, .. }
+            | Event::PauseEnd { node, .. } => (host_of(node), None),
+            Event::HostTimer { host, .. } => (Some(host), None),
+            Event::FlowStart { flow } => {
+                let s = &self.flows[flow as usize].spec;
+                (Some(s.src), Some(s.dst))
             }
-            h.forced_at = Some(now);
-            h.rnic.handle_timeout(now / PS_PER_NS);
-            self.kick(node, 0);
-            let h = &mut self.hosts[host as usize];
-            match h.rnic.poll_timeout() {
-                Some(t2) if t2.saturating_mul(PS_PER_NS) > now => t = t2 * PS_PER_NS,
-                _ => return,
-            }
+            Event::PfcRefresh { .. } | Event::Sample => (None, None),
+        };
+        for host in [a, b].into_iter().flatten() {
+            self.check_host_scheduled(host);
         }
-        let h = &mut self.hosts[host as usize];
-        if h.timer_at.is_none_or(|a| t < a || a <= now) {
-            h.timer_version = h.timer_version.wrapping_add(1);
-            h.timer_at = Some(t);
-            let version = h.timer_version;
-            self.q.schedule(t, Event::HostTimer { host, version });
-        }
+    }
+
+    /// Debug builds: `host` runs again when its RNIC needs it. Its next
+    /// deadline lies ahead, and the host timer or the end of the frame on
+    /// the wire comes first; a QP with work waiting in the RNIC's ready set
+    /// is polled at the port's next event (a frame on the wire ends with
+    /// `TxDone`, a paused queue with `PauseEnd` or a resume), which
+    /// re-arms.
+    #[cfg(debug_assertions)]
+    fn check_host_scheduled(&self, host: u32) {
+        let now = self.q.now();
+        let h = &self.hosts[host as usize];
+        let port = &self.nodes[h.node as usize].ports[0];
+        let port_event = port.busy_until > now || port.queued_pkts() > 0;
+        let next = h.rnic.poll_timeout().map(|t| t.saturating_mul(PS_PER_NS));
+        // (The timer may be due at this very instant, after the event
+        // just handled.)
+        let covered = next.is_none_or(|t| {
+            h.timer_at.is_some_and(|a| now <= a && a <= t)
+                || (port.busy_until > now && port.busy_until <= t)
+        });
+        debug_assert!(
+            covered && (port_event || !h.rnic.has_ready_work()),
+            "host {host} at {now} ps: RNIC deadline {next:?} ps, host timer {:?}, port busy \
+             until {} with {} frames queued, QPs with work ready: {}",
+            h.timer_at,
+            port.busy_until,
+            port.queued_pkts(),
+            h.rnic.has_ready_work()
+        );
     }
 
     fn complete_flow(&mut self, flow: u32, status: WcStatus) {
@@ -888,14 +1014,14 @@ impl Simulator {
                 let p = &mut ns.ports[0];
                 if let Some(prio) = p.pick(now, &Scheduler::Strict) {
                     self.start_tx(node, 0, prio);
-                    return;
+                    break;
                 }
                 if p.queued_pkts() >= self.cfg.nic_staging_pkts {
-                    return;
+                    break;
                 }
                 let h = &mut self.hosts[host as usize];
                 let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
-                    return;
+                    break;
                 };
                 let (pkt, body) = self.packet_from(host, t);
                 self.counters.injected_bytes += u64::from(pkt.frame);
@@ -906,6 +1032,8 @@ impl Simulator {
                 let p = &mut self.nodes[node as usize].ports[0];
                 p.enqueue(prio, QEntry::new(id, frame, 0, markable));
             }
+            // A packet sent here moved its QP's pacing deadline.
+            self.arm_host_timer(host);
         } else {
             let p = &mut ns.ports[usize::from(port)];
             if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
@@ -925,6 +1053,14 @@ impl Simulator {
         };
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
+            if let Some(m) = &mut self.qlen {
+                m.record(
+                    now,
+                    sw,
+                    pi,
+                    self.nodes[node as usize].ports[pi].queued_bytes(),
+                );
+            }
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
@@ -1031,6 +1167,9 @@ impl Simulator {
         p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
+        if let Some(m) = &mut self.qlen {
+            m.record(self.q.now(), sw, usize::from(out), p.queued_bytes());
+        }
         self.kick(node, out);
     }
 
@@ -1199,7 +1338,9 @@ impl Simulator {
             self.stall_since = None;
         }
         self.last_delivered = delivered;
-        if self.finished < self.flows.len() {
+        // Sampling alone does not keep a run going: with nothing else
+        // queued nothing can change, and `outcome` reports the stall.
+        if self.finished < self.flows.len() && !self.q.is_empty() {
             self.q.schedule(now + self.cfg.sample, Event::Sample);
         }
     }
@@ -1302,6 +1443,7 @@ impl Simulator {
             pfc_frames: self.pfc_frames.clone(),
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
+            qlen_mon: self.qlen.clone().map(QlenMonitor::finish),
         }
     }
 }

@@ -15,7 +15,7 @@ fn scenario(name: &str) -> PathBuf {
 fn run(name: &str) -> Report {
     let sc = Scenario::load(&scenario(name), None).unwrap();
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     sim.report()
 }
 

@@ -31,7 +31,7 @@ fn single_flow_fct_equals_ideal() {
         let n = topo.n_hosts() as u32;
         let mut sim =
             Simulator::new(SimConfig::default(), topo, &[flow(0, n - 1, size, 0)]).unwrap();
-        sim.run();
+        sim.run().unwrap();
         let r = sim.report();
         let f = r.flows[0];
         assert!(f.ok, "{:?}", r.counters);
@@ -55,7 +55,7 @@ fn incast_with_pfc_is_lossless_and_saturates() {
     let mut cfg = SimConfig::default();
     cfg.buffer.size_bytes = 2 << 20;
     let mut sim = Simulator::new(cfg, topo, &flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     let r = sim.report();
     let c = &r.counters;
     eprintln!("{c:?}");

@@ -14,7 +14,7 @@ fn fct_csv(src: &str, seed: Option<u64>) -> String {
     let base = scenario("");
     let sc = Scenario::parse(src, "t.toml", &base, seed).unwrap();
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     let mut out = Vec::new();
     sim.report().write_fct_csv(&mut out).unwrap();
     String::from_utf8(out).unwrap()
@@ -61,7 +61,7 @@ fn pfc_head_of_line_blocking_and_spreading() {
         .unwrap() as u32;
     let victim_node = sc.topo.hosts[victim_host as usize] as u32;
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     let r = sim.report();
     assert_eq!(r.counters.dropped_pkts, 0);
     let victim = r.flows.iter().find(|f| f.src == victim_host).unwrap();
@@ -80,7 +80,7 @@ fn pfc_head_of_line_blocking_and_spreading() {
 fn incast_scenario_pauses_and_stays_lossless() {
     let sc = Scenario::load(&scenario("incast.toml"), None).unwrap();
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     let r = sim.report();
     let c = &r.counters;
     assert_eq!(c.dropped_pkts, 0);
@@ -98,7 +98,7 @@ fn incast_scenario_pauses_and_stays_lossless() {
 fn cyclic_buffer_dependency_deadlock_is_detected() {
     let sc = Scenario::load(&scenario("pfc_deadlock_ring.toml"), None).unwrap();
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().unwrap();
     let r = sim.report();
     let d = r.counters.deadlock.as_deref().expect("deadlock reported");
     // The report names the cycle: every ring link is paused and holds bytes.

@@ -130,6 +130,37 @@ impl Dcqcn {
         self.next_increase = Some(now + self.cfg.rp_timer_ns);
     }
 
+    /// The timers due at `at` (decrease check, alpha update, rate
+    /// increase, in that order); then, back at line rate with no CNP
+    /// pending, all timers stop. A zero interval counts as 1 ns so that a
+    /// catching-up [`on_tick`](CongestionControl::on_tick) always ends.
+    fn run_timers_at(&mut self, at: Nanos) {
+        if let Some(t) = self.next_decrease_check.filter(|t| *t == at) {
+            self.check_decrease(t);
+            self.next_decrease_check = Some(t + self.cfg.rate_decrease_interval_ns.max(1));
+        }
+        if let Some(t) = self.next_alpha.filter(|t| *t == at) {
+            self.alpha = if std::mem::take(&mut self.alpha_cnp_arrived) {
+                (1.0 - self.cfg.g) * self.alpha + self.cfg.g
+            } else {
+                (1.0 - self.cfg.g) * self.alpha
+            };
+            self.next_alpha = Some(t + self.cfg.alpha_resume_interval_ns.max(1));
+        }
+        if let Some(t) = self.next_increase.filter(|t| *t == at) {
+            self.increase();
+            self.time_stage += 1;
+            self.next_increase = Some(t + self.cfg.rp_timer_ns.max(1));
+        }
+        if self.quiet() {
+            // Back at line rate with no CNP pending: nothing to do until the
+            // next CNP. Remember the timers' phase so they resume on it.
+            self.paused_alpha = self.next_alpha.take();
+            self.paused_decrease = self.next_decrease_check.take();
+            self.next_increase = None;
+        }
+    }
+
     /// One rate-increase event (timer or byte counter).
     fn increase(&mut self) {
         // Paper: fast recovery while max(T, BC) < F, hyper once min(T, BC) > F,
@@ -208,29 +239,12 @@ impl CongestionControl for Dcqcn {
     }
 
     fn on_tick(&mut self, now: Nanos) {
-        if let Some(t) = self.next_decrease_check.filter(|t| *t <= now) {
-            self.check_decrease(t);
-            self.next_decrease_check = Some(t + self.cfg.rate_decrease_interval_ns);
-        }
-        if let Some(t) = self.next_alpha.filter(|t| *t <= now) {
-            self.alpha = if std::mem::take(&mut self.alpha_cnp_arrived) {
-                (1.0 - self.cfg.g) * self.alpha + self.cfg.g
-            } else {
-                (1.0 - self.cfg.g) * self.alpha
-            };
-            self.next_alpha = Some(t + self.cfg.alpha_resume_interval_ns);
-        }
-        if let Some(t) = self.next_increase.filter(|t| *t <= now) {
-            self.increase();
-            self.time_stage += 1;
-            self.next_increase = Some(t + self.cfg.rp_timer_ns);
-        }
-        if self.quiet() {
-            // Back at line rate with no CNP pending: nothing to do until the
-            // next CNP. Remember the timers' phase so they resume on it.
-            self.paused_alpha = self.next_alpha.take();
-            self.paused_decrease = self.next_decrease_check.take();
-            self.next_increase = None;
+        // Every timer period that ended by `now` runs, in time order, each
+        // at its own instant: a late call (the driver woke the QP after
+        // several periods) must leave no deadline in the past, or the QP's
+        // next deadline stays overdue and masks its pacing wake-ups.
+        while let Some(at) = self.next_tick().filter(|t| *t <= now) {
+            self.run_timers_at(at);
         }
     }
 
@@ -312,6 +326,38 @@ mod tests {
         d.on_cnp(quiet_at + 100 * 55_000);
         let want = a * (1.0 - 1.0 / 16.0f64).powi(100);
         assert!((d.alpha() - want).abs() < 1e-12, "{} vs {want}", d.alpha());
+    }
+
+    /// A driver that wakes the QP late (several timer periods at once)
+    /// gets every missed period run, each at its own instant: nothing is
+    /// left due, and the state is what on-time ticks would have left.
+    /// (Before, one call ran each timer once, so a late QP's deadline
+    /// stayed in the past and hid its pacing wake-ups — issue 12.)
+    #[test]
+    fn a_late_tick_catches_up_every_missed_period() {
+        let cfg = DcqcnConfig {
+            byte_counter: 0,
+            ..Default::default()
+        };
+        let mut on_time = Dcqcn::new(cfg, 100_000_000_000);
+        let mut late = on_time.clone();
+        for d in [&mut on_time, &mut late] {
+            d.on_cnp(0);
+            d.on_tick(4_001);
+            assert_eq!(d.rate_bps(), Some(50_000_000_000));
+        }
+        let until = 300_000;
+        while let Some(t) = on_time.next_tick().filter(|t| *t <= until) {
+            on_time.on_tick(t);
+        }
+        late.on_tick(until);
+        assert!(late.next_tick().is_some_and(|t| t > until), "{late:?}");
+        assert_eq!(late.next_tick(), on_time.next_tick());
+        assert_eq!(late.rate_bps(), on_time.rate_bps());
+        assert_eq!(late.target_rate_bps(), on_time.target_rate_bps());
+        assert_eq!(late.alpha(), on_time.alpha());
+        assert_eq!(late.time_stage, on_time.time_stage);
+        assert!(late.time_stage >= 5, "the increase timer ran");
     }
 
     #[test]

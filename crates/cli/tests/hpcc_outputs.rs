@@ -1,0 +1,176 @@
+//! `roce sim --hpcc-config` as a drop-in for the HPCC ns-3 simulator's
+//! `third`: FCT_OUTPUT_FILE, PFC_OUTPUT_FILE and QLEN_MON_FILE land where
+//! the config names them, relative to the working directory, in new folders
+//! if need be; a path that cannot be written stops it before the run.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn roce() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+}
+
+fn hpcc_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/hpcc")
+}
+
+/// The value of `key` in a config's text.
+fn value(config: &str, key: &str) -> Option<String> {
+    config.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some(key)).then(|| it.next().unwrap_or("").to_string())
+    })
+}
+
+#[test]
+fn shipped_configs_write_every_output_at_its_configured_path() {
+    let mut configs: Vec<PathBuf> = std::fs::read_dir(hpcc_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("config_") && n.ends_with(".txt"))
+        })
+        .collect();
+    configs.sort();
+    assert!(configs.len() >= 10, "{configs:?}");
+    // All at once, each from its own empty working directory.
+    let runs: Vec<(PathBuf, tempfile::TempDir, Child)> = configs
+        .into_iter()
+        .map(|c| {
+            let cwd = tempfile::tempdir().unwrap();
+            let child = roce()
+                .current_dir(cwd.path())
+                .args(["sim", "--no-plots", "--hpcc-config"])
+                .arg(&c)
+                .arg("--out")
+                .arg(cwd.path().join("ours"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            (c, cwd, child)
+        })
+        .collect();
+    for (config, cwd, child) in runs {
+        let out = child.wait_with_output().unwrap();
+        let name = config.display();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {err}");
+        let text = std::fs::read_to_string(&config).unwrap();
+        let flows: usize = {
+            let f = value(&text, "FLOW_FILE").unwrap();
+            let f = std::fs::read_to_string(hpcc_dir().join(f)).unwrap();
+            f.split_whitespace().next().unwrap().parse().unwrap()
+        };
+        for key in ["FCT_OUTPUT_FILE", "PFC_OUTPUT_FILE", "QLEN_MON_FILE"] {
+            let Some(rel) = value(&text, key) else {
+                continue;
+            };
+            let at = cwd.path().join(&rel);
+            assert!(at.is_file(), "{name}: {key} {rel} not at {}", at.display());
+            // Nothing beside the config itself.
+            assert!(
+                !hpcc_dir().join(&rel).exists(),
+                "{name}: {rel} in scenarios/hpcc"
+            );
+        }
+        let fct =
+            std::fs::read_to_string(cwd.path().join(value(&text, "FCT_OUTPUT_FILE").unwrap()))
+                .unwrap();
+        assert_eq!(fct.lines().count(), flows, "{name}: one line per flow");
+        assert!(
+            fct.lines().all(|l| l.split(' ').count() == 8),
+            "{name}: {fct}"
+        );
+        // Our own files stay in --out.
+        assert!(cwd.path().join("ours/fct.csv").is_file(), "{name}");
+        assert!(cwd.path().join("ours/summary.json").is_file(), "{name}");
+    }
+}
+
+/// Two hosts under one switch, one 100 KB flow at 2 s (third.cc's flows
+/// start at 2 s), and `outputs` as the output keys.
+fn experiment(dir: &Path, outputs: &str) -> PathBuf {
+    std::fs::write(
+        dir.join("topo.txt"),
+        "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("flow.txt"), "1\n0 1 3 100 100000 2.0\n").unwrap();
+    let config = dir.join("config.txt");
+    std::fs::write(
+        &config,
+        format!(
+            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nCC_MODE 1\nSIMULATOR_STOP_TIME 2.01\n\
+             KMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\n\
+             PMAX_MAP 1 100000000000 0.2\n{outputs}"
+        ),
+    )
+    .unwrap();
+    config
+}
+
+#[test]
+fn outputs_go_into_new_folders_and_the_queue_monitor_writes_third_cc_format() {
+    let inputs = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    // Sample the queues from 2 s (a 100 ms mark: one dump there) to 2 s +
+    // 1 µs; the run stops at 2.01 s.
+    let config = experiment(
+        inputs.path(),
+        "FCT_OUTPUT_FILE res/a/fct.txt\nPFC_OUTPUT_FILE res/b/pfc.txt\n\
+         QLEN_MON_FILE res/q/qlen.txt\nQLEN_MON_START 2000000000\nQLEN_MON_END 2000001000\n",
+    );
+    let out = roce()
+        .current_dir(cwd.path())
+        .args(["sim", "--no-plots", "--hpcc-config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(cwd.path().join("ours"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |p: &str| std::fs::read_to_string(cwd.path().join(p)).unwrap();
+    assert_eq!(read("res/a/fct.txt").lines().count(), 1);
+    assert!(cwd.path().join("res/b/pfc.txt").is_file());
+    // One dump at 2 s holding the single sample taken then: switch 2's two
+    // ports (interfaces 1 and 2), each with one sample of 0 KB.
+    assert_eq!(read("res/q/qlen.txt"), "time: 2000000000\n2 1 1\n2 2 1\n");
+}
+
+#[test]
+fn an_unwritable_output_path_fails_before_the_run() {
+    let inputs = tempfile::tempdir().unwrap();
+    let cwd = tempfile::tempdir().unwrap();
+    // A folder cannot be made where a file is.
+    std::fs::write(cwd.path().join("blocker"), "").unwrap();
+    let config = experiment(
+        inputs.path(),
+        "FCT_OUTPUT_FILE fct.txt\nPFC_OUTPUT_FILE blocker/pfc.txt\n",
+    );
+    let out = roce()
+        .current_dir(cwd.path())
+        .args(["sim", "--no-plots", "--hpcc-config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(cwd.path().join("ours"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("PFC_OUTPUT_FILE") && err.contains("blocker/pfc.txt"),
+        "{err}"
+    );
+    assert!(err.contains("config.txt:"), "names the config line: {err}");
+    assert!(
+        !cwd.path().join("ours").exists(),
+        "no run, so no results: {err}"
+    );
+}
