@@ -12,6 +12,7 @@ use crate::ecmp::{self, FiveTuple};
 use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
 use crate::fib::Fib;
+use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
@@ -28,6 +29,8 @@ use roce_rnic::{
 };
 use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+mod host_io;
 
 /// RoCEv2's UDP port.
 pub const ROCE_PORT: u16 = 4791;
@@ -108,6 +111,9 @@ pub struct SimConfig {
     pub deadlock_after: Ps,
     /// Most rows kept for queues.csv / pfc.csv.
     pub max_rows: usize,
+    /// Host data-path costs (`[host]` in a scenario); `None`: hosts are an
+    /// RNIC feeding its port directly.
+    pub host: Option<HostPlan>,
 }
 
 impl Default for SimConfig {
@@ -134,6 +140,7 @@ impl Default for SimConfig {
             capture_pfc: false,
             deadlock_after: 0,
             max_rows: 2_000_000,
+            host: None,
         }
     }
 }
@@ -150,6 +157,8 @@ struct Host {
     /// Flow of each local QPN (index `qpn - qpn_base`).
     qp_flow: Vec<u32>,
     qpn_base: u32,
+    /// PCIe, memory, RNIC engines and CPU, with a host profile.
+    path: Option<Box<HostPath>>,
 }
 
 struct SwitchState {
@@ -275,6 +284,7 @@ impl Simulator {
                         forced_at: None,
                         qp_flow: Vec::new(),
                         qpn_base: 0,
+                        path: None,
                     });
                 }
                 NodeKind::Switch => {
@@ -307,6 +317,18 @@ impl Simulator {
                         seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
                     });
                 }
+            }
+        }
+        if let Some(plan) = &cfg.host {
+            for (i, h) in hosts.iter_mut().enumerate() {
+                let port = &nodes[h.node as usize].ports[0];
+                h.path = Some(Box::new(crate::host::attach(
+                    plan.params(i as u32).clone(),
+                    &cfg,
+                    port.rate_bps,
+                    port.delay_ps,
+                    max_frame + cfg.ifg_bytes,
+                )));
             }
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -534,15 +556,25 @@ impl Simulator {
                 prio,
                 version,
             } => {
-                let sw = self.nodes[node as usize].index as usize;
-                let p = &self.nodes[node as usize].ports[usize::from(port)];
-                if p.refresh_version[usize::from(prio)] == version
-                    && self.switches[sw].mmu.is_xoff(usize::from(port), prio)
-                {
+                let ns = &self.nodes[node as usize];
+                let p = &ns.ports[usize::from(port)];
+                let still = if ns.host {
+                    // A host pausing its ToR because its RX buffer is full.
+                    self.hosts[ns.index as usize]
+                        .path
+                        .as_ref()
+                        .is_some_and(|h| h.rx_xoff)
+                } else {
+                    self.switches[ns.index as usize]
+                        .mmu
+                        .is_xoff(usize::from(port), prio)
+                };
+                if p.refresh_version[usize::from(prio)] == version && still {
                     self.send_pfc(node, port, prio, true);
                 }
             }
             Event::Sample => self.sample(),
+            Event::HostRxDrain { host } => self.host_rx_drain(host),
         }
     }
 
@@ -686,6 +718,9 @@ impl Simulator {
 
     fn host_rx(&mut self, host: u32, pkt: u32) {
         let now = self.q.now();
+        if self.hosts[host as usize].path.is_some() && !self.host_rx_admit(host, pkt) {
+            return;
+        }
         let p = self.take_packet(pkt);
         let body = &mut self.bodies[pkt as usize];
         self.counters.delivered_bytes += u64::from(p.frame);
@@ -731,10 +766,16 @@ impl Simulator {
         if h.rnic.cq_len(h.cq) > 0 {
             let wcs = h.rnic.poll_cq(h.cq, usize::MAX);
             for wc in wcs {
+                // With a profile the application sees a CQE once its write
+                // and the CPU's polling are done.
+                let seen = match &mut self.hosts[host as usize].path {
+                    Some(hp) => hp.cqe(now),
+                    None => now,
+                };
                 if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                     continue;
                 }
-                self.complete_flow(wc.wr_id as u32, wc.status);
+                self.complete_flow(wc.wr_id as u32, wc.status, seen);
             }
         }
         let node = self.hosts[host as usize].node;
@@ -769,8 +810,9 @@ impl Simulator {
         }
     }
 
-    fn complete_flow(&mut self, flow: u32, status: WcStatus) {
-        let now = self.q.now();
+    /// Flow `flow` completed with `status`; its application saw it at
+    /// `seen` (now, or later when a host profile charges the CPU).
+    fn complete_flow(&mut self, flow: u32, status: WcStatus, seen: Ps) {
         let Some(f) = self.flows.get_mut(flow as usize) else {
             return;
         };
@@ -778,7 +820,7 @@ impl Simulator {
             return;
         }
         f.status = Some(status);
-        f.finish = Some(now);
+        f.finish = Some(seen);
         self.finished += 1;
         if status != WcStatus::Success {
             self.counters.failed_flows += 1;
@@ -883,6 +925,10 @@ impl Simulator {
         }
         if ns.host {
             let host = ns.index;
+            if self.hosts[host as usize].path.is_some() {
+                self.kick_host_path(node, host);
+                return;
+            }
             loop {
                 let ns = &mut self.nodes[node as usize];
                 let p = &mut ns.ports[0];

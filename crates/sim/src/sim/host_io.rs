@@ -1,0 +1,169 @@
+//! The simulator's side of a host profile: how packets pass through a
+//! host's data path ([`crate::host`]) on their way between the RNIC and the
+//! port. Only hosts with a profile come here, so hosts without one run the
+//! code they always ran.
+
+use super::Simulator;
+use crate::event::{Event, PS_PER_NS};
+use crate::host::{Staged, TxPacket};
+use crate::link::{QEntry, Scheduler};
+use crate::packet::is_control;
+use roce_wire::Opcode;
+
+impl Simulator {
+    /// `kick` for a host with a data path: the RNIC's packets wait in the
+    /// staging pipe until their payload has been read over PCIe, then
+    /// queue at the port.
+    pub(super) fn kick_host_path(&mut self, node: u32, host: u32) {
+        let now = self.q.now();
+        let staging = self.cfg.nic_staging_pkts;
+        loop {
+            let p = &mut self.nodes[node as usize].ports[0];
+            if let Some(prio) = p.pick(now, &Scheduler::Strict) {
+                self.start_tx(node, 0, prio);
+                return;
+            }
+            let queued = p.queued_pkts();
+            let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+                return;
+            };
+            if let Some(&s) = hp.pipe.front()
+                && s.ready <= now
+                && queued < staging
+            {
+                hp.pipe.pop_front();
+                p.enqueue(
+                    usize::from(s.prio),
+                    QEntry::new(s.pkt, s.frame, 0, s.markable),
+                );
+                continue;
+            }
+            let full = queued >= staging || hp.pipe.len() >= hp.pipe_depth;
+            let polled = if full {
+                None
+            } else {
+                self.hosts[host as usize]
+                    .rnic
+                    .poll_transmit(now / PS_PER_NS)
+            };
+            let Some(t) = polled else {
+                // Wake the idle port when the pipe's head is ready.
+                if let Some(hp) = self.hosts[host as usize].path.as_deref_mut()
+                    && let Some(s) = hp.pipe.front()
+                    && s.ready > now
+                    && hp.wake_at.is_none_or(|w| w <= now || w > s.ready)
+                {
+                    hp.wake_at = Some(s.ready);
+                    let at = s.ready;
+                    self.q.schedule(at, Event::TxDone { node, port: 0 });
+                }
+                return;
+            };
+            let control = is_control(&t.repr);
+            let opcode = t.repr.bth.opcode;
+            let qpn = t.src_qpn;
+            let (pkt, body) = self.packet_from(host, t);
+            self.counters.injected_bytes += u64::from(pkt.frame);
+            self.counters.injected_pkts += 1;
+            let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+            let markable = pkt.ecn_capable && !pkt.ce;
+            let (payload, flow) = (pkt.payload, pkt.flow);
+            let id = self.alloc_packet(pkt, body);
+            let (mr_key, message) = self
+                .flows
+                .get(flow as usize)
+                .map_or((0, u64::MAX), |f| (f.src_lkey, f.spec.size));
+            let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+                return;
+            };
+            if control || payload == 0 {
+                hp.tx_control(now);
+                let p = &mut self.nodes[node as usize].ports[0];
+                p.enqueue(prio, QEntry::new(id, frame, 0, markable));
+                continue;
+            }
+            let ready = hp.tx_data(
+                now,
+                TxPacket {
+                    qpn,
+                    mr_key,
+                    payload,
+                    first: starts_wqe(opcode),
+                    message,
+                },
+            );
+            hp.pipe.push_back(Staged {
+                ready,
+                pkt: id,
+                prio: prio as u8,
+                frame,
+                markable,
+            });
+        }
+    }
+
+    /// A packet reached a host with a data path: `false` if it was dropped
+    /// for want of RX-buffer space. Data packets hold buffer space until
+    /// their DMA write is done; on a lossless priority the host pauses its
+    /// ToR before the buffer fills.
+    pub(super) fn host_rx_admit(&mut self, host: u32, pkt: u32) -> bool {
+        let now = self.q.now();
+        let p = self.packets[pkt as usize];
+        if p.control || p.payload == 0 {
+            return true;
+        }
+        let qpn = self.bodies[pkt as usize].repr.bth.dest_qp;
+        let node = self.hosts[host as usize].node;
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return true;
+        };
+        if !hp.rx_data(now, qpn, p.frame, p.payload) {
+            self.take_packet(pkt);
+            self.bodies[pkt as usize].int = None;
+            return false;
+        }
+        if hp.lossless && !hp.rx_xoff && hp.rx_occupancy(now) > hp.xoff_at {
+            hp.rx_xoff = true;
+            let prio = hp.xoff_prio;
+            let at = hp.rx_drained_to(hp.xon_at).unwrap_or(now);
+            self.send_pfc(node, 0, prio, true);
+            self.q.schedule(at, Event::HostRxDrain { host });
+        }
+        true
+    }
+
+    /// The RX buffer may have drained to XON: resume the ToR, or look
+    /// again when it will have.
+    pub(super) fn host_rx_drain(&mut self, host: u32) {
+        let now = self.q.now();
+        let node = self.hosts[host as usize].node;
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return;
+        };
+        if !hp.rx_xoff {
+            return;
+        }
+        if hp.rx_occupancy(now) <= hp.xon_at {
+            hp.rx_xoff = false;
+            let prio = hp.xoff_prio;
+            self.send_pfc(node, 0, prio, false);
+        } else {
+            let at = hp.rx_drained_to(hp.xon_at).unwrap_or(now);
+            self.q.schedule(at.max(now + 1), Event::HostRxDrain { host });
+        }
+    }
+}
+
+/// The first packet of a message: the RNIC has just fetched its WQE.
+fn starts_wqe(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::RcSendFirst
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyImm
+            | Opcode::RcSendOnlyInv
+            | Opcode::RcWriteFirst
+            | Opcode::RcWriteOnly
+            | Opcode::RcWriteOnlyImm
+    )
+}
