@@ -32,70 +32,119 @@ use crate::event::Ps;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-/// What a host's data path costs: resolved from a hardware profile (and a
-/// scenario's per-host overrides) before the run. Times are picoseconds;
-/// `*_ps_per_byte` are the inverse of an effective bandwidth that already
-/// counts every protocol overhead (TLP headers, DLLPs, line encoding).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What a host's data path costs, resolved from a hardware profile (and a
+/// scenario's per-host overrides) before the run. Link times come from
+/// [`roce_host::Pcie::dma_read`] / [`dma_write`](roce_host::Pcie::dma_write)
+/// per transfer, so TLP headers, completion splitting and DLLP overhead are
+/// the analyst's.
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostParams {
     /// Profile name, for the report.
     pub profile: String,
-    /// Packetizer time per packet: 1 / the RNIC's message-rate ceiling.
-    pub rnic_pkt_ps: Ps,
-    /// PCIe device-to-host (DMA write) time per payload byte.
-    pub pcie_write_ps_per_byte: f64,
-    /// PCIe host-to-device (read completion) time per payload byte.
-    pub pcie_read_ps_per_byte: f64,
-    /// Upstream time of one read request TLP.
-    pub pcie_read_req_ps: Ps,
-    /// Round trip of a non-posted read, request to last completion byte
-    /// excluded (includes the NUMA hop when buffers are remote).
+    pub pcie: roce_host::Pcie,
+    /// Per-direction TLP bandwidth of the link, Gb/s.
+    pub tlp_gbps: f64,
+    /// Round trip of a non-posted read, plus the NUMA hop when buffers
+    /// are remote.
     pub read_latency_ps: Ps,
-    /// Outstanding non-posted reads (tags / completion credits).
+    /// Outstanding payload reads (tags).
     pub read_tags: usize,
-    /// Max read request size.
-    pub mrrs: u32,
-    /// Source DDR read time per byte (through the inter-socket link when
-    /// buffers are remote).
-    pub ddr_read_ps_per_byte: f64,
-    /// Target DDR write time per byte.
-    pub ddr_write_ps_per_byte: f64,
-    /// Bytes of a WQE fetched per WQE (0 with inline).
-    pub wqe_bytes: u32,
-    /// Messages up to this size are pushed inline with the doorbell and
-    /// skip both the WQE fetch and the payload read.
-    pub inline_max: u32,
-    /// QP contexts the RNIC caches (0: unlimited).
+    /// WQE engine time per message: 1 / message-rate ceiling.
+    pub msg_ps: Ps,
+    /// Packetizer (and receive parser) time per packet: 1 / packet rate.
+    pub pkt_ps: Ps,
+    /// Memory time per byte (reads and writes share the socket's DDR;
+    /// through the inter-socket link when buffers are remote).
+    pub mem_ps_per_byte: f64,
+    /// Bytes of the WQE fetched per message.
+    pub wqe_bytes: u64,
+    /// Messages up to this size are pushed inline (0: inline off).
+    pub inline_max: u64,
     pub qp_cache_entries: usize,
-    /// Bytes read over PCIe on a QP-context miss.
-    pub qp_context_bytes: u32,
-    /// MR translations (MPT entries) cached (0: unlimited).
+    pub qp_context_bytes: u64,
     pub mr_cache_entries: usize,
-    /// Bytes read over PCIe on a translation miss.
-    pub mr_entry_bytes: u32,
-    /// RX buffer bytes.
+    pub mtt_entry_bytes: u64,
+    pub page_bytes: u64,
+    /// Context and translation fetches in flight at once.
+    pub context_fetches: usize,
     pub rx_buffer_bytes: u64,
-    /// Bytes written over PCIe per CQE.
-    pub cqe_bytes: u32,
-    /// CPU time to process one CQE.
-    pub cqe_cpu_ps: Ps,
-    /// CPU time of one poll of the CQ (paid once per `cq_moderation` CQEs).
-    pub poll_cpu_ps: Ps,
-    /// CQEs handled per poll.
-    pub cq_moderation: u32,
-    /// Capacities for the report (Gb/s of payload, Mpps).
+    pub cqe_bytes: u64,
+    /// CPU time to poll and handle one CQE.
+    pub poll_cqe_ps: Ps,
+    /// CPU time to post one WQE and ring its doorbell.
+    pub post_ps: Ps,
+    /// Closed-form capacities, for utilisation in the report.
     pub caps: HostCaps,
 }
 
-/// Closed-form capacities of each host hop, for utilisation in the report
-/// (from `roce_host`).
+/// Knobs of the workload a host runs that the profile does not fix.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct HostKnobs {
+    /// Push messages that fit inline.
+    pub inline: bool,
+    pub numa: roce_host::Placement,
+    /// Scatter/gather entries per WQE.
+    pub sges: u32,
+}
+
+fn ps_of_ns(ns: f64) -> Ps {
+    (ns * 1e3).round() as Ps
+}
+
+impl HostParams {
+    /// The costs of a host built as `p` describes, running `k`.
+    pub fn from_profile(p: &roce_host::Profile, k: HostKnobs) -> HostParams {
+        let mem_gbps = p.numa.dma_memory_gbps(k.numa, p.ddr.socket_gbps());
+        let tlp_gbps = p.pcie.tlp_gbps();
+        let r = &p.rnic;
+        HostParams {
+            profile: p.name.clone(),
+            pcie: p.pcie.clone(),
+            tlp_gbps,
+            read_latency_ps: ps_of_ns(p.pcie.read_latency_ns + p.numa.extra_latency_ns(k.numa)),
+            read_tags: p.pcie.max_outstanding_reads.max(1) as usize,
+            msg_ps: ps_of_ns(1e3 / r.message_rate_mpps),
+            pkt_ps: ps_of_ns(1e3 / r.packet_rate_mpps),
+            mem_ps_per_byte: 8e3 / mem_gbps,
+            wqe_bytes: r.wqe_fetch_bytes(k.sges.max(1)),
+            inline_max: if k.inline {
+                u64::from(r.max_inline_bytes)
+            } else {
+                0
+            },
+            qp_cache_entries: r.qp_cache_entries as usize,
+            qp_context_bytes: u64::from(r.qp_context_bytes),
+            mr_cache_entries: r.mr_cache_entries as usize,
+            mtt_entry_bytes: u64::from(r.mtt_entry_bytes),
+            page_bytes: u64::from(r.page_bytes).max(1),
+            context_fetches: r.context_fetches_outstanding.max(1) as usize,
+            rx_buffer_bytes: r.rx_buffer_bytes(),
+            cqe_bytes: u64::from(r.cqe_bytes),
+            poll_cqe_ps: ps_of_ns(p.cpu.poll_cqe_ns),
+            post_ps: ps_of_ns(p.cpu.post_wqe_ns + p.cpu.doorbell_ns),
+            caps: HostCaps {
+                memory_gbps: mem_gbps,
+                pcie_tlp_gbps: tlp_gbps,
+                message_mpps: r.message_rate_mpps,
+                packet_mpps: r.packet_rate_mpps,
+            },
+        }
+    }
+
+    /// Link time of `bytes` of TLPs.
+    #[inline]
+    fn link_ps(&self, bytes: f64) -> Ps {
+        (bytes * 8e3 / self.tlp_gbps).ceil() as Ps
+    }
+}
+
+/// Closed-form capacities of a host's resources (from `roce_host`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct HostCaps {
-    pub source_ddr_gbps: f64,
-    pub tx_pcie_gbps: f64,
-    pub rnic_mpps: f64,
-    pub rx_pcie_gbps: f64,
-    pub target_ddr_gbps: f64,
+    pub memory_gbps: f64,
+    pub pcie_tlp_gbps: f64,
+    pub message_mpps: f64,
+    pub packet_mpps: f64,
 }
 
 /// The host profile of a run: every host's costs, with per-host overrides.
@@ -152,8 +201,8 @@ fn bytes_ps(bytes: u64, ps_per_byte: f64) -> Ps {
 struct Lru {
     cap: usize,
     stamp: u64,
-    at: HashMap<u32, u64>,
-    order: BTreeMap<u64, u32>,
+    at: HashMap<u64, u64>,
+    order: BTreeMap<u64, u64>,
     hits: u64,
     misses: u64,
 }
@@ -168,7 +217,7 @@ impl Lru {
 
     /// Looks `key` up, inserting it (and evicting the least recently used
     /// key when full); true on a hit. Capacity 0 always hits.
-    fn touch(&mut self, key: u32) -> bool {
+    fn touch(&mut self, key: u64) -> bool {
         if self.cap == 0 {
             self.hits += 1;
             return true;
@@ -209,32 +258,69 @@ pub struct TxPacket {
     pub message: u64,
 }
 
+/// A pool of `n` requests in flight (read tags, context fetches): a new
+/// one waits for the oldest to finish when all are taken. Completions are
+/// in issue order, so a queue of their times is enough.
+#[derive(Debug, Clone, Default)]
+struct Slots {
+    n: usize,
+    done: VecDeque<Ps>,
+    /// Sum of the time slots were held.
+    held: Ps,
+}
+
+impl Slots {
+    /// Earliest time a request offered at `at` gets a slot.
+    #[inline]
+    fn acquire(&mut self, at: Ps) -> Ps {
+        let mut t = at;
+        if self.done.len() >= self.n.max(1)
+            && let Some(d) = self.done.pop_front()
+        {
+            t = t.max(d);
+        }
+        while self.done.front().is_some_and(|&d| d <= t) {
+            self.done.pop_front();
+        }
+        t
+    }
+
+    #[inline]
+    fn release_at(&mut self, from: Ps, done: Ps) {
+        let last = self.done.back().copied().unwrap_or(0);
+        self.done.push_back(done.max(last));
+        self.held += done - from;
+    }
+}
+
 /// A host's data-path state and what it measured.
 #[derive(Debug, Clone)]
 pub struct HostPath {
     pub p: HostParams,
-    rnic: Server,
+    /// The RNIC's WQE engine (message rate) and packetizer (packet rate).
+    wqe_engine: Server,
+    packetizer: Server,
+    /// The receive parser (packet rate).
+    parser: Server,
     /// Host-to-device direction of the PCIe link (read completions).
     down: Server,
     /// Device-to-host direction (read requests, DMA writes, CQEs).
     up: Server,
-    src_ddr: Server,
-    dst_ddr: Server,
+    /// The socket's memory, reads and writes together.
+    ddr: Server,
     cpu: Server,
-    /// Completion times of outstanding reads (non-decreasing: the link is
-    /// FIFO).
-    tags: VecDeque<Ps>,
-    tag_busy: Ps,
+    tags: Slots,
+    fetches: Slots,
     qpc: Lru,
     mrc: Lru,
+    /// Payload offset of each QP's next packet (for the pages it touches).
+    offsets: HashMap<u32, u64>,
     /// Last ready time handed out (packets leave in order).
     last_ready: Ps,
     /// RX buffer: (time the DMA write is done, frame bytes) in order.
     rx: VecDeque<(Ps, u32)>,
     rx_bytes: u64,
     pub rx_xoff: bool,
-    /// Moderation counter.
-    cqes_since_poll: u32,
     /// Packets between the RNIC and the port, in order.
     pub pipe: VecDeque<Staged>,
     /// Most packets in `pipe` (enough to keep every tag busy).
@@ -247,19 +333,19 @@ pub struct HostPath {
     pub xoff_prio: u8,
     pub lossless: bool,
     // Measured.
-    pub tx_pkts: u64,
-    pub rx_pkts: u64,
-    pub read_bytes: u64,
-    pub write_bytes: u64,
-    pub reads: u64,
+    tx_pkts: u64,
+    tx_msgs: u64,
+    rx_pkts: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    reads: u64,
     read_latency_sum: Ps,
-    pub wqe_fetches: u64,
-    pub rx_drops: u64,
-    pub rx_peak: u64,
-    pub cqes: u64,
-    pub polls: u64,
-    pub first_use: Option<Ps>,
-    pub last_use: Ps,
+    wqe_fetches: u64,
+    rx_drops: u64,
+    rx_peak: u64,
+    cqes: u64,
+    first_use: Option<Ps>,
+    last_use: Ps,
 }
 
 impl HostPath {
@@ -267,20 +353,27 @@ impl HostPath {
         HostPath {
             qpc: Lru::new(p.qp_cache_entries),
             mrc: Lru::new(p.mr_cache_entries),
+            tags: Slots {
+                n: p.read_tags,
+                ..Slots::default()
+            },
+            fetches: Slots {
+                n: p.context_fetches,
+                ..Slots::default()
+            },
             p,
-            rnic: Server::default(),
+            wqe_engine: Server::default(),
+            packetizer: Server::default(),
+            parser: Server::default(),
             down: Server::default(),
             up: Server::default(),
-            src_ddr: Server::default(),
-            dst_ddr: Server::default(),
+            ddr: Server::default(),
             cpu: Server::default(),
-            tags: VecDeque::new(),
-            tag_busy: 0,
+            offsets: HashMap::new(),
             last_ready: 0,
             rx: VecDeque::new(),
             rx_bytes: 0,
             rx_xoff: false,
-            cqes_since_poll: 0,
             pipe: VecDeque::new(),
             pipe_depth: 1,
             wake_at: None,
@@ -289,6 +382,7 @@ impl HostPath {
             xoff_prio: 0,
             lossless: false,
             tx_pkts: 0,
+            tx_msgs: 0,
             rx_pkts: 0,
             read_bytes: 0,
             write_bytes: 0,
@@ -298,7 +392,6 @@ impl HostPath {
             rx_drops: 0,
             rx_peak: 0,
             cqes: 0,
-            polls: 0,
             first_use: None,
             last_use: 0,
         }
@@ -309,69 +402,80 @@ impl HostPath {
         self.last_use = self.last_use.max(t);
     }
 
-    /// One non-posted read of `bytes` (≤ MRRS) issued no earlier than
-    /// `at`: it waits for a tag, its request goes up, the source DDR and
-    /// the read round trip run, and the completion data comes down the
-    /// link. Returns when the last byte arrived.
-    fn read(&mut self, at: Ps, bytes: u32, ddr: bool) -> Ps {
-        let mut t = at;
-        if self.tags.len() >= self.p.read_tags.max(1) {
-            let free = self.tags.pop_front().unwrap_or(0);
-            t = t.max(free);
-        }
-        while self.tags.front().is_some_and(|&d| d <= t) {
-            self.tags.pop_front();
-        }
-        let issued = self.up.serve(t, self.p.pcie_read_req_ps);
+    /// One DMA read of `bytes` (≤ MRRS) offered at `at`, holding a slot of
+    /// `pool` (payload tags, or context fetches): the request goes up, the
+    /// memory is read (`mem`) while the read round trip runs, and the
+    /// completions come down the link. Returns when the last byte arrived.
+    fn read(&mut self, at: Ps, bytes: u64, context: bool) -> Ps {
+        let t = if context {
+            self.fetches.acquire(at)
+        } else {
+            self.tags.acquire(at)
+        };
+        let link = self.p.pcie.dma_read(bytes);
+        let issued = self.up.serve(t, self.p.link_ps(link.to_host));
         let mut data_at = issued + self.p.read_latency_ps;
-        if ddr {
-            let d = self
-                .src_ddr
-                .serve(issued, bytes_ps(u64::from(bytes), self.p.ddr_read_ps_per_byte));
-            data_at = data_at.max(d);
+        if !context {
+            let m = self.ddr.serve(issued, bytes_ps(bytes, self.p.mem_ps_per_byte));
+            data_at = data_at.max(m);
         }
-        let done = self.down.serve(
-            data_at,
-            bytes_ps(u64::from(bytes), self.p.pcie_read_ps_per_byte),
-        );
-        self.tags.push_back(done);
-        self.tag_busy += done - t;
-        self.reads += 1;
-        self.read_latency_sum += done - t;
-        self.read_bytes += u64::from(bytes);
+        let done = self.down.serve(data_at, self.p.link_ps(link.to_device));
+        if context {
+            self.fetches.release_at(t, done);
+        } else {
+            self.tags.release_at(t, done);
+            self.reads += 1;
+            self.read_latency_sum += done - t;
+            self.read_bytes += bytes;
+        }
         done
     }
 
     /// A data packet the RNIC hands out at `now`: when it is ready for the
-    /// port (its payload read and packetized).
+    /// port (WQE fetched, contexts present, payload read, packetized).
     pub fn tx_data(&mut self, now: Ps, pk: TxPacket) -> Ps {
         self.used(now);
         self.tx_pkts += 1;
-        let start = now.max(self.rnic.free_at);
-        let mut t = start;
-        // Context lookups stall the packetizer until the entry is back.
-        if !self.qpc.touch(pk.qpn) {
-            t = self.read(t, self.p.qp_context_bytes, false);
+        let mut t = now;
+        let inline = pk.message <= self.p.inline_max;
+        if pk.first {
+            // One message through the WQE engine; its WQE comes over PCIe
+            // unless the CPU pushed it with the doorbell.
+            self.tx_msgs += 1;
+            t = self.wqe_engine.serve(t, self.p.msg_ps);
+            if !inline {
+                self.wqe_fetches += 1;
+                t = self.read(t, self.p.wqe_bytes, true);
+            }
+            self.offsets.insert(pk.qpn, 0);
         }
-        if !self.mrc.touch(pk.mr_key) {
-            t = self.read(t, self.p.mr_entry_bytes, false);
+        // The QP's context and the translations of the pages the payload
+        // touches; a miss waits for a fetch (a few overlap).
+        if !self.qpc.touch(u64::from(pk.qpn)) {
+            t = self.read(t, self.p.qp_context_bytes, true);
         }
-        let inline = pk.message <= u64::from(self.p.inline_max);
-        if pk.first && !inline && self.p.wqe_bytes > 0 {
-            self.wqe_fetches += 1;
-            t = self.read(t, self.p.wqe_bytes, false);
+        if !inline && pk.payload > 0 {
+            let off = self.offsets.entry(pk.qpn).or_insert(0);
+            let (first_page, last_page) = (
+                *off / self.p.page_bytes,
+                (*off + u64::from(pk.payload) - 1) / self.p.page_bytes,
+            );
+            *off += u64::from(pk.payload);
+            let mut fetched = t;
+            for page in first_page..=last_page {
+                if !self.mrc.touch((u64::from(pk.mr_key) << 32) ^ page) {
+                    fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, true));
+                }
+            }
+            t = fetched;
         }
-        // The packetizer is busy for the stall plus one packet time; the
-        // payload reads pipeline behind it, limited by the tags.
-        let slot = t + self.p.rnic_pkt_ps;
-        self.rnic.busy += slot - start;
-        self.rnic.free_at = slot;
-        let mut ready = slot;
+        let mut ready = self.packetizer.serve(t, self.p.pkt_ps);
         if !inline {
-            let mut left = pk.payload;
+            let mrrs = u64::from(self.p.pcie.mrrs.max(1));
+            let mut left = u64::from(pk.payload);
             while left > 0 {
-                let b = left.min(self.p.mrrs.max(1));
-                ready = ready.max(self.read(t, b, true));
+                let b = left.min(mrrs);
+                ready = ready.max(self.read(t, b, false));
                 left -= b;
             }
         }
@@ -381,13 +485,17 @@ impl HostPath {
         ready
     }
 
-    /// A control packet (ACK, NAK, CNP): it takes a packetizer slot but
-    /// reads nothing, and is not held back.
+    /// A control packet (ACK, NAK, CNP) takes a packetizer slot but reads
+    /// nothing and is not held back.
     pub fn tx_control(&mut self, now: Ps) {
         self.tx_pkts += 1;
-        let s = now.max(self.rnic.free_at);
-        self.rnic.free_at = s + self.p.rnic_pkt_ps;
-        self.rnic.busy += self.p.rnic_pkt_ps;
+        self.packetizer.serve(now, self.p.pkt_ps);
+    }
+
+    /// The CPU posts one WQE and rings its doorbell at `now`.
+    pub fn post(&mut self, now: Ps) {
+        self.used(now);
+        self.cpu.serve(now, self.p.post_ps);
     }
 
     /// RX-buffer bytes still waiting for their DMA write at `now`.
@@ -402,7 +510,8 @@ impl HostPath {
         self.rx_bytes
     }
 
-    /// When the RX buffer will hold at most `level` bytes (now if it does).
+    /// When the RX buffer will hold at most `level` bytes (`None`: it
+    /// does now).
     pub fn rx_drained_to(&self, level: u64) -> Option<Ps> {
         let mut left = self.rx_bytes;
         if left <= level {
@@ -419,8 +528,9 @@ impl HostPath {
 
     /// A data packet of `frame` bytes carrying `payload` arrived at `now`
     /// for `qpn`: `false` if the RX buffer has no room (an RX drop).
-    /// Otherwise the packet is placed by DMA write (after a QP-context
-    /// lookup) and holds its buffer space until the write is done.
+    /// Otherwise it is parsed, its QP context looked up, and its payload
+    /// written by DMA into the target's memory; it holds its buffer space
+    /// until the write is done.
     pub fn rx_data(&mut self, now: Ps, qpn: u32, frame: u32, payload: u32) -> bool {
         self.used(now);
         let occ = self.rx_occupancy(now);
@@ -429,16 +539,16 @@ impl HostPath {
             return false;
         }
         self.rx_pkts += 1;
-        let mut t = now;
-        if !self.qpc.touch(qpn) {
-            t = self.read(t, self.p.qp_context_bytes, false);
+        let mut t = self.parser.serve(now, self.p.pkt_ps);
+        if !self.qpc.touch(u64::from(qpn)) {
+            t = self.read(t, self.p.qp_context_bytes, true);
         }
         let b = u64::from(payload);
-        let link = self.up.serve(t, bytes_ps(b, self.p.pcie_write_ps_per_byte));
-        let ddr = self
-            .dst_ddr
-            .serve(t, bytes_ps(b, self.p.ddr_write_ps_per_byte));
-        let done = link.max(ddr);
+        let link = self
+            .up
+            .serve(t, self.p.link_ps(self.p.pcie.dma_write(b).to_host));
+        let mem = self.ddr.serve(t, bytes_ps(b, self.p.mem_ps_per_byte));
+        let done = link.max(mem);
         self.write_bytes += b;
         self.rx.push_back((done, frame));
         self.rx_bytes += u64::from(frame);
@@ -451,60 +561,59 @@ impl HostPath {
     /// Returns when the application has seen it.
     pub fn cqe(&mut self, now: Ps) -> Ps {
         self.cqes += 1;
-        let w = self
-            .up
-            .serve(now, bytes_ps(u64::from(self.p.cqe_bytes), self.p.pcie_write_ps_per_byte));
-        let mut cost = self.p.cqe_cpu_ps;
-        if self.cqes_since_poll == 0 {
-            self.polls += 1;
-            cost += self.p.poll_cpu_ps;
-        }
-        self.cqes_since_poll = (self.cqes_since_poll + 1) % self.p.cq_moderation.max(1);
-        let seen = self.cpu.serve(w, cost);
+        let w = self.up.serve(
+            now,
+            self.p
+                .link_ps(self.p.pcie.dma_write(self.p.cqe_bytes).to_host),
+        );
+        let seen = self.cpu.serve(w, self.p.poll_cqe_ps);
         self.used(seen);
         seen
     }
 
-    /// What this host measured.
-    pub fn measured(&self, host: u32, port_tx_bytes: u64, port_bps: u64) -> HostMeasured {
+    /// What this host measured; its port sent `port_tx_bytes` of frames
+    /// (plus `ifg` per packet) at `port_bps`.
+    pub fn measured(&self, host: u32, port_tx_bytes: u64, ifg: u64, port_bps: u64) -> HostMeasured {
+        let port_wire_bytes = port_tx_bytes + ifg * self.tx_pkts;
         let span = self
             .first_use
             .map_or(0, |f| self.last_use.saturating_sub(f))
             .max(1) as f64;
         let gbps = |bytes: u64| bytes as f64 * 8.0 / span * 1e3;
-        let tags = self.p.read_tags.max(1) as f64;
+        let util = |busy: Ps| busy as f64 / span;
+        let pool = |s: &Slots| s.held as f64 / (s.n.max(1) as f64 * span);
         HostMeasured {
             host,
             active_us: span / 1e6,
-            source_ddr_gbps: gbps(self.read_bytes),
-            source_ddr_util: self.src_ddr.busy as f64 / span,
-            tx_pcie_gbps: gbps(self.read_bytes),
-            tx_pcie_util: (self.down.busy as f64 / span).max(self.tag_busy as f64 / (tags * span)),
+            memory_read_gbps: gbps(self.read_bytes),
+            memory_write_gbps: gbps(self.write_bytes),
+            memory_util: util(self.ddr.busy),
+            pcie_read_gbps: gbps(self.read_bytes),
+            pcie_to_device_util: util(self.down.busy),
+            read_tags_util: pool(&self.tags),
             read_latency_ns: if self.reads > 0 {
                 self.read_latency_sum as f64 / self.reads as f64 / 1e3
             } else {
                 0.0
             },
-            rnic_mpps: self.tx_pkts as f64 / span * 1e6,
-            rnic_util: self.rnic.busy as f64 / span,
+            context_fetch_util: pool(&self.fetches),
+            tx_mpps: self.tx_pkts as f64 / span * 1e6,
+            tx_msgs_mpps: self.tx_msgs as f64 / span * 1e6,
+            wqe_engine_util: util(self.wqe_engine.busy),
+            packetizer_util: util(self.packetizer.busy),
             qp_cache_miss_rate: rate(self.qpc.misses, self.qpc.hits),
             mr_cache_miss_rate: rate(self.mrc.misses, self.mrc.hits),
             wqe_fetches: self.wqe_fetches,
-            port_util: port_tx_bytes as f64 * 8.0 / port_bps.max(1) as f64 / span * 1e12,
-            rx_pcie_gbps: gbps(self.write_bytes),
-            rx_pcie_util: self.up.busy as f64 / span,
+            port_util: port_wire_bytes as f64 * 8.0 / port_bps.max(1) as f64 / span * 1e12,
+            rx_mpps: self.rx_pkts as f64 / span * 1e6,
+            parser_util: util(self.parser.busy),
+            pcie_write_gbps: gbps(self.write_bytes),
+            pcie_to_host_util: util(self.up.busy),
             rx_drops: self.rx_drops,
-            rx_buffer_peak: self.rx_peak,
-            target_ddr_gbps: gbps(self.write_bytes),
-            target_ddr_util: self.dst_ddr.busy as f64 / span,
+            rx_buffer_peak_bytes: self.rx_peak,
             cqes: self.cqes,
-            polls: self.polls,
-            cpu_util: self.cpu.busy as f64 / span,
-            cq_cost_ns_per_cqe: if self.cqes > 0 {
-                self.cpu.busy as f64 / self.cqes as f64 / 1e3
-            } else {
-                0.0
-            },
+            cpu_util: util(self.cpu.busy),
+            cq_poll_ns_per_cqe: self.p.poll_cqe_ps as f64 / 1e3,
         }
     }
 }
@@ -518,34 +627,39 @@ fn rate(miss: u64, hit: u64) -> f64 {
 }
 
 /// One host's measured data path (the host rows of the §5.9 table).
+/// Utilisations are busy time over the host's active time; a pool's
+/// (tags, context fetches) is slot-time held over slots × active time.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HostMeasured {
     pub host: u32,
     /// From the host's first to its last data-path activity.
     pub active_us: f64,
-    pub source_ddr_gbps: f64,
-    pub source_ddr_util: f64,
-    pub tx_pcie_gbps: f64,
-    /// The larger of the link's busy fraction and the tags' occupancy.
-    pub tx_pcie_util: f64,
-    /// Mean read round trip, tag wait to last byte.
+    pub memory_read_gbps: f64,
+    pub memory_write_gbps: f64,
+    pub memory_util: f64,
+    pub pcie_read_gbps: f64,
+    pub pcie_to_device_util: f64,
+    pub read_tags_util: f64,
+    /// Mean payload read round trip, tag wait excluded, to last byte.
     pub read_latency_ns: f64,
-    pub rnic_mpps: f64,
-    pub rnic_util: f64,
+    pub context_fetch_util: f64,
+    pub tx_mpps: f64,
+    pub tx_msgs_mpps: f64,
+    pub wqe_engine_util: f64,
+    pub packetizer_util: f64,
     pub qp_cache_miss_rate: f64,
     pub mr_cache_miss_rate: f64,
     pub wqe_fetches: u64,
     pub port_util: f64,
-    pub rx_pcie_gbps: f64,
-    pub rx_pcie_util: f64,
+    pub rx_mpps: f64,
+    pub parser_util: f64,
+    pub pcie_write_gbps: f64,
+    pub pcie_to_host_util: f64,
     pub rx_drops: u64,
-    pub rx_buffer_peak: u64,
-    pub target_ddr_gbps: f64,
-    pub target_ddr_util: f64,
+    pub rx_buffer_peak_bytes: u64,
     pub cqes: u64,
-    pub polls: u64,
     pub cpu_util: f64,
-    pub cq_cost_ns_per_cqe: f64,
+    pub cq_poll_ns_per_cqe: f64,
 }
 
 /// A host's data path on a port of `rate_bps` and `delay_ps` to its ToR:
@@ -561,7 +675,7 @@ pub fn attach(
 ) -> HostPath {
     let mut h = HostPath::new(p);
     let mtu = u64::from(cfg.mtu.bytes());
-    let in_flight = (h.p.read_tags as u64 * u64::from(h.p.mrrs)).div_ceil(mtu) as usize;
+    let in_flight = (h.p.read_tags as u64 * u64::from(h.p.pcie.mrrs)).div_ceil(mtu) as usize;
     h.pipe_depth = cfg.nic_staging_pkts.max(in_flight + 2);
     h.lossless = cfg.buffer.lossless & (1 << cfg.data_prio) != 0;
     h.xoff_prio = cfg.data_prio;
@@ -569,4 +683,275 @@ pub fn attach(
     h.xoff_at = h.p.rx_buffer_bytes.saturating_sub(headroom);
     h.xon_at = h.xoff_at.saturating_sub(cfg.buffer.xon_offset_bytes);
     h
+}
+
+/// One hop of the DDR-to-DDR path, as the run measured it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct HopUse {
+    /// `source_ddr`, `tx_pcie`, `rnic_tx`, `port`, `leaf`, `spine`,
+    /// `rnic_rx`, `rx_pcie`, `target_ddr`, `cpu_cq` (the analyst's names).
+    pub name: &'static str,
+    /// The busiest instance's busy fraction (0..1).
+    pub utilisation: f64,
+    /// Where: a host (`h3`) or a link (`leaf0→h3`).
+    pub at: String,
+    /// What a user watches there (the reference table's third column).
+    pub metric: &'static str,
+    /// Its measured values.
+    pub measured: String,
+}
+
+/// A link between two switches: how much of it the run used.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LinkUse {
+    pub link: String,
+    pub gbps: f64,
+    pub utilisation: f64,
+}
+
+/// The reference text's §5.9 table filled from a run: each hop's
+/// utilisation and metric, and the hop that bound the run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PathTable {
+    pub profile: String,
+    pub hops: Vec<HopUse>,
+    /// The hop with the highest utilisation (the first on the path on a tie).
+    pub binding: &'static str,
+    pub reason: String,
+    pub hosts: Vec<HostMeasured>,
+    /// Every switch-to-switch link (ECMP spread), in node order.
+    pub spine_links: Vec<LinkUse>,
+    /// Busiest over mean of the used switch-to-switch links (1 = even).
+    pub ecmp_spread: Option<f64>,
+}
+
+/// Fabric figures the table needs beyond the hosts'.
+#[derive(Debug, Clone, Default)]
+pub struct FabricUse {
+    /// Switch ports facing hosts: (name, utilisation).
+    pub leaf: Vec<(String, f64)>,
+    pub spine: Vec<LinkUse>,
+    pub ecn_marks: u64,
+    pub pfc_pauses: u64,
+    pub drops: u64,
+    pub cnps: u64,
+}
+
+/// Builds the table from what the hosts and the fabric measured; `names`
+/// gives each host's node name.
+pub fn path_table(
+    profile: &str,
+    hosts: &[HostMeasured],
+    names: &[String],
+    f: &FabricUse,
+) -> PathTable {
+    let name = |h: u32| names.get(h as usize).cloned().unwrap_or_default();
+    // The busiest host by `u`.
+    let top = |u: &dyn Fn(&HostMeasured) -> f64| -> (f64, String, Option<&HostMeasured>) {
+        hosts
+            .iter()
+            .map(|h| (u(h), h))
+            .fold((0.0, String::new(), None), |best, (v, h)| {
+                if v > best.0 {
+                    (v, name(h.host), Some(h))
+                } else {
+                    best
+                }
+            })
+    };
+    let share = |h: &HostMeasured, read: bool| {
+        let tot = h.memory_read_gbps + h.memory_write_gbps;
+        let mine = if read {
+            h.memory_read_gbps
+        } else {
+            h.memory_write_gbps
+        };
+        if tot > 0.0 {
+            h.memory_util * mine / tot
+        } else {
+            0.0
+        }
+    };
+    let mut hops = Vec::new();
+    let mut hop = |name, (u, at, h): (f64, String, Option<&HostMeasured>), metric, m: &dyn Fn(&HostMeasured) -> String| {
+        hops.push(HopUse {
+            name,
+            utilisation: u,
+            at,
+            metric,
+            measured: h.map(m).unwrap_or_default(),
+        });
+    };
+    hop(
+        "source_ddr",
+        top(&|h| share(h, true)),
+        "memory bandwidth, remote NUMA access",
+        &|h| format!("{:.1} Gb/s read", h.memory_read_gbps),
+    );
+    hop(
+        "tx_pcie",
+        top(&|h| h.pcie_to_device_util.max(h.read_tags_util)),
+        "PCIe throughput, read completion latency",
+        &|h| {
+            format!(
+                "{:.1} Gb/s read, {:.0} ns per read, tags {:.0}% busy",
+                h.pcie_read_gbps,
+                h.read_latency_ns,
+                h.read_tags_util * 100.0
+            )
+        },
+    );
+    hop(
+        "rnic_tx",
+        top(&|h| {
+            h.wqe_engine_util
+                .max(h.packetizer_util)
+                .max(h.context_fetch_util)
+        }),
+        "NIC counters, QP cache miss, PPS",
+        &|h| {
+            format!(
+                "{:.2} Mpps, {:.3} M msg/s, QP-cache miss {:.1}%, MR-cache miss {:.1}%",
+                h.tx_mpps,
+                h.tx_msgs_mpps,
+                h.qp_cache_miss_rate * 100.0,
+                h.mr_cache_miss_rate * 100.0
+            )
+        },
+    );
+    hop(
+        "port",
+        top(&|h| h.port_util),
+        "port utilization, packet size",
+        &|h| format!("{:.1}% of line rate", h.port_util * 100.0),
+    );
+    let leaf = f
+        .leaf
+        .iter()
+        .fold((0.0, String::new()), |b, (n, u)| if *u > b.0 { (*u, n.clone()) } else { b });
+    hops.push(HopUse {
+        name: "leaf",
+        utilisation: leaf.0,
+        at: leaf.1,
+        metric: "ECN marks, PFC pause, drops",
+        measured: format!(
+            "{} ECN marks, {} PFC pauses, {} drops",
+            f.ecn_marks, f.pfc_pauses, f.drops
+        ),
+    });
+    let spine = f
+        .spine
+        .iter()
+        .fold((0.0, String::new()), |b, l| {
+            if l.utilisation > b.0 {
+                (l.utilisation, l.link.clone())
+            } else {
+                b
+            }
+        });
+    let used: Vec<f64> = f.spine.iter().map(|l| l.gbps).filter(|&g| g > 0.0).collect();
+    let ecmp_spread = (!used.is_empty()).then(|| {
+        let mean = used.iter().sum::<f64>() / used.len() as f64;
+        used.iter().fold(0.0f64, |a, &b| a.max(b)) / mean
+    });
+    hops.push(HopUse {
+        name: "spine",
+        utilisation: spine.0,
+        at: spine.1,
+        metric: "link utilization, ECMP distribution",
+        measured: match ecmp_spread {
+            Some(s) => format!("{} links used, busiest/mean {:.2}", used.len(), s),
+            None => "no switch-to-switch traffic".into(),
+        },
+    });
+    let cnps = f.cnps;
+    let mut hops2 = std::mem::take(&mut hops);
+    let mut hop = |name, (u, at, h): (f64, String, Option<&HostMeasured>), metric, m: &dyn Fn(&HostMeasured) -> String| {
+        hops2.push(HopUse {
+            name,
+            utilisation: u,
+            at,
+            metric,
+            measured: h.map(m).unwrap_or_default(),
+        });
+    };
+    hop(
+        "rnic_rx",
+        top(&|h| h.parser_util),
+        "RX drops, CNP, PCIe write",
+        &|h| {
+            format!(
+                "{:.2} Mpps, {} RX drops, RX buffer peak {} B, {} CNPs (fabric)",
+                h.rx_mpps, h.rx_drops, h.rx_buffer_peak_bytes, cnps
+            )
+        },
+    );
+    hop(
+        "rx_pcie",
+        top(&|h| h.pcie_to_host_util),
+        "PCIe write throughput",
+        &|h| format!("{:.1} Gb/s written", h.pcie_write_gbps),
+    );
+    hop(
+        "target_ddr",
+        top(&|h| share(h, false)),
+        "memory bandwidth, application consume rate",
+        &|h| format!("{:.1} Gb/s written", h.memory_write_gbps),
+    );
+    hop(
+        "cpu_cq",
+        top(&|h| h.cpu_util),
+        "CPU utilization, CQ polling cost",
+        &|h| {
+            format!(
+                "{} CQEs, {:.0} ns each, CPU {:.2}% busy",
+                h.cqes,
+                h.cq_poll_ns_per_cqe,
+                h.cpu_util * 100.0
+            )
+        },
+    );
+    let hops = hops2;
+    let b = hops
+        .iter()
+        .fold(&hops[0], |b, h| if h.utilisation > b.utilisation { h } else { b });
+    let reason = format!(
+        "{} at {} was {:.0}% busy ({}): the busiest hop of the run",
+        b.name,
+        b.at,
+        b.utilisation * 100.0,
+        b.measured
+    );
+    PathTable {
+        profile: profile.to_string(),
+        binding: b.name,
+        reason,
+        hops: hops.clone(),
+        hosts: hosts.to_vec(),
+        spine_links: f.spine.clone(),
+        ecmp_spread,
+    }
+}
+
+impl PathTable {
+    /// The table as text, one hop a line, the binding hop marked.
+    pub fn render(&self) -> String {
+        let mut s = format!("DDR-to-DDR path ({}), measured:\n", self.profile);
+        s += &format!(
+            "  {:<11} {:>6}  {:<12} {}\n",
+            "hop", "busy", "where", "measured"
+        );
+        for h in &self.hops {
+            let mark = if h.name == self.binding { "*" } else { " " };
+            s += &format!(
+                "{mark} {:<11} {:>5.1}%  {:<12} {}\n",
+                h.name,
+                h.utilisation * 100.0,
+                h.at,
+                h.measured
+            );
+        }
+        s += &format!("binding: {}\n", self.reason);
+        s
+    }
 }

@@ -693,6 +693,9 @@ impl Simulator {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
         }
+        if let Some(hp) = &mut self.hosts[spec.src as usize].path {
+            hp.post(self.q.now());
+        }
         self.after_host(spec.src);
     }
 
@@ -1348,6 +1351,7 @@ impl Simulator {
             pfc_frames: self.pfc_frames.clone(),
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
+            host_path: self.host_path_table(),
         }
     }
 }

@@ -4,8 +4,8 @@
 //! code they always ran.
 
 use super::Simulator;
-use crate::event::{Event, PS_PER_NS};
-use crate::host::{Staged, TxPacket};
+use crate::event::{Event, PS_PER_NS, PS_PER_S};
+use crate::host::{FabricUse, HostMeasured, LinkUse, PathTable, Staged, TxPacket, path_table};
 use crate::link::{QEntry, Scheduler};
 use crate::packet::is_control;
 use roce_wire::Opcode;
@@ -166,4 +166,66 @@ fn starts_wqe(op: Opcode) -> bool {
             | Opcode::RcWriteOnly
             | Opcode::RcWriteOnlyImm
     )
+}
+
+impl Simulator {
+    /// The §5.9 table from what hosts and fabric measured (hosts with a
+    /// profile only).
+    pub(super) fn host_path_table(&self) -> Option<PathTable> {
+        let plan = self.cfg.host.as_ref()?;
+        let ifg = self.cfg.ifg_bytes;
+        let names: Vec<String> = self
+            .topo
+            .hosts
+            .iter()
+            .map(|&n| self.topo.nodes[n].name.clone())
+            .collect();
+        let hosts: Vec<HostMeasured> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                let port = &self.nodes[h.node as usize].ports[0];
+                let hp = h.path.as_ref()?;
+                Some(hp.measured(i as u32, port.tx_bytes, ifg, port.rate_bps))
+            })
+            .collect();
+        // The fabric's busy time: first flow start to the last finish (or now).
+        let start = self.flows.iter().map(|f| f.spec.start).min().unwrap_or(0);
+        let end = self
+            .flows
+            .iter()
+            .map(|f| f.finish.unwrap_or(self.q.now()))
+            .max()
+            .unwrap_or(0);
+        let span = end.saturating_sub(start).max(1) as f64;
+        let mut fabric = FabricUse {
+            ecn_marks: self.counters.ecn_marks,
+            pfc_pauses: self.counters.pfc_xoff_tx,
+            drops: self.counters.dropped_pkts,
+            cnps: self.hosts.iter().map(|h| h.rnic.counters().cnps_tx).sum(),
+            ..FabricUse::default()
+        };
+        for sw in &self.switches {
+            let node = sw.node as usize;
+            for p in &self.nodes[node].ports {
+                let bits = (p.tx_bytes as f64) * 8.0;
+                let util = bits / (p.rate_bps.max(1) as f64) / span * PS_PER_S as f64;
+                let link = format!(
+                    "{}→{}",
+                    self.topo.nodes[node].name, self.topo.nodes[p.peer as usize].name
+                );
+                if self.nodes[p.peer as usize].host {
+                    fabric.leaf.push((link, util));
+                } else {
+                    fabric.spine.push(LinkUse {
+                        link,
+                        gbps: bits / span * 1e3,
+                        utilisation: util,
+                    });
+                }
+            }
+        }
+        Some(path_table(&plan.default.profile, &hosts, &names, &fabric))
+    }
 }
