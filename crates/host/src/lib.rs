@@ -4,12 +4,12 @@
 //! RNIC, across the port and the leaf/spine fabric, into the target's RNIC,
 //! PCIe link and DDR, and ends as a completion the CPU handles. This crate
 //! holds the hardware [`profile`]s and the formulas for each hop, and the
-//! closed-form analysis (module `analyze`, coming next) that names the hop that binds a workload (the
+//! closed-form [`analyze`] that names the hop that binds a workload (the
 //! seed's §5.9 table). `roce analyze` is a thin front over it and `roce sim`
 //! instantiates the same resources, so the two never disagree on a formula.
 //!
 //! Modules are named after the domain: [`ddr`], [`numa`], [`pcie`],
-//! [`rnic`], [`ethernet`], [`fabric`], [`cpu`], [`workload`].
+//! [`rnic`], [`ethernet`], [`fabric`], [`cpu`], [`workload`], [`analyze`](mod@analyze).
 //!
 //! # For the simulator
 //!
@@ -54,6 +54,7 @@
 //!   [`uplink_share_gbps`](fabric::Fabric::uplink_share_gbps),
 //!   [`switch_buffer_bytes`](fabric::Fabric::switch_buffer_bytes).
 
+pub mod analyze;
 pub mod cpu;
 pub mod ddr;
 pub mod ethernet;
@@ -64,6 +65,7 @@ pub mod profile;
 pub mod rnic;
 pub mod workload;
 
+pub use analyze::{Analysis, AnalyzeError, Hop, analyze};
 pub use ethernet::Framing;
 pub use numa::Placement;
 pub use pcie::{Generation, LinkBytes, Pcie};
