@@ -71,8 +71,9 @@ pub struct HostParams {
     pub cqe_bytes: u64,
     /// CPU time to poll and handle one CQE.
     pub poll_cqe_ps: Ps,
-    /// CPU time to post one WQE and ring its doorbell.
-    pub post_ps: Ps,
+    /// CPU time to build one WQE, and to ring a doorbell.
+    pub post_wqe_ps: Ps,
+    pub doorbell_ps: Ps,
     /// Closed-form capacities, for utilisation in the report.
     pub caps: HostCaps,
 }
@@ -121,7 +122,8 @@ impl HostParams {
             rx_buffer_bytes: r.rx_buffer_bytes(),
             cqe_bytes: u64::from(r.cqe_bytes),
             poll_cqe_ps: ps_of_ns(p.cpu.poll_cqe_ns),
-            post_ps: ps_of_ns(p.cpu.post_wqe_ns + p.cpu.doorbell_ns),
+            post_wqe_ps: ps_of_ns(p.cpu.post_wqe_ns),
+            doorbell_ps: ps_of_ns(p.cpu.doorbell_ns),
             caps: HostCaps {
                 memory_gbps: mem_gbps,
                 pcie_tlp_gbps: tlp_gbps,
@@ -293,6 +295,15 @@ impl Slots {
     }
 }
 
+/// What a DMA read fetches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Payload,
+    Wqe,
+    /// A QP context or a translation (MTT entry) on a cache miss.
+    Context,
+}
+
 /// A host's data-path state and what it measured.
 #[derive(Debug, Clone)]
 pub struct HostPath {
@@ -402,11 +413,14 @@ impl HostPath {
         self.last_use = self.last_use.max(t);
     }
 
-    /// One DMA read of `bytes` (≤ MRRS) offered at `at`, holding a slot of
-    /// `pool` (payload tags, or context fetches): the request goes up, the
-    /// memory is read (`mem`) while the read round trip runs, and the
-    /// completions come down the link. Returns when the last byte arrived.
-    fn read(&mut self, at: Ps, bytes: u64, context: bool) -> Ps {
+    /// One DMA read of `bytes` (≤ MRRS) offered at `at`: it holds a read
+    /// tag (`Read::Payload`, `Read::Wqe`) or a context-fetch slot
+    /// (`Read::Context`); the request goes up, the payload is read from
+    /// memory (descriptors and contexts come from the LLC, as with DDIO)
+    /// while the round trip runs, and the completions come down the link.
+    /// Returns when the last byte arrived.
+    fn read(&mut self, at: Ps, bytes: u64, kind: Read) -> Ps {
+        let context = kind == Read::Context;
         let t = if context {
             self.fetches.acquire(at)
         } else {
@@ -415,7 +429,7 @@ impl HostPath {
         let link = self.p.pcie.dma_read(bytes);
         let issued = self.up.serve(t, self.p.link_ps(link.to_host));
         let mut data_at = issued + self.p.read_latency_ps;
-        if !context {
+        if kind == Read::Payload {
             let m = self.ddr.serve(issued, bytes_ps(bytes, self.p.mem_ps_per_byte));
             data_at = data_at.max(m);
         }
@@ -424,6 +438,8 @@ impl HostPath {
             self.fetches.release_at(t, done);
         } else {
             self.tags.release_at(t, done);
+        }
+        if kind == Read::Payload {
             self.reads += 1;
             self.read_latency_sum += done - t;
             self.read_bytes += bytes;
@@ -445,14 +461,13 @@ impl HostPath {
             t = self.wqe_engine.serve(t, self.p.msg_ps);
             if !inline {
                 self.wqe_fetches += 1;
-                t = self.read(t, self.p.wqe_bytes, true);
+                t = self.read(t, self.p.wqe_bytes, Read::Wqe);
             }
-            self.offsets.insert(pk.qpn, 0);
         }
         // The QP's context and the translations of the pages the payload
         // touches; a miss waits for a fetch (a few overlap).
         if !self.qpc.touch(u64::from(pk.qpn)) {
-            t = self.read(t, self.p.qp_context_bytes, true);
+            t = self.read(t, self.p.qp_context_bytes, Read::Context);
         }
         if !inline && pk.payload > 0 {
             let off = self.offsets.entry(pk.qpn).or_insert(0);
@@ -464,7 +479,7 @@ impl HostPath {
             let mut fetched = t;
             for page in first_page..=last_page {
                 if !self.mrc.touch((u64::from(pk.mr_key) << 32) ^ page) {
-                    fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, true));
+                    fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, Read::Context));
                 }
             }
             t = fetched;
@@ -475,7 +490,7 @@ impl HostPath {
             let mut left = u64::from(pk.payload);
             while left > 0 {
                 let b = left.min(mrrs);
-                ready = ready.max(self.read(t, b, false));
+                ready = ready.max(self.read(t, b, Read::Payload));
                 left -= b;
             }
         }
@@ -492,10 +507,12 @@ impl HostPath {
         self.packetizer.serve(now, self.p.pkt_ps);
     }
 
-    /// The CPU posts one WQE and rings its doorbell at `now`.
-    pub fn post(&mut self, now: Ps) {
+    /// The CPU posts `wqes` WQEs with one doorbell at `now` (charged to
+    /// the CPU; the RNIC sees them at once).
+    pub fn post(&mut self, now: Ps, wqes: u64) {
         self.used(now);
-        self.cpu.serve(now, self.p.post_ps);
+        self.cpu
+            .serve(now, self.p.post_wqe_ps * wqes + self.p.doorbell_ps);
     }
 
     /// RX-buffer bytes still waiting for their DMA write at `now`.
@@ -541,7 +558,7 @@ impl HostPath {
         self.rx_pkts += 1;
         let mut t = self.parser.serve(now, self.p.pkt_ps);
         if !self.qpc.touch(u64::from(qpn)) {
-            t = self.read(t, self.p.qp_context_bytes, true);
+            t = self.read(t, self.p.qp_context_bytes, Read::Context);
         }
         let b = u64::from(payload);
         let link = self

@@ -114,6 +114,12 @@ pub struct SimConfig {
     /// Host data-path costs (`[host]` in a scenario); `None`: hosts are an
     /// RNIC feeding its port directly.
     pub host: Option<HostPlan>,
+    /// Split each flow into messages (WQEs) of this many bytes on its QP
+    /// (`None`: one message per flow).
+    pub message_bytes: Option<u64>,
+    /// With `message_bytes`: one signaled WQE every this many (the last
+    /// is always signaled).
+    pub signal_every: u32,
 }
 
 impl Default for SimConfig {
@@ -141,6 +147,8 @@ impl Default for SimConfig {
             deadlock_after: 0,
             max_rows: 2_000_000,
             host: None,
+            message_bytes: None,
+            signal_every: 1,
         }
     }
 }
@@ -587,6 +595,8 @@ impl Simulator {
         let mtu = self.cfg.mtu;
         let dscp = self.cfg.data_prio << 3;
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
+        let (msgs, msg_len) = self.messages(spec.size);
+        let depth = 4.max(msgs as u32);
         let setup = |h: &mut Host,
                      access: Access,
                      cc: Option<Box<dyn roce_rnic::CongestionControl>>|
@@ -594,8 +604,8 @@ impl Simulator {
             let buf = h.rnic.mem_mut().alloc(spec.size);
             let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
             let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
-            init.max_send_wr = 4;
-            init.max_recv_wr = 4;
+            init.max_send_wr = depth;
+            init.max_recv_wr = depth;
             let qpn = match cc {
                 Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
                 None => h.rnic.create_qp(init)?,
@@ -641,35 +651,52 @@ impl Simulator {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
         }
-        let sge = Sge {
-            addr: smr.addr,
-            length: spec.size as u32,
-            lkey: smr.lkey,
-        };
-        let wr = match spec.op {
-            FlowOp::Write => SendWr::new(
-                u64::from(flow),
-                WrOpcode::RdmaWrite {
-                    remote_addr: dmr.addr,
-                    rkey: dmr.rkey,
-                },
-                vec![sge],
-            ),
-            FlowOp::Send => SendWr::new(u64::from(flow), WrOpcode::Send, vec![sge]),
-        };
-        if spec.op == FlowOp::Send {
-            let rwr = RecvWr {
-                wr_id: u64::from(flow),
-                sg_list: vec![Sge {
-                    addr: dmr.addr,
-                    length: spec.size as u32,
-                    lkey: dmr.lkey,
-                }],
+        // Message `i` of the flow: wr_id carries `i` above the flow id.
+        let signal_every = u64::from(self.cfg.signal_every.max(1));
+        let mut wrs = Vec::with_capacity(msgs as usize);
+        let mut rwrs = Vec::new();
+        for i in 0..msgs {
+            let off = i * msg_len;
+            let len = msg_len.min(spec.size - off) as u32;
+            let wr_id = (i << 32) | u64::from(flow);
+            let sge = Sge {
+                addr: smr.addr + off,
+                length: len,
+                lkey: smr.lkey,
             };
-            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &[rwr]) {
-                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
-                return;
+            let wr = match spec.op {
+                FlowOp::Write => SendWr::new(
+                    wr_id,
+                    WrOpcode::RdmaWrite {
+                        remote_addr: dmr.addr + off,
+                        rkey: dmr.rkey,
+                    },
+                    vec![sge],
+                ),
+                FlowOp::Send => SendWr::new(wr_id, WrOpcode::Send, vec![sge]),
+            };
+            let last = i + 1 == msgs;
+            wrs.push(if last || (i + 1) % signal_every == 0 {
+                wr
+            } else {
+                wr.unsignaled()
+            });
+            if spec.op == FlowOp::Send {
+                rwrs.push(RecvWr {
+                    wr_id,
+                    sg_list: vec![Sge {
+                        addr: dmr.addr + off,
+                        length: len,
+                        lkey: dmr.lkey,
+                    }],
+                });
             }
+        }
+        if !rwrs.is_empty()
+            && let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs)
+        {
+            self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+            return;
         }
         let fs = &mut self.flows[flow as usize];
         fs.src_qpn = sq;
@@ -689,14 +716,29 @@ impl Simulator {
             }
             host.qp_flow[i] = flow;
         }
-        if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &[wr]) {
+        if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &wrs) {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
         }
         if let Some(hp) = &mut self.hosts[spec.src as usize].path {
-            hp.post(self.q.now());
+            hp.post(self.q.now(), msgs);
         }
         self.after_host(spec.src);
+    }
+
+    /// How many messages a flow of `size` bytes is sent as, and their
+    /// length (the last may be shorter): one, unless `message_bytes` splits
+    /// it (at most a send queue's depth of them).
+    fn messages(&self, size: u64) -> (u64, u64) {
+        match self.cfg.message_bytes {
+            None => (1, size),
+            Some(m) => {
+                let n = size
+                    .div_ceil(m.max(1))
+                    .clamp(1, u64::from(self.cfg.rnic.max_qp_wr));
+                (n, size.div_ceil(n))
+            }
+        }
     }
 
     fn fail_flow(&mut self, flow: u32, status: WcStatus, why: &str) {
@@ -778,7 +820,15 @@ impl Simulator {
                 if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                     continue;
                 }
-                self.complete_flow(wc.wr_id as u32, wc.status, seen);
+                // A flow is done with its last message (or its first error).
+                let flow = wc.wr_id as u32;
+                let last = self
+                    .flows
+                    .get(flow as usize)
+                    .is_none_or(|f| (wc.wr_id >> 32) + 1 >= self.messages(f.spec.size).0);
+                if last || wc.status != WcStatus::Success {
+                    self.complete_flow(flow, wc.status, seen);
+                }
             }
         }
         let node = self.hosts[host as usize].node;
