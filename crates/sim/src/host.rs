@@ -192,6 +192,73 @@ impl Server {
     }
 }
 
+/// A link or memory channel that serves transfers as early as it can:
+/// a transfer wanting to start at `at` takes the first idle gap of its
+/// length from then on. Transfers are offered in event order but not in
+/// time order (a packet's payload read is booked before the next packet's
+/// earlier WQE fetch), so a plain FIFO would make the fetch wait behind a
+/// read that starts later; a timeline of busy intervals does not.
+#[derive(Debug, Clone, Default)]
+struct Timeline {
+    /// Disjoint busy intervals `[start, end)`, sorted, adjacent ones merged.
+    iv: VecDeque<(Ps, Ps)>,
+    busy: Ps,
+}
+
+impl Timeline {
+    /// Books `dur` at the first gap at or after `at` (`at` ≥ `now`, and
+    /// `now` never goes back); returns the end.
+    fn serve(&mut self, now: Ps, at: Ps, dur: Ps) -> Ps {
+        while self.iv.front().is_some_and(|&(_, e)| e <= now) {
+            self.iv.pop_front();
+        }
+        if dur == 0 {
+            return at;
+        }
+        self.busy += dur;
+        // Fast path: after everything booked.
+        match self.iv.back_mut() {
+            None => {
+                self.iv.push_back((at, at + dur));
+                return at + dur;
+            }
+            Some(last) if at >= last.1 => {
+                if at == last.1 {
+                    last.1 += dur;
+                } else {
+                    self.iv.push_back((at, at + dur));
+                }
+                return at + dur;
+            }
+            _ => {}
+        }
+        let mut i = self.iv.partition_point(|&(_, e)| e <= at);
+        let mut start = at;
+        while i < self.iv.len() {
+            let (s, e) = self.iv[i];
+            if start + dur <= s {
+                break;
+            }
+            start = start.max(e);
+            i += 1;
+        }
+        let end = start + dur;
+        // Insert at `i`, merging with the neighbours it touches.
+        let touches_prev = i > 0 && self.iv[i - 1].1 == start;
+        let touches_next = i < self.iv.len() && self.iv[i].0 == end;
+        match (touches_prev, touches_next) {
+            (true, true) => {
+                self.iv[i - 1].1 = self.iv[i].1;
+                self.iv.remove(i);
+            }
+            (true, false) => self.iv[i - 1].1 = end,
+            (false, true) => self.iv[i].0 = start,
+            (false, false) => self.iv.insert(i, (start, end)),
+        }
+        end
+    }
+}
+
 #[inline]
 fn bytes_ps(bytes: u64, ps_per_byte: f64) -> Ps {
     (bytes as f64 * ps_per_byte).ceil() as Ps
@@ -302,6 +369,8 @@ enum Read {
     Wqe,
     /// A QP context or a translation (MTT entry) on a cache miss.
     Context,
+    /// The same, for a received packet.
+    RxContext,
 }
 
 /// A host's data-path state and what it measured.
@@ -314,14 +383,18 @@ pub struct HostPath {
     /// The receive parser (packet rate).
     parser: Server,
     /// Host-to-device direction of the PCIe link (read completions).
-    down: Server,
+    down: Timeline,
     /// Device-to-host direction (read requests, DMA writes, CQEs).
-    up: Server,
+    up: Timeline,
     /// The socket's memory, reads and writes together.
-    ddr: Server,
+    ddr: Timeline,
+    /// The latest time the host was offered work (event time).
+    now: Ps,
     cpu: Server,
     tags: Slots,
     fetches: Slots,
+    /// Fetch-slot time held for received packets (the rest is transmit's).
+    rx_fetch_held: Ps,
     qpc: Lru,
     mrc: Lru,
     /// Payload offset of each QP's next packet (for the pages it touches).
@@ -376,11 +449,13 @@ impl HostPath {
             wqe_engine: Server::default(),
             packetizer: Server::default(),
             parser: Server::default(),
-            down: Server::default(),
-            up: Server::default(),
-            ddr: Server::default(),
+            down: Timeline::default(),
+            up: Timeline::default(),
+            ddr: Timeline::default(),
+            now: 0,
             cpu: Server::default(),
             offsets: HashMap::new(),
+            rx_fetch_held: 0,
             last_ready: 0,
             rx: VecDeque::new(),
             rx_bytes: 0,
@@ -420,22 +495,30 @@ impl HostPath {
     /// while the round trip runs, and the completions come down the link.
     /// Returns when the last byte arrived.
     fn read(&mut self, at: Ps, bytes: u64, kind: Read) -> Ps {
-        let context = kind == Read::Context;
+        let context = matches!(kind, Read::Context | Read::RxContext);
         let t = if context {
             self.fetches.acquire(at)
         } else {
             self.tags.acquire(at)
         };
         let link = self.p.pcie.dma_read(bytes);
-        let issued = self.up.serve(t, self.p.link_ps(link.to_host));
+        let now = self.now;
+        let issued = self.up.serve(now, t, self.p.link_ps(link.to_host));
         let mut data_at = issued + self.p.read_latency_ps;
         if kind == Read::Payload {
-            let m = self.ddr.serve(issued, bytes_ps(bytes, self.p.mem_ps_per_byte));
+            let m = self
+                .ddr
+                .serve(now, issued, bytes_ps(bytes, self.p.mem_ps_per_byte));
             data_at = data_at.max(m);
         }
-        let done = self.down.serve(data_at, self.p.link_ps(link.to_device));
+        let done = self
+            .down
+            .serve(now, data_at, self.p.link_ps(link.to_device));
         if context {
             self.fetches.release_at(t, done);
+            if kind == Read::RxContext {
+                self.rx_fetch_held += done - t;
+            }
         } else {
             self.tags.release_at(t, done);
         }
@@ -450,6 +533,7 @@ impl HostPath {
     /// A data packet the RNIC hands out at `now`: when it is ready for the
     /// port (WQE fetched, contexts present, payload read, packetized).
     pub fn tx_data(&mut self, now: Ps, pk: TxPacket) -> Ps {
+        self.now = self.now.max(now);
         self.used(now);
         self.tx_pkts += 1;
         let mut t = now;
@@ -549,6 +633,7 @@ impl HostPath {
     /// written by DMA into the target's memory; it holds its buffer space
     /// until the write is done.
     pub fn rx_data(&mut self, now: Ps, qpn: u32, frame: u32, payload: u32) -> bool {
+        self.now = self.now.max(now);
         self.used(now);
         let occ = self.rx_occupancy(now);
         if occ + u64::from(frame) > self.p.rx_buffer_bytes {
@@ -558,13 +643,15 @@ impl HostPath {
         self.rx_pkts += 1;
         let mut t = self.parser.serve(now, self.p.pkt_ps);
         if !self.qpc.touch(u64::from(qpn)) {
-            t = self.read(t, self.p.qp_context_bytes, Read::Context);
+            t = self.read(t, self.p.qp_context_bytes, Read::RxContext);
         }
         let b = u64::from(payload);
         let link = self
             .up
-            .serve(t, self.p.link_ps(self.p.pcie.dma_write(b).to_host));
-        let mem = self.ddr.serve(t, bytes_ps(b, self.p.mem_ps_per_byte));
+            .serve(now, t, self.p.link_ps(self.p.pcie.dma_write(b).to_host));
+        let mem = self
+            .ddr
+            .serve(now, t, bytes_ps(b, self.p.mem_ps_per_byte));
         let done = link.max(mem);
         self.write_bytes += b;
         self.rx.push_back((done, frame));
@@ -578,7 +665,9 @@ impl HostPath {
     /// Returns when the application has seen it.
     pub fn cqe(&mut self, now: Ps) -> Ps {
         self.cqes += 1;
+        self.now = self.now.max(now);
         let w = self.up.serve(
+            now,
             now,
             self.p
                 .link_ps(self.p.pcie.dma_write(self.p.cqe_bytes).to_host),
@@ -613,7 +702,10 @@ impl HostPath {
             } else {
                 0.0
             },
-            context_fetch_util: pool(&self.fetches),
+            context_fetch_util: (self.fetches.held - self.rx_fetch_held) as f64
+                / (self.fetches.n.max(1) as f64 * span),
+            rx_context_fetch_util: self.rx_fetch_held as f64
+                / (self.fetches.n.max(1) as f64 * span),
             tx_mpps: self.tx_pkts as f64 / span * 1e6,
             tx_msgs_mpps: self.tx_msgs as f64 / span * 1e6,
             wqe_engine_util: util(self.wqe_engine.busy),
@@ -659,7 +751,9 @@ pub struct HostMeasured {
     pub read_tags_util: f64,
     /// Mean payload read round trip, tag wait excluded, to last byte.
     pub read_latency_ns: f64,
+    /// Context/translation fetch slots held for transmit, and for receive.
     pub context_fetch_util: f64,
+    pub rx_context_fetch_util: f64,
     pub tx_mpps: f64,
     pub tx_msgs_mpps: f64,
     pub wqe_engine_util: f64,
@@ -894,7 +988,7 @@ pub fn path_table(
     };
     hop(
         "rnic_rx",
-        top(&|h| h.parser_util),
+        top(&|h| h.parser_util.max(h.rx_context_fetch_util)),
         "RX drops, CNP, PCIe write",
         &|h| {
             format!(
@@ -971,4 +1065,26 @@ impl PathTable {
         s += &format!("binding: {}\n", self.reason);
         s
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn params() -> HostParams {
+        let src = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/host_profile.toml"
+        ))
+        .expect("test profile");
+        let p = roce_host::Profile::from_toml_str(&src, "host_profile.toml").expect("profile");
+        HostParams::from_profile(
+            &p,
+            HostKnobs {
+                sges: 1,
+                ..HostKnobs::default()
+            },
+        )
+    }
+
 }

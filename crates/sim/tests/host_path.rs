@@ -147,10 +147,12 @@ fn simulate(c: &Case) -> Outcome {
     sim.run();
     let report = sim.report();
     assert!(report.flows.iter().all(|f| f.ok), "every flow finishes");
-    let end = report.flows.iter().filter_map(|f| f.finish).max().unwrap();
-    let bytes: u64 = report.flows.iter().map(|f| f.size).sum();
+    // What reached the target's memory per second of its activity (an
+    // ACK leaves once a packet is in the RX buffer, so flow completion
+    // times alone would count the buffer's last megabyte as delivered).
+    let t = report.host_path.as_ref().expect("a profile run has the table");
     Outcome {
-        goodput_gbps: bytes as f64 * 8.0 / end as f64 * 1e3,
+        goodput_gbps: t.hosts[0].memory_write_gbps,
         report,
     }
 }
@@ -226,7 +228,9 @@ fn pcie_bound_200g_in_gen3_slot() {
             mtu: Mtu::Mtu4096,
             pfc: true,
         },
-        "tx_pcie",
+        // The receiver's DMA writes (16-byte headers) bind just before the
+        // sender's reads (12-byte completion headers).
+        "rx_pcie",
     );
     let t = o.report.host_path.unwrap();
     assert!(t.hops.iter().find(|h| h.name == "port").unwrap().utilisation < 0.7);
@@ -250,15 +254,21 @@ fn message_rate_bound() {
 
 #[test]
 fn cache_miss_bound() {
-    // 256 QPs round robin over a 16-entry QP-context cache: nearly every
-    // message fetches its context (8 fetches in flight, 800 ns each).
+    // 1,024 QPs round robin over a 16-entry QP-context cache: nearly every
+    // message fetches its context (8 fetches in flight, 800 ns each). The
+    // simulated LRU misses every time; the analyst's independent-reference
+    // model 98.4 % of the time. The messages are small because with 256 B
+    // payloads the receiver's DMA writes, booked when each context
+    // arrives, queue its next context requests behind them (reads may not
+    // pass posted writes) and stretch each fetch by ~150 ns, which the
+    // closed form does not count (the simulation then runs ~20 % slower).
     let o = cross_check(
         &Case {
             profile: profile(&[("qp_cache_entries", "16")]),
             senders: 1,
-            qps: 256,
+            qps: 1024,
             flow_bytes: 16 << 10,
-            message: 256,
+            message: 64,
             mtu: Mtu::Mtu1024,
             pfc: true,
         },
@@ -347,3 +357,4 @@ fn profile_runs_are_deterministic() {
     assert_eq!(a.report.host_path, b.report.host_path);
     assert_eq!(a.report.events, b.report.events);
 }
+

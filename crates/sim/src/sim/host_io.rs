@@ -17,47 +17,19 @@ impl Simulator {
     pub(super) fn kick_host_path(&mut self, node: u32, host: u32) {
         let now = self.q.now();
         let staging = self.cfg.nic_staging_pkts;
+        // Keep the pipe full: the RNIC's next packets start their reads
+        // while the port sends the ready ones.
         loop {
-            let p = &mut self.nodes[node as usize].ports[0];
-            if let Some(prio) = p.pick(now, &Scheduler::Strict) {
-                self.start_tx(node, 0, prio);
-                return;
-            }
-            let queued = p.queued_pkts();
-            let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            let queued = self.nodes[node as usize].ports[0].queued_pkts();
+            let h = &mut self.hosts[host as usize];
+            let Some(hp) = h.path.as_deref_mut() else {
                 return;
             };
-            if let Some(&s) = hp.pipe.front()
-                && s.ready <= now
-                && queued < staging
-            {
-                hp.pipe.pop_front();
-                p.enqueue(
-                    usize::from(s.prio),
-                    QEntry::new(s.pkt, s.frame, 0, s.markable),
-                );
-                continue;
+            if queued >= staging || hp.pipe.len() >= hp.pipe_depth {
+                break;
             }
-            let full = queued >= staging || hp.pipe.len() >= hp.pipe_depth;
-            let polled = if full {
-                None
-            } else {
-                self.hosts[host as usize]
-                    .rnic
-                    .poll_transmit(now / PS_PER_NS)
-            };
-            let Some(t) = polled else {
-                // Wake the idle port when the pipe's head is ready.
-                if let Some(hp) = self.hosts[host as usize].path.as_deref_mut()
-                    && let Some(s) = hp.pipe.front()
-                    && s.ready > now
-                    && hp.wake_at.is_none_or(|w| w <= now || w > s.ready)
-                {
-                    hp.wake_at = Some(s.ready);
-                    let at = s.ready;
-                    self.q.schedule(at, Event::TxDone { node, port: 0 });
-                }
-                return;
+            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+                break;
             };
             let control = is_control(&t.repr);
             let opcode = t.repr.bth.opcode;
@@ -72,7 +44,7 @@ impl Simulator {
             let (mr_key, message) = self
                 .flows
                 .get(flow as usize)
-                .map_or((0, u64::MAX), |f| (f.src_lkey, f.spec.size));
+                .map_or((0, u64::MAX), |f| (f.src_lkey, self.messages(f.spec.size).1));
             let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
                 return;
             };
@@ -99,6 +71,33 @@ impl Simulator {
                 frame,
                 markable,
             });
+        }
+        // Ready packets join the port's queues.
+        let p = &mut self.nodes[node as usize].ports[0];
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return;
+        };
+        while let Some(&s) = hp.pipe.front()
+            && s.ready <= now
+            && p.queued_pkts() < staging
+        {
+            hp.pipe.pop_front();
+            p.enqueue(
+                usize::from(s.prio),
+                QEntry::new(s.pkt, s.frame, 0, s.markable),
+            );
+        }
+        if let Some(prio) = p.pick(now, &Scheduler::Strict) {
+            // Its end wakes the port, which tops the pipe up again.
+            self.start_tx(node, 0, prio);
+        } else if let Some(s) = hp.pipe.front()
+            && s.ready > now
+            && hp.wake_at.is_none_or(|w| w <= now || w > s.ready)
+        {
+            // Wake the idle port when the pipe's head is ready.
+            hp.wake_at = Some(s.ready);
+            let at = s.ready;
+            self.q.schedule(at, Event::TxDone { node, port: 0 });
         }
     }
 
