@@ -325,6 +325,9 @@ pub struct TxPacket {
     pub first: bool,
     /// Total size of the WQE's message (decides inline).
     pub message: u64,
+    /// Messages the QP sends in all (the RNIC prefetches the next WQE
+    /// while one runs, as long as there is one).
+    pub messages: u64,
 }
 
 /// A pool of `n` requests in flight (read tags, context fetches): a new
@@ -399,6 +402,8 @@ pub struct HostPath {
     mrc: Lru,
     /// Payload offset of each QP's next packet (for the pages it touches).
     offsets: HashMap<u32, u64>,
+    /// Per QP: messages started, and when its prefetched next WQE arrives.
+    wqes: HashMap<u32, (u64, Option<Ps>)>,
     /// Last ready time handed out (packets leave in order).
     last_ready: Ps,
     /// RX buffer: (time the DMA write is done, frame bytes) in order.
@@ -455,6 +460,7 @@ impl HostPath {
             now: 0,
             cpu: Server::default(),
             offsets: HashMap::new(),
+            wqes: HashMap::new(),
             rx_fetch_held: 0,
             last_ready: 0,
             rx: VecDeque::new(),
@@ -540,12 +546,25 @@ impl HostPath {
         let inline = pk.message <= self.p.inline_max;
         if pk.first {
             // One message through the WQE engine; its WQE comes over PCIe
-            // unless the CPU pushed it with the doorbell.
+            // unless the CPU pushed it with the doorbell. The RNIC fetches
+            // a QP's next WQE while the current one runs.
             self.tx_msgs += 1;
             t = self.wqe_engine.serve(t, self.p.msg_ps);
             if !inline {
-                self.wqe_fetches += 1;
-                t = self.read(t, self.p.wqe_bytes, Read::Wqe);
+                let (started, prefetched) = self.wqes.remove(&pk.qpn).unwrap_or((0, None));
+                let wqe_at = match prefetched {
+                    Some(r) => r,
+                    None => {
+                        self.wqe_fetches += 1;
+                        self.read(t, self.p.wqe_bytes, Read::Wqe)
+                    }
+                };
+                if started + 1 < pk.messages {
+                    self.wqe_fetches += 1;
+                    let next = self.read(t, self.p.wqe_bytes, Read::Wqe);
+                    self.wqes.insert(pk.qpn, (started + 1, Some(next)));
+                }
+                t = t.max(wqe_at);
             }
         }
         // The QP's context and the translations of the pages the payload
@@ -649,10 +668,10 @@ impl HostPath {
         let link = self
             .up
             .serve(now, t, self.p.link_ps(self.p.pcie.dma_write(b).to_host));
-        let mem = self
-            .ddr
-            .serve(now, t, bytes_ps(b, self.p.mem_ps_per_byte));
-        let done = link.max(mem);
+        let mem = self.ddr.serve(now, t, bytes_ps(b, self.p.mem_ps_per_byte));
+        // Placed in arrival order (the receive pipeline is in order), so
+        // the buffer frees from its head.
+        let done = link.max(mem).max(self.rx.back().map_or(0, |&(d, _)| d));
         self.write_bytes += b;
         self.rx.push_back((done, frame));
         self.rx_bytes += u64::from(frame);
@@ -884,7 +903,10 @@ pub fn path_table(
         }
     };
     let mut hops = Vec::new();
-    let mut hop = |name, (u, at, h): (f64, String, Option<&HostMeasured>), metric, m: &dyn Fn(&HostMeasured) -> String| {
+    let mut hop = |name,
+                   (u, at, h): (f64, String, Option<&HostMeasured>),
+                   metric,
+                   m: &dyn Fn(&HostMeasured) -> String| {
         hops.push(HopUse {
             name,
             utilisation: u,
@@ -936,10 +958,9 @@ pub fn path_table(
         "port utilization, packet size",
         &|h| format!("{:.1}% of line rate", h.port_util * 100.0),
     );
-    let leaf = f
-        .leaf
-        .iter()
-        .fold((0.0, String::new()), |b, (n, u)| if *u > b.0 { (*u, n.clone()) } else { b });
+    let leaf = f.leaf.iter().fold((0.0, String::new()), |b, (n, u)| {
+        if *u > b.0 { (*u, n.clone()) } else { b }
+    });
     hops.push(HopUse {
         name: "leaf",
         utilisation: leaf.0,
@@ -950,17 +971,19 @@ pub fn path_table(
             f.ecn_marks, f.pfc_pauses, f.drops
         ),
     });
-    let spine = f
+    let spine = f.spine.iter().fold((0.0, String::new()), |b, l| {
+        if l.utilisation > b.0 {
+            (l.utilisation, l.link.clone())
+        } else {
+            b
+        }
+    });
+    let used: Vec<f64> = f
         .spine
         .iter()
-        .fold((0.0, String::new()), |b, l| {
-            if l.utilisation > b.0 {
-                (l.utilisation, l.link.clone())
-            } else {
-                b
-            }
-        });
-    let used: Vec<f64> = f.spine.iter().map(|l| l.gbps).filter(|&g| g > 0.0).collect();
+        .map(|l| l.gbps)
+        .filter(|&g| g > 0.0)
+        .collect();
     let ecmp_spread = (!used.is_empty()).then(|| {
         let mean = used.iter().sum::<f64>() / used.len() as f64;
         used.iter().fold(0.0f64, |a, &b| a.max(b)) / mean
@@ -977,7 +1000,10 @@ pub fn path_table(
     });
     let cnps = f.cnps;
     let mut hops2 = std::mem::take(&mut hops);
-    let mut hop = |name, (u, at, h): (f64, String, Option<&HostMeasured>), metric, m: &dyn Fn(&HostMeasured) -> String| {
+    let mut hop = |name,
+                   (u, at, h): (f64, String, Option<&HostMeasured>),
+                   metric,
+                   m: &dyn Fn(&HostMeasured) -> String| {
         hops2.push(HopUse {
             name,
             utilisation: u,
@@ -1023,9 +1049,10 @@ pub fn path_table(
         },
     );
     let hops = hops2;
-    let b = hops
-        .iter()
-        .fold(&hops[0], |b, h| if h.utilisation > b.utilisation { h } else { b });
+    let b = hops.iter().fold(
+        &hops[0],
+        |b, h| if h.utilisation > b.utilisation { h } else { b },
+    );
     let reason = format!(
         "{} at {} was {:.0}% busy ({}): the busiest hop of the run",
         b.name,
@@ -1071,13 +1098,61 @@ impl PathTable {
 mod tests {
     use super::*;
 
-    pub(crate) fn params() -> HostParams {
-        let src = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/data/host_profile.toml"
-        ))
-        .expect("test profile");
-        let p = roce_host::Profile::from_toml_str(&src, "host_profile.toml").expect("profile");
+    #[test]
+    fn timeline_fills_gaps_and_merges() {
+        let mut t = Timeline::default();
+        assert_eq!(t.serve(0, 100, 10), 110);
+        // Earlier than what is booked, and it fits before it.
+        assert_eq!(t.serve(0, 50, 20), 70);
+        // Does not fit in [70, 100): goes after 110.
+        assert_eq!(t.serve(0, 60, 40), 150);
+        // Fits exactly in [70, 100) and merges everything.
+        assert_eq!(t.serve(0, 70, 30), 100);
+        assert_eq!(t.iv, VecDeque::from([(50, 150)]));
+        assert_eq!(t.busy, 100);
+        // Past intervals are forgotten once `now` passes them.
+        assert_eq!(t.serve(200, 200, 5), 205);
+        assert_eq!(t.iv, VecDeque::from([(200, 205)]));
+    }
+
+    #[test]
+    fn lru_evicts_the_least_recently_used() {
+        let mut c = Lru::new(2);
+        assert!(!c.touch(1));
+        assert!(!c.touch(2));
+        assert!(c.touch(1));
+        assert!(!c.touch(3)); // evicts 2
+        assert!(c.touch(1));
+        assert!(!c.touch(2));
+        assert_eq!((c.hits, c.misses), (2, 4));
+        // Round robin over more keys than entries always misses.
+        let mut c = Lru::new(4);
+        for i in 0..50u64 {
+            c.touch(i % 5);
+        }
+        assert_eq!(c.hits, 0);
+    }
+
+    #[test]
+    fn slots_wait_for_the_oldest() {
+        let mut s = Slots {
+            n: 2,
+            ..Slots::default()
+        };
+        let t = s.acquire(0);
+        s.release_at(t, 100);
+        let t = s.acquire(0);
+        s.release_at(t, 150);
+        // Both held: the third waits for the first to finish.
+        assert_eq!(s.acquire(10), 100);
+        s.release_at(100, 300);
+        assert_eq!(s.acquire(120), 150);
+        assert_eq!(s.held, 100 + 150 + 200);
+    }
+
+    fn params() -> HostParams {
+        let src = include_str!("../tests/data/host_profile.toml");
+        let p = roce_host::Profile::from_toml_str(src, "host_profile.toml").expect("profile");
         HostParams::from_profile(
             &p,
             HostKnobs {
@@ -1087,4 +1162,53 @@ mod tests {
         )
     }
 
+    #[test]
+    fn reads_obey_littles_law() {
+        // Back-to-back 4 KiB packets with 4 tags of 512 B and 800 ns of
+        // latency: at most 4 × 512 B per 800 ns (20.5 Gb/s) arrive.
+        let mut p = params();
+        p.read_tags = 4;
+        let mut h = HostPath::new(p);
+        let mut ready = 0;
+        let n = 200;
+        for _ in 0..n {
+            ready = h.tx_data(
+                0,
+                TxPacket {
+                    qpn: 1,
+                    mr_key: 1,
+                    payload: 4096,
+                    first: false,
+                    message: 1 << 20,
+                    messages: 1,
+                },
+            );
+        }
+        let gbps = (n * 4096 * 8) as f64 / ready as f64 * 1e3;
+        // A tag is held for the round trip and its completions' transfer.
+        let p = &h.p;
+        let hold = p.read_latency_ps as f64 + p.link_ps(p.pcie.dma_read(512).to_device) as f64;
+        let little = 4.0 * 512.0 * 8.0 / hold * 1e3;
+        assert!(
+            gbps <= little * 1.001 && gbps > little * 0.99,
+            "{gbps} vs {little}"
+        );
+        eprintln!("hold per read {}", h.tags.held as f64 / h.reads as f64);
+    }
+
+    #[test]
+    fn a_full_rx_buffer_drops_and_drains() {
+        let mut p = params();
+        p.rx_buffer_bytes = 10_000;
+        let mut h = HostPath::new(p);
+        let mut accepted = 0;
+        for _ in 0..20 {
+            accepted += u32::from(h.rx_data(0, 1, 1100, 1024));
+        }
+        assert_eq!(accepted, 9);
+        assert_eq!(h.rx_drops, 11);
+        let drained = h.rx_drained_to(0).expect("bytes are waiting");
+        assert_eq!(h.rx_occupancy(drained), 0);
+        assert!(h.rx_data(drained, 1, 1100, 1024));
+    }
 }

@@ -150,7 +150,10 @@ fn simulate(c: &Case) -> Outcome {
     // What reached the target's memory per second of its activity (an
     // ACK leaves once a packet is in the RX buffer, so flow completion
     // times alone would count the buffer's last megabyte as delivered).
-    let t = report.host_path.as_ref().expect("a profile run has the table");
+    let t = report
+        .host_path
+        .as_ref()
+        .expect("a profile run has the table");
     Outcome {
         goodput_gbps: t.hosts[0].memory_write_gbps,
         report,
@@ -178,7 +181,11 @@ fn analyst(c: &Case) -> roce_host::analyze::Analysis {
 fn cross_check(c: &Case, binding: &str) -> Outcome {
     let a = analyst(c);
     let o = simulate(c);
-    let table = o.report.host_path.as_ref().expect("a profile run has the table");
+    let table = o
+        .report
+        .host_path
+        .as_ref()
+        .expect("a profile run has the table");
     let want = a.total_goodput_gbps;
     let err = (o.goodput_gbps - want).abs() / want;
     eprintln!(
@@ -233,7 +240,14 @@ fn pcie_bound_200g_in_gen3_slot() {
         "rx_pcie",
     );
     let t = o.report.host_path.unwrap();
-    assert!(t.hops.iter().find(|h| h.name == "port").unwrap().utilisation < 0.7);
+    assert!(
+        t.hops
+            .iter()
+            .find(|h| h.name == "port")
+            .unwrap()
+            .utilisation
+            < 0.7
+    );
 }
 
 #[test]
@@ -295,7 +309,10 @@ fn qp_cache_cliff() {
         .goodput_gbps
     };
     let (fits, spills) = (run(8), run(64));
-    assert!(spills < fits * 0.5, "{fits:.1} Gb/s with 8 QPs, {spills:.1} with 64");
+    assert!(
+        spills < fits * 0.5,
+        "{fits:.1} Gb/s with 8 QPs, {spills:.1} with 64"
+    );
 }
 
 fn incast(pfc: bool) -> Outcome {
@@ -358,3 +375,21 @@ fn profile_runs_are_deterministic() {
     assert_eq!(a.report.events, b.report.events);
 }
 
+#[test]
+fn read_tags_bind_by_littles_law() {
+    // 16 outstanding 512-byte reads per 800 ns: 82 Gb/s, below the port.
+    let o = cross_check(
+        &Case {
+            profile: profile(&[("max_outstanding_reads", "16")]),
+            senders: 1,
+            qps: 1,
+            flow_bytes: 4 << 20,
+            message: 65536,
+            mtu: Mtu::Mtu4096,
+            pfc: true,
+        },
+        "tx_pcie",
+    );
+    let h = &o.report.host_path.unwrap().hosts[1];
+    assert!(h.read_tags_util > 0.95, "{h:?}");
+}

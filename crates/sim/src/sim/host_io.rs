@@ -41,10 +41,12 @@ impl Simulator {
             let markable = pkt.ecn_capable && !pkt.ce;
             let (payload, flow) = (pkt.payload, pkt.flow);
             let id = self.alloc_packet(pkt, body);
-            let (mr_key, message) = self
+            let (mr_key, (messages, message)) = self
                 .flows
                 .get(flow as usize)
-                .map_or((0, u64::MAX), |f| (f.src_lkey, self.messages(f.spec.size).1));
+                .map_or((0, (1, u64::MAX)), |f| {
+                    (f.src_lkey, self.messages(f.spec.size))
+                });
             let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
                 return;
             };
@@ -62,6 +64,7 @@ impl Simulator {
                     payload,
                     first: starts_wqe(opcode),
                     message,
+                    messages,
                 },
             );
             hp.pipe.push_back(Staged {
@@ -148,7 +151,8 @@ impl Simulator {
             self.send_pfc(node, 0, prio, false);
         } else {
             let at = hp.rx_drained_to(hp.xon_at).unwrap_or(now);
-            self.q.schedule(at.max(now + 1), Event::HostRxDrain { host });
+            self.q
+                .schedule(at.max(now + 1), Event::HostRxDrain { host });
         }
     }
 }
