@@ -1,5 +1,6 @@
 //! `roce`: RDMA over Converged Ethernet, real and simulated.
 
+mod analyze;
 mod decode;
 mod demo;
 mod perf;
@@ -38,6 +39,8 @@ enum Cmd {
     Perf(perf::PerfArgs),
     /// Simulate a RoCEv2 fabric (switches, PFC, ECN, congestion control).
     Sim(sim::SimArgs),
+    /// Name the hop that binds a workload, DDR to DDR, on a hardware profile (seed §5.9).
+    Analyze(analyze::AnalyzeArgs),
 }
 
 #[derive(Subcommand)]
@@ -76,6 +79,7 @@ fn run(cli: Cli) -> Result<()> {
         } => decode_file(&file, json),
         Cmd::Perf(args) => perf::run(args),
         Cmd::Sim(args) => sim::run(args),
+        Cmd::Analyze(args) => analyze::run(args),
     }
 }
 

@@ -31,6 +31,10 @@
 //! Descriptor traffic (WQEs, CQEs, doorbell records) is charged to PCIe but
 //! not to DDR: with DDIO it lives in the last-level cache. SRQ's benefit
 //! (shared receive buffers) is memory footprint, which is not modelled.
+//! Reverse-direction packets (ACKs, READ requests, atomic responses) use
+//! the other direction of full-duplex links and are not charged. When a
+//! receiver-side hop binds below the port's rate, the reason says how long
+//! the RX buffer absorbs line-rate arrivals before PFC or drops.
 
 use crate::ethernet::Packets;
 use crate::numa::Placement;
@@ -95,6 +99,8 @@ pub enum AnalyzeError {
     NoRemoteSocket(u32),
     #[error("size=0: nothing moves; use a message of at least 1 byte")]
     EmptyMessage,
+    #[error("threads={threads}: the profile's hosts have {cores} cores")]
+    TooManyThreads { threads: u32, cores: u32 },
 }
 
 /// The hop names in path order.
@@ -164,27 +170,169 @@ impl Draft {
     }
 }
 
-/// What one host's PCIe link carries per message.
-#[derive(Default, Clone, Copy)]
-struct PcieLoad {
-    link: LinkBytes,
+/// What one message costs one host, as the analysis charges it. The
+/// simulator charges the same, so the two agree by construction.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct HostCost {
+    /// Bytes and TLPs on the host's PCIe link, per direction.
+    pub pcie: LinkBytes,
     /// Non-posted read requests (each holds a tag for a read latency).
-    reads: f64,
+    pub pcie_reads: f64,
+    /// Payload bytes the NIC DMAs from or to this host's DDR.
+    pub memory_bytes: f64,
+    /// QP-context miss ratio of this host's NIC.
+    pub qp_miss_ratio: f64,
+    /// Translation (MTT) misses per message on this host's NIC.
+    pub mtt_misses: f64,
+    /// CPU time per message on this host, ns of one core.
+    pub cpu_ns: f64,
+    /// Whether this host's NIC processes the work request (the requester).
+    pub work_request: bool,
 }
 
-impl PcieLoad {
+impl HostCost {
     fn read(&mut self, b: LinkBytes) {
-        self.reads += b.tlps_to_host;
-        self.link += b;
+        self.pcie_reads += b.tlps_to_host;
+        self.pcie += b;
     }
+
     fn posted(&mut self, b: LinkBytes) {
-        self.link += b;
+        self.pcie += b;
     }
+
+    /// Cache misses per message (QP context + translations).
+    pub fn misses(&self) -> f64 {
+        self.qp_miss_ratio + self.mtt_misses
+    }
+
     fn scaled(self, k: f64) -> Self {
         Self {
-            link: self.link * k,
-            reads: self.reads * k,
+            pcie: self.pcie * k,
+            pcie_reads: self.pcie_reads * k,
+            memory_bytes: self.memory_bytes * k,
+            qp_miss_ratio: self.qp_miss_ratio * k,
+            mtt_misses: self.mtt_misses * k,
+            cpu_ns: self.cpu_ns * k,
+            work_request: self.work_request,
         }
+    }
+}
+
+/// What one message of a workload costs: its packets in the data
+/// direction and the work on the requester and on the responder. Miss
+/// ratios account for `incast` (the shared host serves every source's QPs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageCost {
+    /// Payload bytes (8 for ATOMIC).
+    pub size: u64,
+    /// Data-direction packets (responses for READ).
+    pub data: Packets,
+    /// Whether the payload rides in the WQE.
+    pub inline: bool,
+    pub requester: HostCost,
+    pub responder: HostCost,
+}
+
+/// Per-message costs of `w` on `p` (see [`MessageCost`]).
+pub fn message_cost(p: &Profile, w: &Workload) -> MessageCost {
+    let (pcie, rnic, cpu) = (&p.pcie, &p.rnic, &p.cpu);
+    let framing = p.fabric.framing();
+    // ATOMIC moves 8 bytes whatever `size` says.
+    let size = if w.op == Op::Atomic { 8 } else { w.size };
+    let data = framing.message(w.op, size, w.mtu);
+    let inline = w.inline && matches!(w.op, Op::Send | Op::Write) && rnic.inline_fits(size);
+    let batch = u64::from(w.batch.max(1));
+    let signal = f64::from(w.signal_every.max(1));
+    let qps = u64::from(w.qps.max(1));
+    let incast = u64::from(w.incast.max(1));
+    // For READ the one requester talks to every source; otherwise the one
+    // responder serves every source's QPs.
+    let (req_qps, resp_qps) = if w.op == Op::Read {
+        (qps * incast, qps)
+    } else {
+        (qps, qps * incast)
+    };
+
+    // The requester: doorbell and WQE (or an inline push), CQEs, contexts.
+    let mut req = HostCost {
+        work_request: true,
+        ..HostCost::default()
+    };
+    if inline && batch == 1 {
+        // BlueFlame-style push: the WQE, data included, is the doorbell.
+        req.posted(pcie.mmio_write(rnic.inline_wqe_bytes(size)));
+    } else {
+        // One doorbell and one WQE fetch per batch.
+        let wqe = if inline {
+            rnic.inline_wqe_bytes(size)
+        } else {
+            rnic.wqe_fetch_bytes(w.sges)
+        };
+        req.posted(pcie.mmio_write(u64::from(rnic.doorbell_bytes)) * (1.0 / batch as f64));
+        req.read(pcie.dma_read(wqe * batch) * (1.0 / batch as f64));
+    }
+    req.posted(rnic.cqe_pcie(pcie) * (1.0 / signal));
+    req.qp_miss_ratio = rnic.qp_miss_ratio(req_qps);
+    req.read(rnic.qp_miss_pcie(pcie) * req.qp_miss_ratio);
+    let inline_blocks = if inline {
+        rnic.inline_wqe_bytes(size) / 64
+    } else {
+        0
+    };
+    req.cpu_ns = cpu.requester_ns(w.batch, w.signal_every, inline_blocks);
+
+    let mut resp = HostCost {
+        qp_miss_ratio: rnic.qp_miss_ratio(resp_qps),
+        ..HostCost::default()
+    };
+    resp.read(rnic.qp_miss_pcie(pcie) * resp.qp_miss_ratio);
+
+    // The payload: read at the source (one DMA per SGE), written at the
+    // target; each page it spans is a translation.
+    let chunks = sge_chunks(size, w.sges);
+    let pages: u64 = chunks.iter().map(|&(c, k)| k * rnic.pages(c)).sum();
+    let (mut payload_read, mut payload_write) = (LinkBytes::default(), LinkBytes::default());
+    for (c, k) in chunks {
+        if k > 0 {
+            payload_read += pcie.dma_read(c) * k as f64;
+            payload_write += pcie.dma_write(c) * k as f64;
+        }
+    }
+    let mtt = rnic.mr_miss_pcie(pcie);
+    let requester_is_source = w.op.requester_is_source();
+    let (src, dst, src_qps, dst_qps) = if requester_is_source {
+        (&mut req, &mut resp, req_qps, resp_qps)
+    } else {
+        (&mut resp, &mut req, resp_qps, req_qps)
+    };
+    // Source buffers: one per QP; an inline payload needs no DMA at all.
+    if !inline {
+        src.read(payload_read);
+        src.memory_bytes += size as f64;
+        src.mtt_misses = pages as f64 * rnic.mr_miss_ratio(src_qps * pages);
+        src.read(mtt * src.mtt_misses);
+    }
+    if w.op == Op::Atomic {
+        // The responder's NIC writes the modified operand back.
+        src.posted(pcie.dma_write(8));
+    }
+    dst.posted(payload_write);
+    dst.memory_bytes += size as f64;
+    dst.mtt_misses = pages as f64 * rnic.mr_miss_ratio(dst_qps * pages);
+    dst.read(mtt * dst.mtt_misses);
+    if w.op == Op::Send {
+        // A receive WQE fetched, a receive CQE written, both handled by
+        // the receiver's CPU (receives are always signaled).
+        resp.read(pcie.dma_read(rnic.recv_wqe_bytes(w.sges)));
+        resp.posted(rnic.cqe_pcie(pcie));
+        resp.cpu_ns = cpu.responder_send_ns();
+    }
+    MessageCost {
+        size,
+        data,
+        inline,
+        requester: req,
+        responder: resp,
     }
 }
 
@@ -208,129 +356,36 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
     if w.size == 0 {
         return Err(AnalyzeError::EmptyMessage);
     }
+    let cores = p.numa.sockets.saturating_mul(p.cpu.cores_per_socket);
+    if w.threads > cores {
+        return Err(AnalyzeError::TooManyThreads {
+            threads: w.threads,
+            cores,
+        });
+    }
     let (pcie, rnic, cpu) = (&p.pcie, &p.rnic, &p.cpu);
     let n = f64::from(w.incast.max(1));
     let framing = p.fabric.framing();
-    // ATOMIC moves 8 bytes whatever `size` says.
-    let size = if w.op == Op::Atomic { 8 } else { w.size };
-    let data: Packets = framing.message(w.op, size, w.mtu);
+    let cost = message_cost(p, w);
+    let (size, data, inline) = (cost.size, cost.data, cost.inline);
     let pkts = data.count as f64;
     let payload = size as f64;
-    let inline = w.inline && matches!(w.op, Op::Send | Op::Write) && rnic.inline_fits(size);
-    let batch = u64::from(w.batch.max(1));
-    let signal = f64::from(w.signal_every.max(1));
     let qps = u64::from(w.qps.max(1));
     let read_latency = pcie.read_latency_ns + p.numa.extra_latency_ns(w.numa);
-
-    // --- The requester's per-message work (its NIC and PCIe link). ---
-    let mut req = PcieLoad::default();
-    if inline && batch == 1 {
-        // BlueFlame-style push: the WQE, data included, is the doorbell.
-        req.posted(pcie.mmio_write(rnic.inline_wqe_bytes(size)));
+    let requester_is_source = w.op.requester_is_source();
+    let (src, dst) = if requester_is_source {
+        (cost.requester, cost.responder)
     } else {
-        // One doorbell and one WQE fetch per batch.
-        let wqe = if inline {
-            rnic.inline_wqe_bytes(size)
-        } else {
-            rnic.wqe_fetch_bytes(w.sges)
-        };
-        req.posted(pcie.mmio_write(u64::from(rnic.doorbell_bytes)) * (1.0 / batch as f64));
-        req.read(pcie.dma_read(wqe * batch) * (1.0 / batch as f64));
-    }
-    req.posted(rnic.cqe_pcie(pcie) * (1.0 / signal));
-    let req_qp_miss = rnic.qp_miss_ratio(
-        qps * if w.op == Op::Read {
-            u64::from(w.incast)
-        } else {
-            1
-        },
-    );
-    req.read(rnic.qp_miss_pcie(pcie) * req_qp_miss);
-
-    // --- Payload DMA and translations. ---
-    let chunks = sge_chunks(size, w.sges);
-    let payload_pages: u64 = chunks.iter().map(|&(c, k)| k * rnic.pages(c)).sum();
-    let mut payload_read = LinkBytes::default();
-    let mut payload_write = LinkBytes::default();
-    for (c, k) in chunks {
-        if k > 0 {
-            payload_read += pcie.dma_read(c) * k as f64;
-            payload_write += pcie.dma_write(c) * k as f64;
-        }
-    }
-    // Source buffers: one per QP per source; target buffers: one per QP
-    // per source, all at the target.
-    let src_mr_miss = rnic.mr_miss_ratio(qps * payload_pages);
-    let dst_mr_miss = rnic.mr_miss_ratio(qps * u64::from(w.incast) * payload_pages);
-    let mtt = rnic.mr_miss_pcie(pcie);
-
-    // --- Assign work to the source and target hosts. ---
-    // `src`/`dst` PCIe per message of one source; target side gets × n later.
-    let mut src = PcieLoad::default();
-    let mut dst = PcieLoad::default();
-    let pages = payload_pages as f64;
-    // Translations that miss, per message of one source; an inline
-    // payload needs no translation at the source.
-    let src_reads_payload = !inline;
-    let src_misses = if src_reads_payload {
-        pages * src_mr_miss
-    } else {
-        0.0
+        (cost.responder, cost.requester)
     };
-    let dst_misses = pages * dst_mr_miss;
-    if src_reads_payload {
-        src.read(payload_read);
-    }
-    if w.op == Op::Atomic {
-        // The responder's NIC writes the 8-byte operand back.
-        src.posted(pcie.dma_write(8));
-    }
-    dst.posted(payload_write);
-    src.read(mtt * src_misses);
-    dst.read(mtt * dst_misses);
-    // QP-context misses at the responder side.
-    let resp_qps = qps
-        * if w.op == Op::Read {
-            1
-        } else {
-            u64::from(w.incast)
-        };
-    let resp_qp_miss = rnic.qp_miss_ratio(resp_qps);
-    let resp_qp = rnic.qp_miss_pcie(pcie) * resp_qp_miss;
-    // Requester work goes to the source for SEND/WRITE, to the target for
-    // READ/ATOMIC.
-    let requester_is_source = matches!(w.op, Op::Send | Op::Write);
-    let (src_qp_miss, dst_qp_miss);
-    if requester_is_source {
-        src = src_add(src, req);
-        dst.read(resp_qp);
-        src_qp_miss = req_qp_miss;
-        dst_qp_miss = resp_qp_miss;
-    } else {
-        dst = src_add(dst, req);
-        src.read(resp_qp);
-        src_qp_miss = resp_qp_miss;
-        dst_qp_miss = req_qp_miss;
-        if w.op == Op::Atomic {
-            // The result returns to the requester.
-            dst.posted(pcie.dma_write(8));
-        }
-    }
-    if w.op == Op::Send {
-        // A receive WQE fetched and a receive CQE written per message.
-        dst.read(pcie.dma_read(rnic.recv_wqe_bytes(w.sges)));
-        dst.posted(rnic.cqe_pcie(pcie));
-    }
+    // The target side serves all `incast` sources.
     let dst = dst.scaled(n);
-
-    // --- CPU per message. ---
+    let threads = f64::from(w.threads.max(1));
     let inline_blocks = if inline {
         rnic.inline_wqe_bytes(size) / 64
     } else {
         0
     };
-    let req_cpu_ns = cpu.requester_ns(w.batch, w.signal_every, inline_blocks);
-    let threads = f64::from(w.threads.max(1));
 
     // --- Build the hops. ---
     let mem = p.numa.dma_memory_gbps(w.numa, p.ddr.socket_gbps());
@@ -355,11 +410,11 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         pcie.lanes,
         tlp
     );
-    let pcie_draft = |name: &'static str, load: PcieLoad| {
-        let (dir, bytes, tlps) = if load.link.to_device >= load.link.to_host {
-            ("to the NIC", load.link.to_device, load.link.tlps_to_device)
+    let pcie_draft = |name: &'static str, load: HostCost| {
+        let (dir, bytes, tlps) = if load.pcie.to_device >= load.pcie.to_host {
+            ("to the NIC", load.pcie.to_device, load.pcie.tlps_to_device)
         } else {
-            ("to the host", load.link.to_host, load.link.tlps_to_host)
+            ("to the host", load.pcie.to_host, load.pcie.tlps_to_host)
         };
         let mut c = vec![Constraint {
             per_msg: bytes,
@@ -369,13 +424,13 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
                 size
             ),
         }];
-        if load.reads > 0.0 {
+        if load.pcie_reads > 0.0 {
             c.push(Constraint {
-                per_msg: load.reads,
+                per_msg: load.pcie_reads,
                 capacity: f64::from(pcie.max_outstanding_reads) / read_latency * 1e9,
                 what: format!(
                     "Little's law: {} outstanding reads / {:.0} ns read latency, {:.2} read requests per message",
-                    pcie.max_outstanding_reads, read_latency, load.reads
+                    pcie.max_outstanding_reads, read_latency, load.pcie_reads
                 ),
             });
         }
@@ -434,8 +489,6 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         }
     };
 
-    let src_engine_misses = src_qp_miss + src_misses;
-    let dst_engine_misses = (dst_qp_miss + dst_misses) * n;
     let port_bps = gbps_to_bytes_per_s(rnic.port_gbps);
     let wire = data.wire_bytes as f64;
     // ECMP: the source's QPs are flows hashed onto the leaf's uplinks.
@@ -457,53 +510,51 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
             p.fabric.oversubscription(rnic.port_gbps)
         )
     };
-    let src_cpu = requester_is_source;
-    let (cpu_ns, cpu_side) = {
-        // Requester CPU: at the source (×1) or the target (× n).
-        let req_total = if src_cpu { req_cpu_ns } else { req_cpu_ns * n };
-        let resp_total = if w.op == Op::Send {
-            cpu.responder_send_ns() * n
-        } else {
-            0.0
-        };
-        if resp_total > req_total {
-            (
-                resp_total,
-                format!(
-                    "receiver: {:.0} ns per received SEND (poll CQE + repost receive) × {} sources",
-                    cpu.responder_send_ns(),
-                    w.incast
-                ),
+    // CPU: the source host's work per message against the target's (which
+    // serves every source).
+    let describe = |h: &HostCost, mult: f64| {
+        if h.work_request {
+            format!(
+                "requester: {:.1} ns per message (WQE {} + doorbell {}/{} + CQE {}/{}{}){}",
+                h.cpu_ns / mult,
+                cpu.post_wqe_ns,
+                cpu.doorbell_ns,
+                w.batch,
+                cpu.poll_cqe_ns,
+                w.signal_every,
+                if inline {
+                    format!(" + {inline_blocks} inline blocks")
+                } else {
+                    String::new()
+                },
+                if mult > 1.0 {
+                    format!(" × {} sources", w.incast)
+                } else {
+                    String::new()
+                }
             )
         } else {
-            (
-                req_total,
-                format!(
-                    "requester: {:.1} ns per message (WQE {} + doorbell {}/{} + CQE {}/{}{})",
-                    req_cpu_ns,
-                    cpu.post_wqe_ns,
-                    cpu.doorbell_ns,
-                    w.batch,
-                    cpu.poll_cqe_ns,
-                    w.signal_every,
-                    if inline {
-                        format!(" + {} inline blocks", inline_blocks)
-                    } else {
-                        String::new()
-                    }
-                ),
+            format!(
+                "receiver: {:.0} ns per received SEND (poll CQE + repost receive) × {} sources",
+                h.cpu_ns / mult,
+                w.incast
             )
         }
+    };
+    let (cpu_ns, cpu_mult, cpu_side) = if dst.cpu_ns > src.cpu_ns {
+        (dst.cpu_ns, n, describe(&dst, n))
+    } else {
+        (src.cpu_ns, 1.0, describe(&src, 1.0))
     };
 
     let drafts = vec![
         Draft {
             name: "source_ddr",
             unit: "packets",
-            bytes: if src_reads_payload { payload } else { 0.0 },
+            bytes: src.memory_bytes,
             ops: pkts,
             constraints: vec![Constraint {
-                per_msg: if src_reads_payload { payload } else { 0.0 },
+                per_msg: src.memory_bytes,
                 capacity: gbps_to_bytes_per_s(mem),
                 what: mem_what("source"),
             }],
@@ -514,8 +565,8 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
             1.0,
             requester_is_source,
             pkts,
-            src_engine_misses,
-            src_qp_miss,
+            src.misses(),
+            src.qp_miss_ratio,
         ),
         Draft {
             name: "port",
@@ -571,17 +622,17 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
             n,
             !requester_is_source,
             pkts * n,
-            dst_engine_misses,
-            dst_qp_miss,
+            dst.misses(),
+            dst.qp_miss_ratio / n,
         ),
         pcie_draft("rx_pcie", dst),
         Draft {
             name: "target_ddr",
             unit: "packets",
-            bytes: payload * n,
+            bytes: dst.memory_bytes,
             ops: pkts * n,
             constraints: vec![Constraint {
-                per_msg: payload * n,
+                per_msg: dst.memory_bytes,
                 capacity: gbps_to_bytes_per_s(mem),
                 what: mem_what("target"),
             }],
@@ -589,8 +640,8 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         Draft {
             name: "cpu_cq",
             unit: "messages",
-            bytes: payload * if src_cpu && w.op != Op::Send { 1.0 } else { n },
-            ops: if src_cpu && w.op != Op::Send { 1.0 } else { n },
+            bytes: payload * cpu_mult,
+            ops: cpu_mult,
             constraints: vec![Constraint {
                 per_msg: cpu_ns,
                 capacity: threads * 1e9,
@@ -651,12 +702,24 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         .max_by(|a, b| a.1.utilisation.total_cmp(&b.1.utilisation))
         .map(|(_, h)| format!("; next: {} at {:.0} %", h.name, h.utilisation * 100.0))
         .unwrap_or_default();
+    // A receiver that drains slower than its port fills its RX buffer
+    // whenever the port delivers at line rate (§5.3, §5.7).
+    let port_goodput = framing.goodput_gbps(rnic.port_gbps, w.op, size, w.mtu);
+    let rx_note = match b.name {
+        "rnic_rx" | "rx_pcie" | "target_ddr" if goodput * n < port_goodput => format!(
+            "; at line rate the {} KiB RX buffer fills in {:.1} µs, then PFC pauses or drops",
+            rnic.rx_buffer_kib,
+            rnic.rx_buffer_absorb_ns(port_goodput, goodput * n) / 1e3
+        ),
+        _ => String::new(),
+    };
     let reason = format!(
-        "{} binds at {:.1} Gb/s of payload per source ({:.2} M msg/s): {}{}",
+        "{} binds at {:.1} Gb/s of payload per source ({:.2} M msg/s): {}{}{}",
         b.name,
         goodput,
         rate * 1e-6,
         b.limit,
+        rx_note,
         runner_up
     );
     Ok(Analysis {
@@ -668,13 +731,6 @@ pub fn analyze(p: &Profile, w: &Workload) -> Result<Analysis, AnalyzeError> {
         goodput_gbps: goodput,
         total_goodput_gbps: goodput * n,
     })
-}
-
-fn src_add(a: PcieLoad, b: PcieLoad) -> PcieLoad {
-    PcieLoad {
-        link: a.link + b.link,
-        reads: a.reads + b.reads,
-    }
 }
 
 /// Powers of two from `lo` to `hi` inclusive (`lo` rounded down to one).
@@ -827,6 +883,40 @@ mod tests {
     fn bytes_per_msg(a: &Analysis, hop: &str) -> f64 {
         let h = a.hop(hop).expect("hop");
         h.demand_gbps / 8e-9 / a.message_rate_mps / 1e6
+    }
+
+    #[test]
+    fn message_cost_of_a_4k_write() {
+        // Requester: doorbell 32 B + WQE completion 84 B + 64 completions
+        // of 64 + 20 B towards the NIC = 5492 B; WQE request 24 + 8 payload
+        // requests of 24 + CQE 88 towards the host = 304 B; 9 reads.
+        // Responder: 16 writes of 256 + 24 = 4480 B towards the host.
+        let c = message_cost(
+            &gen3(),
+            &Workload::from_pairs(&["op=write", "size=4K"]).unwrap(),
+        );
+        let (q, r) = (c.requester, c.responder);
+        assert_eq!(
+            (q.pcie.to_device, q.pcie.to_host, q.pcie_reads),
+            (5492.0, 304.0, 9.0)
+        );
+        assert_eq!((q.memory_bytes, q.cpu_ns, q.misses()), (4096.0, 160.0, 0.0));
+        assert!(q.work_request && !r.work_request);
+        assert_eq!(
+            (r.pcie.to_host, r.pcie.to_device, r.pcie_reads),
+            (4480.0, 0.0, 0.0)
+        );
+        assert_eq!((r.memory_bytes, r.cpu_ns), (4096.0, 0.0));
+        assert_eq!((c.data.count, c.data.wire_bytes), (1, 4194));
+        // A SEND adds the receive WQE (16 B: 24 up, 36 down) and the
+        // receive CQE (88 up) and the receiver's CPU (15 + 40 ns).
+        let s = message_cost(
+            &gen3(),
+            &Workload::from_pairs(&["op=send", "size=4K"]).unwrap(),
+        );
+        assert_eq!(s.responder.pcie.to_host, 4480.0 + 24.0 + 88.0);
+        assert_eq!(s.responder.pcie.to_device, 36.0);
+        assert_eq!(s.responder.cpu_ns, 55.0);
     }
 
     #[test]
@@ -1024,6 +1114,14 @@ mod tests {
         let a = run(&q, &["op=write", "size=64K", "incast=8"]);
         assert_eq!(a.binding_hop().name, "target_ddr", "{}", a.reason);
         assert!((a.total_goodput_gbps - 51.2).abs() < 1e-6);
+        // The port delivers 100 × 65536 / (16 × 4178 + 16) = 98.01 Gb/s of
+        // payload, DDR drains 51.2: the 1 MiB RX buffer fills in
+        // 8388608 bits / 46.81 Gb/s = 179.2 µs.
+        assert!(
+            a.reason.contains("RX buffer fills in 179.2 µs"),
+            "{}",
+            a.reason
+        );
     }
 
     #[test]
@@ -1037,6 +1135,16 @@ mod tests {
         one.numa.sockets = 1;
         let e = analyze(&one, &Workload::from_pairs(&["numa=remote"]).unwrap()).unwrap_err();
         assert_eq!(e, AnalyzeError::NoRemoteSocket(1));
+        // 2 sockets × 16 cores.
+        let e = analyze(&p, &Workload::from_pairs(&["threads=33"]).unwrap()).unwrap_err();
+        assert_eq!(
+            e,
+            AnalyzeError::TooManyThreads {
+                threads: 33,
+                cores: 32
+            }
+        );
+        assert!(analyze(&p, &Workload::from_pairs(&["threads=32"]).unwrap()).is_ok());
     }
 
     #[test]
@@ -1049,6 +1157,12 @@ mod tests {
         assert!(a.reason.contains("message-rate"), "{}", a.reason);
         let at = run(&p, &["op=atomic", "qps=16", "threads=16"]);
         assert!((at.goodput_gbps - at.message_rate_mps * 64e-3).abs() < 1e-9);
+        // ATOMIC, responder (source) link towards the host: the 8-byte read
+        // request (24 B) and the write-back (16 + 8 + 8 = 32 B) = 56 B.
+        // Requester (target): WQE read request 24 + result write 32 + CQE
+        // 16 + 8 + 64 = 88 → 144 B towards the host.
+        assert!((bytes_per_msg(&at, "tx_pcie") - 56.0).abs() < 1e-6);
+        assert!((bytes_per_msg(&at, "rx_pcie") - 144.0).abs() < 1e-6);
     }
 
     #[test]

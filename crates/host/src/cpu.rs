@@ -5,7 +5,7 @@
 //! A doorbell is an uncached (or write-combined) MMIO store that leaves the
 //! core's store buffer for the PCIe root complex; doorbell batching pays it
 //! once per batch (Kalia et al., "Design Guidelines for High Performance
-//! RDMA Systems", USENIX ATC 2016, §3.1). Unsignaled WQEs and CQ
+//! RDMA Systems", USENIX ATC 2016). Unsignaled WQEs and CQ
 //! moderation cut the CQEs the application polls.
 
 use serde::Deserialize;

@@ -4,7 +4,7 @@
 //! RNIC, across the port and the leaf/spine fabric, into the target's RNIC,
 //! PCIe link and DDR, and ends as a completion the CPU handles. This crate
 //! holds the hardware [`profile`]s and the formulas for each hop, and the
-//! closed-form [`analyze`] that names the hop that binds a workload (the
+//! closed-form [`analyze()`] that names the hop that binds a workload (the
 //! seed's §5.9 table). `roce analyze` is a thin front over it and `roce sim`
 //! instantiates the same resources, so the two never disagree on a formula.
 //!
@@ -50,6 +50,10 @@
 //!   [`Cpu::responder_send_ns`](cpu::Cpu::responder_send_ns) per message.
 //! - Wire: [`Framing::message`](ethernet::Framing::message) for a message's
 //!   packets and wire bytes, [`goodput_gbps`](ethernet::Framing::goodput_gbps).
+//! - Per message, everything at once: [`analyze::message_cost`] gives what
+//!   one message of a workload costs the requester and the responder (PCIe
+//!   bytes per direction, read requests, DDR bytes, cache misses, CPU ns),
+//!   exactly as the analysis charges it.
 //! - Fabric: [`Fabric::oversubscription`](fabric::Fabric::oversubscription),
 //!   [`uplink_share_gbps`](fabric::Fabric::uplink_share_gbps),
 //!   [`switch_buffer_bytes`](fabric::Fabric::switch_buffer_bytes).
@@ -65,7 +69,7 @@ pub mod profile;
 pub mod rnic;
 pub mod workload;
 
-pub use analyze::{Analysis, AnalyzeError, Hop, analyze};
+pub use analyze::{Analysis, AnalyzeError, Hop, HostCost, MessageCost, analyze, message_cost};
 pub use ethernet::Framing;
 pub use numa::Placement;
 pub use pcie::{Generation, LinkBytes, Pcie};

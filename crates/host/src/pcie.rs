@@ -8,37 +8,40 @@
 //! outstanding. This module computes each of those from the PCI Express
 //! Base Specification, following the model of Neugebauer et al.,
 //! "Understanding PCIe performance for end host networking", SIGCOMM 2018
-//! (§3 and their public `pcie-model`), which they validated against
+//! (the model of their §3, published as `pcie-model`), which they validated against
 //! measurements.
 //!
 //! What is modelled, per direction of a full-duplex link:
 //! - **Encoding**: Gen1/2 8b/10b, Gen3–5 128b/130b (Base Spec §4.2).
 //!   Gen6 runs 64 GT/s PAM4 in FLIT mode only: 256-byte flits of 236 TLP
 //!   bytes, 6 DLP bytes (which carry ACK/NAK and flow-control credits),
-//!   8 CRC and 6 FEC bytes (Base Spec 6.0 §4.2.3.1), so no 128b/130b,
+//!   8 CRC and 6 FEC bytes (Base Spec 6.0, Flit Mode), so no 128b/130b,
 //!   no per-TLP framing and no separate DLLPs; we charge 236/256.
 //! - **Per-TLP framing + data-link overhead**, 8 bytes: Gen1/2 STP(1) +
 //!   sequence number(2) + LCRC(4) + END(1); Gen3–5 a 4-byte STP token
-//!   that carries the 12-bit sequence number + LCRC(4) (Base Spec 3.0
-//!   §4.2.2.3.1 and §3.6.2). Gen6 FLIT mode: 0.
+//!   that carries the 12-bit sequence number + LCRC(4) (Base Spec 3.0,
+//!   8 GT/s framing tokens in chapter 4, LCRC in chapter 3). Gen6 FLIT
+//!   mode: 0.
 //! - **TLP headers**: memory read/write 3 DW (12 B) with 32-bit
 //!   addresses, 4 DW (16 B) with 64-bit; completions 3 DW (12 B)
 //!   (Base Spec §2.2). No ECRC digest.
 //! - **DLLPs**: one 8-byte ACK and one 8-byte UpdateFC per AckNak latency
 //!   limit. The limit comes from the spec's formula
-//!   `(MPS + 28) × AckFactor / width + InternalDelay` (Base Spec 3.0
-//!   §3.5.3.1, Tables 3-7..3-9). As in Neugebauer et al.'s model, the
+//!   `(MPS + 28) × AckFactor / width + InternalDelay` (Base Spec rev. 5.0
+//!   Tables 3-7 to 3-9, as pcie-model cites them). As in Neugebauer et al.'s model, the
 //!   limit (in symbol times) is charged as one DLLP per `limit` bytes;
 //!   read literally it is per lane, which would make the overhead `width`
 //!   times smaller, but the conservative reading is what matched their
-//!   measurements (SIGCOMM'18 Fig. 2), so we keep it.
+//!   measurements (SIGCOMM'18 Fig. 2), so we keep it. Gen4 and Gen5 use
+//!   the 8 GT/s internal delay, as pcie-model does for them.
 //! - **SKP ordered sets** (clock compensation): Gen1/2 4 symbols per 1538
-//!   symbol times; Gen3–5 one 16-byte SKP ordered set per 372 data blocks
-//!   (Base Spec 3.0 §4.2.7). Not charged for Gen6.
+//!   symbol times; Gen3–5 one 16-byte SKP ordered set per 370–375 data
+//!   blocks, taken as 372 (Base Spec 3.0, clock tolerance compensation).
+//!   Not charged for Gen6.
 //! - **Reads**: the device splits a read into Memory Read requests of at
 //!   most MRRS bytes; the completer answers with CplD TLPs of at most MPS
 //!   bytes, and root complexes commonly split them further at the Read
-//!   Completion Boundary (RCB, 64 B on Intel Xeon: Neugebauer et al. §3).
+//!   Completion Boundary (RCB, e.g. 64 B: pcie-model's `rcb_chunks` option).
 //!   Reads are also limited by Little's law: at most
 //!   `max_outstanding_reads` requests of MRRS bytes per read latency.
 //! - **Writes** are posted: Memory Write TLPs of at most MPS bytes and no
@@ -123,7 +126,7 @@ impl Generation {
     }
 
     /// The AckNak latency timer's internal delay in symbol times
-    /// (Base Spec 3.0 Tables 3-7..3-9: 19 at 2.5 GT/s, 70 at 5 GT/s,
+    /// (Base Spec Tables 3-7 to 3-9: 19 at 2.5 GT/s, 70 at 5 GT/s,
     /// 115 at 8 GT/s and above).
     fn ack_internal_delay(self) -> f64 {
         match self {
@@ -151,8 +154,8 @@ impl Generation {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CompletionSplit {
-    /// One completion per RCB-aligned chunk (Intel Xeon root complexes:
-    /// 64-byte completions, Neugebauer et al. §3).
+    /// One completion per RCB-aligned chunk (a root complex that answers
+    /// in cache lines: 64-byte completions; pcie-model's `rcb_chunks`).
     Rcb,
     /// Completions as large as MPS allows.
     Mps,
@@ -186,7 +189,7 @@ const MEM_HDR_32: u64 = 12;
 const MEM_HDR_64: u64 = 16;
 const CPL_HDR: u64 = 12;
 /// The "TLP overhead" constant in the AckNak latency formula (Base Spec
-/// 3.0 §3.5.3.1: header, sequence number, LCRC and framing).
+/// Tables 3-7 to 3-9: header, sequence number, LCRC and framing).
 const ACK_TLP_OVERHEAD: f64 = 28.0;
 /// CPU stores reach the device as write-combined chunks of one cache line.
 pub const WC_CHUNK: u64 = 64;
@@ -288,7 +291,7 @@ impl Pcie {
     }
 
     /// The spec's AckNak latency limit in symbol times for this width and
-    /// MPS (Base Spec 3.0 §3.5.3.1; AckFactor from Tables 3-7..3-9).
+    /// MPS (AckFactor from Base Spec Tables 3-7 to 3-9).
     pub fn ack_limit_symbols(&self) -> f64 {
         let ack_factor = match (self.mps, self.lanes) {
             (128 | 256, 1..=4) => 1.4,
@@ -473,7 +476,7 @@ pub(crate) mod tests {
 
     #[test]
     fn ack_limits_match_spec_tables() {
-        // Base Spec 3.0 Table 3-7 (2.5 GT/s): x1 MPS 128 → 237, x16 MPS 128
+        // Base Spec Table 3-7 (2.5 GT/s): x1 MPS 128 → 237, x16 MPS 128
         // → 48, x1 MPS 512 → 559; Table 3-9 (8 GT/s): x16 MPS 256 → 168,
         // x8 MPS 256 → 203. Derived: (256 + 28) × 3.0 / 16 + 115 = 168.25.
         let mut p = gen3_x16();

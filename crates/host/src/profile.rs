@@ -106,7 +106,13 @@ impl Profile {
             let msg = e.message().trim().to_string();
             let doc = DeTable::parse(src).ok();
             let at = match (&doc, &span) {
-                (Some(doc), Some(s)) => path_at(doc.get_ref(), s.start),
+                // An empty span at 0, or one over the whole document, is
+                // the root table.
+                (Some(doc), Some(s))
+                    if s.end > 0 && !(s.start == 0 && s.end >= src.trim_end().len()) =>
+                {
+                    path_at(doc.get_ref(), s.start)
+                }
                 _ => String::new(),
             };
             // Missing/unknown fields name the key in backquotes; the span
@@ -362,6 +368,20 @@ ipv6 = false
         let src = SAMPLE.replace("mps = 256", "mps = = 256");
         let (line, _, _) = err(&src);
         assert_eq!(line, line_with(&src, "mps"));
+    }
+
+    #[test]
+    fn negative_counts_and_missing_sections() {
+        let src = SAMPLE.replace("lanes = 16", "lanes = -16");
+        let (line, field, _) = err(&src);
+        assert_eq!(
+            (line, field.as_str()),
+            (line_with(&src, "lanes"), "pcie.lanes")
+        );
+        let cut = SAMPLE.find("[fabric]").unwrap();
+        let (line, field, msg) = err(&SAMPLE[..cut]);
+        assert_eq!(field, "fabric", "{msg}");
+        assert!(line >= 1);
     }
 
     #[test]

@@ -18,6 +18,12 @@ pub enum Op {
 }
 
 impl Op {
+    /// Whether the requester holds the payload (SEND, WRITE) or the
+    /// responder does (READ, ATOMIC).
+    pub fn requester_is_source(self) -> bool {
+        matches!(self, Self::Send | Self::Write)
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Self::Send => "send",
