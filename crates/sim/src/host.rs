@@ -851,7 +851,8 @@ pub struct PathTable {
     pub hosts: Vec<HostMeasured>,
     /// Every switch-to-switch link (ECMP spread), in node order.
     pub spine_links: Vec<LinkUse>,
-    /// Busiest over mean of the used switch-to-switch links (1 = even).
+    /// The most uneven leaf: its busiest uplink over the mean of its
+    /// uplinks (1 = even; n = everything on one of n).
     pub ecmp_spread: Option<f64>,
 }
 
@@ -861,6 +862,9 @@ pub struct FabricUse {
     /// Switch ports facing hosts: (name, utilisation).
     pub leaf: Vec<(String, f64)>,
     pub spine: Vec<LinkUse>,
+    /// Each leaf's (a switch with hosts) uplink rates, Gb/s: its ECMP
+    /// choices.
+    pub uplinks: Vec<Vec<f64>>,
     pub ecn_marks: u64,
     pub pfc_pauses: u64,
     pub drops: u64,
@@ -978,24 +982,24 @@ pub fn path_table(
             b
         }
     });
-    let used: Vec<f64> = f
-        .spine
+    // ECMP spread: the most uneven leaf's busiest uplink over its mean.
+    let ecmp_spread = f
+        .uplinks
         .iter()
-        .map(|l| l.gbps)
-        .filter(|&g| g > 0.0)
-        .collect();
-    let ecmp_spread = (!used.is_empty()).then(|| {
-        let mean = used.iter().sum::<f64>() / used.len() as f64;
-        used.iter().fold(0.0f64, |a, &b| a.max(b)) / mean
-    });
+        .filter(|u| u.len() > 1 && u.iter().sum::<f64>() > 0.0)
+        .map(|u| {
+            let mean = u.iter().sum::<f64>() / u.len() as f64;
+            u.iter().fold(0.0f64, |a, &b| a.max(b)) / mean
+        })
+        .reduce(f64::max);
     hops.push(HopUse {
         name: "spine",
         utilisation: spine.0,
         at: spine.1,
         metric: "link utilization, ECMP distribution",
         measured: match ecmp_spread {
-            Some(s) => format!("{} links used, busiest/mean {:.2}", used.len(), s),
-            None => "no switch-to-switch traffic".into(),
+            Some(s) => format!("ECMP: busiest leaf uplink {s:.2}x its leaf's mean (1 = even)"),
+            None => "no traffic over leaf uplinks".into(),
         },
     });
     let cnps = f.cnps;

@@ -1185,6 +1185,39 @@ mod tests {
     }
 
     #[test]
+    fn host_table() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let parse_at = |s: &str| Scenario::parse(s, "h.toml", &dir, None);
+        let base = "[topology]\nkind = \"star\"\nhosts = 3\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        let s = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\ninline = true\n[[host.override]]\nhosts = [\"h2\"]\nprofile = \"../profiles/200g-in-gen3x16-slot.toml\"\n{base}"
+        ))
+        .unwrap();
+        let plan = s.cfg.host.expect("a plan");
+        assert!(plan.default.inline_max > 0);
+        assert_eq!(plan.params(0), &plan.default);
+        assert!(plan.params(2).profile.contains("Gen3 x16 slot"));
+        // Mistakes name the field and line.
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\nnuma = \"remote\"\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "host.numa"), "{e}");
+        let e = parse_at(&format!("[host]\nprofile = \"nope.toml\"\n{base}")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "host.profile"), "{e}");
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\ncolour = 1\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "colour"), "{e}");
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\n[[host.override]]\nhosts = [\"h9\"]\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "host.override[0].hosts", "{e}");
+    }
+
+    #[test]
     fn custom_topology_validation() {
         let e = parse(
             "[topology]\nkind = \"custom\"\nhosts = [\"a\", \"b\"]\nswitches = [\"s\"]\nlinks = [\n {a=\"a\", b=\"s\", gbps=100},\n {a=\"b\", b=\"t\", gbps=100},\n]\n",

@@ -211,7 +211,16 @@ impl Simulator {
         };
         for sw in &self.switches {
             let node = sw.node as usize;
-            for p in &self.nodes[node].ports {
+            let ports = &self.nodes[node].ports;
+            if ports.iter().any(|p| self.nodes[p.peer as usize].host) {
+                let up: Vec<f64> = ports
+                    .iter()
+                    .filter(|p| !self.nodes[p.peer as usize].host)
+                    .map(|p| p.tx_bytes as f64 * 8.0 / span * 1e3)
+                    .collect();
+                fabric.uplinks.push(up);
+            }
+            for p in ports {
                 let bits = (p.tx_bytes as f64) * 8.0;
                 let util = bits / (p.rate_bps.max(1) as f64) / span * PS_PER_S as f64;
                 let link = format!(
