@@ -264,14 +264,46 @@ fn bytes_ps(bytes: u64, ps_per_byte: f64) -> Ps {
     (bytes as f64 * ps_per_byte).ceil() as Ps
 }
 
+/// A multiplicative hash for small integer keys (QPNs, memory keys):
+/// the per-packet lookups of a profile run would spend most of their time
+/// in SipHash otherwise. Deterministic: no per-process seed.
+#[derive(Debug, Clone, Copy, Default)]
+struct IntHash(u64);
+
+impl std::hash::Hasher for IntHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u32(&mut self, x: u32) {
+        self.write_u64(u64::from(x));
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 ^= self.0 >> 29;
+    }
+}
+
+type IntMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IntHash>>;
+
+/// Slab index meaning "none" in the LRU's list.
+const NIL: u32 = u32::MAX;
+
 /// A least-recently-used set of keys (QPNs, memory keys): what an RNIC's
-/// on-chip context caches hold. `touch` is O(log n).
+/// on-chip context caches hold. A map to slots of a doubly linked list in
+/// recency order, so `touch` is O(1).
 #[derive(Debug, Clone, Default)]
 struct Lru {
     cap: usize,
-    stamp: u64,
-    at: HashMap<u64, u64>,
-    order: BTreeMap<u64, u64>,
+    at: IntMap<u64, u32>,
+    /// (key, prev, next); `head` is the most recent.
+    slots: Vec<(u64, u32, u32)>,
+    head: u32,
+    tail: u32,
     hits: u64,
     misses: u64,
 }
@@ -280,7 +312,33 @@ impl Lru {
     fn new(cap: usize) -> Self {
         Lru {
             cap,
+            head: NIL,
+            tail: NIL,
             ..Default::default()
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (_, prev, next) = self.slots[i as usize];
+        match prev {
+            NIL => self.head = next,
+            p => self.slots[p as usize].2 = next,
+        }
+        match next {
+            NIL => self.tail = prev,
+            n => self.slots[n as usize].1 = prev,
+        }
+    }
+
+    fn push_front(&mut self, i: u32) {
+        self.slots[i as usize].1 = NIL;
+        self.slots[i as usize].2 = self.head;
+        if self.head != NIL {
+            self.slots[self.head as usize].1 = i;
+        }
+        self.head = i;
+        if self.tail == NIL {
+            self.tail = i;
         }
     }
 
@@ -291,26 +349,30 @@ impl Lru {
             self.hits += 1;
             return true;
         }
-        self.stamp += 1;
-        let s = self.stamp;
-        match self.at.insert(key, s) {
-            Some(old) => {
-                self.order.remove(&old);
-                self.order.insert(s, key);
-                self.hits += 1;
-                true
+        if let Some(&i) = self.at.get(&key) {
+            if self.head != i {
+                self.unlink(i);
+                self.push_front(i);
             }
-            None => {
-                self.order.insert(s, key);
-                if self.at.len() > self.cap
-                    && let Some((_, k)) = self.order.pop_first()
-                {
-                    self.at.remove(&k);
-                }
-                self.misses += 1;
-                false
-            }
+            self.hits += 1;
+            return true;
         }
+        self.misses += 1;
+        let i = if self.slots.len() < self.cap {
+            self.slots.push((key, NIL, NIL));
+            (self.slots.len() - 1) as u32
+        } else {
+            // Reuse the least recently used slot.
+            let i = self.tail;
+            self.unlink(i);
+            let old = self.slots[i as usize].0;
+            self.at.remove(&old);
+            self.slots[i as usize].0 = key;
+            i
+        };
+        self.at.insert(key, i);
+        self.push_front(i);
+        false
     }
 }
 
@@ -401,9 +463,9 @@ pub struct HostPath {
     qpc: Lru,
     mrc: Lru,
     /// Payload offset of each QP's next packet (for the pages it touches).
-    offsets: HashMap<u32, u64>,
+    offsets: IntMap<u32, u64>,
     /// Per QP: messages started, and when its prefetched next WQE arrives.
-    wqes: HashMap<u32, (u64, Option<Ps>)>,
+    wqes: IntMap<u32, (u64, Option<Ps>)>,
     /// Last ready time handed out (packets leave in order).
     last_ready: Ps,
     /// RX buffer: (time the DMA write is done, frame bytes) in order.
@@ -459,8 +521,8 @@ impl HostPath {
             ddr: Timeline::default(),
             now: 0,
             cpu: Server::default(),
-            offsets: HashMap::new(),
-            wqes: HashMap::new(),
+            offsets: IntMap::default(),
+            wqes: IntMap::default(),
             rx_fetch_held: 0,
             last_ready: 0,
             rx: VecDeque::new(),
