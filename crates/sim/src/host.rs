@@ -58,6 +58,10 @@ pub struct HostParams {
     pub mem_ps_per_byte: f64,
     /// Bytes of the WQE fetched per message.
     pub wqe_bytes: u64,
+    /// Bytes of a receive WQE fetched per received SEND.
+    pub recv_wqe_bytes: u64,
+    /// The profile's RNIC (inline WQE sizes, doorbell record).
+    pub rnic: roce_host::rnic::Rnic,
     /// Messages up to this size are pushed inline (0: inline off).
     pub inline_max: u64,
     pub qp_cache_entries: usize,
@@ -74,6 +78,8 @@ pub struct HostParams {
     /// CPU time to build one WQE, and to ring a doorbell.
     pub post_wqe_ps: Ps,
     pub doorbell_ps: Ps,
+    /// CPU time to post one receive WQE.
+    pub post_recv_ps: Ps,
     /// Closed-form capacities, for utilisation in the report.
     pub caps: HostCaps,
 }
@@ -108,6 +114,8 @@ impl HostParams {
             pkt_ps: ps_of_ns(1e3 / r.packet_rate_mpps),
             mem_ps_per_byte: 8e3 / mem_gbps,
             wqe_bytes: r.wqe_fetch_bytes(k.sges.max(1)),
+            recv_wqe_bytes: r.recv_wqe_bytes(k.sges.max(1)),
+            rnic: r.clone(),
             inline_max: if k.inline {
                 u64::from(r.max_inline_bytes)
             } else {
@@ -124,6 +132,7 @@ impl HostParams {
             poll_cqe_ps: ps_of_ns(p.cpu.poll_cqe_ns),
             post_wqe_ps: ps_of_ns(p.cpu.post_wqe_ns),
             doorbell_ps: ps_of_ns(p.cpu.doorbell_ns),
+            post_recv_ps: ps_of_ns(p.cpu.post_recv_ns),
             caps: HostCaps {
                 memory_gbps: mem_gbps,
                 pcie_tlp_gbps: tlp_gbps,
@@ -612,18 +621,33 @@ impl HostPath {
             // a QP's next WQE while the current one runs.
             self.tx_msgs += 1;
             t = self.wqe_engine.serve(t, self.p.msg_ps);
-            if !inline {
+            if inline && pk.messages == 1 {
+                // A lone inline WQE is pushed with its doorbell
+                // (BlueFlame): host-to-device MMIO, no fetch.
+                let b = self
+                    .p
+                    .pcie
+                    .mmio_write(self.p.rnic.inline_wqe_bytes(pk.message));
+                self.down.serve(self.now, t, self.p.link_ps(b.to_device));
+            } else {
+                // Posted in a batch (one doorbell), WQEs are fetched, inline
+                // ones with their data.
+                let bytes = if inline {
+                    self.p.rnic.inline_wqe_bytes(pk.message)
+                } else {
+                    self.p.wqe_bytes
+                };
                 let (started, prefetched) = self.wqes.remove(&pk.qpn).unwrap_or((0, None));
                 let wqe_at = match prefetched {
                     Some(r) => r,
                     None => {
                         self.wqe_fetches += 1;
-                        self.read(t, self.p.wqe_bytes, Read::Wqe)
+                        self.read(t, bytes, Read::Wqe)
                     }
                 };
                 if started + 1 < pk.messages {
                     self.wqe_fetches += 1;
-                    let next = self.read(t, self.p.wqe_bytes, Read::Wqe);
+                    let next = self.read(t, bytes, Read::Wqe);
                     self.wqes.insert(pk.qpn, (started + 1, Some(next)));
                 }
                 t = t.max(wqe_at);
@@ -675,9 +699,22 @@ impl HostPath {
     /// The CPU posts `wqes` WQEs with one doorbell at `now` (charged to
     /// the CPU; the RNIC sees them at once).
     pub fn post(&mut self, now: Ps, wqes: u64) {
+        self.now = self.now.max(now);
         self.used(now);
+        let db = self
+            .p
+            .pcie
+            .mmio_write(u64::from(self.p.rnic.doorbell_bytes));
+        self.down.serve(now, now, self.p.link_ps(db.to_device));
         self.cpu
             .serve(now, self.p.post_wqe_ps * wqes + self.p.doorbell_ps);
+    }
+
+    /// The CPU posts `n` receive WQEs at `now`.
+    pub fn post_recv(&mut self, now: Ps, n: u64) {
+        self.now = self.now.max(now);
+        self.used(now);
+        self.cpu.serve(now, self.p.post_recv_ps * n);
     }
 
     /// RX-buffer bytes still waiting for their DMA write at `now`.
@@ -709,11 +746,12 @@ impl HostPath {
     }
 
     /// A data packet of `frame` bytes carrying `payload` arrived at `now`
-    /// for `qpn`: `false` if the RX buffer has no room (an RX drop).
+    /// for `qpn` (`recv_wqe`: the first of a SEND, which fetches a receive
+    /// WQE): `false` if the RX buffer has no room (an RX drop).
     /// Otherwise it is parsed, its QP context looked up, and its payload
     /// written by DMA into the target's memory; it holds its buffer space
     /// until the write is done.
-    pub fn rx_data(&mut self, now: Ps, qpn: u32, frame: u32, payload: u32) -> bool {
+    pub fn rx_data(&mut self, now: Ps, qpn: u32, frame: u32, payload: u32, recv_wqe: bool) -> bool {
         self.now = self.now.max(now);
         self.used(now);
         let occ = self.rx_occupancy(now);
@@ -725,6 +763,10 @@ impl HostPath {
         let mut t = self.parser.serve(now, self.p.pkt_ps);
         if !self.qpc.touch(u64::from(qpn)) {
             t = self.read(t, self.p.qp_context_bytes, Read::RxContext);
+        }
+        if recv_wqe {
+            // The first packet of a SEND consumes a receive WQE.
+            t = self.read(t, self.p.recv_wqe_bytes, Read::Wqe);
         }
         let b = u64::from(payload);
         let link = self
@@ -1269,12 +1311,12 @@ mod tests {
         let mut h = HostPath::new(p);
         let mut accepted = 0;
         for _ in 0..20 {
-            accepted += u32::from(h.rx_data(0, 1, 1100, 1024));
+            accepted += u32::from(h.rx_data(0, 1, 1100, 1024, false));
         }
         assert_eq!(accepted, 9);
         assert_eq!(h.rx_drops, 11);
         let drained = h.rx_drained_to(0).expect("bytes are waiting");
         assert_eq!(h.rx_occupancy(drained), 0);
-        assert!(h.rx_data(drained, 1, 1100, 1024));
+        assert!(h.rx_data(drained, 1, 1100, 1024, false));
     }
 }

@@ -692,11 +692,14 @@ impl Simulator {
                 });
             }
         }
-        if !rwrs.is_empty()
-            && let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs)
-        {
-            self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
-            return;
+        if !rwrs.is_empty() {
+            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs) {
+                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+                return;
+            }
+            if let Some(hp) = &mut self.hosts[spec.dst as usize].path {
+                hp.post_recv(self.q.now(), msgs);
+            }
         }
         let fs = &mut self.flows[flow as usize];
         fs.src_qpn = sq;

@@ -114,12 +114,20 @@ impl Simulator {
         if p.control || p.payload == 0 {
             return true;
         }
-        let qpn = self.bodies[pkt as usize].repr.bth.dest_qp;
+        let bth = &self.bodies[pkt as usize].repr.bth;
+        let (qpn, op) = (bth.dest_qp, bth.opcode);
+        let recv_wqe = matches!(
+            op,
+            Opcode::RcSendFirst
+                | Opcode::RcSendOnly
+                | Opcode::RcSendOnlyImm
+                | Opcode::RcSendOnlyInv
+        );
         let node = self.hosts[host as usize].node;
         let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
             return true;
         };
-        if !hp.rx_data(now, qpn, p.frame, p.payload) {
+        if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe) {
             self.take_packet(pkt);
             self.bodies[pkt as usize].int = None;
             return false;
