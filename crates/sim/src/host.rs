@@ -698,6 +698,8 @@ impl HostPath {
 
     /// The CPU posts `wqes` WQEs with one doorbell at `now` (charged to
     /// the CPU; the RNIC sees them at once).
+    #[cold]
+    #[inline(never)]
     pub fn post(&mut self, now: Ps, wqes: u64) {
         self.now = self.now.max(now);
         self.used(now);
@@ -711,6 +713,8 @@ impl HostPath {
     }
 
     /// The CPU posts `n` receive WQEs at `now`.
+    #[cold]
+    #[inline(never)]
     pub fn post_recv(&mut self, now: Ps, n: u64) {
         self.now = self.now.max(now);
         self.used(now);
@@ -786,6 +790,8 @@ impl HostPath {
 
     /// A CQE generated at `now`: its PCIe write, then the CPU polls it.
     /// Returns when the application has seen it.
+    #[cold]
+    #[inline(never)]
     pub fn cqe(&mut self, now: Ps) -> Ps {
         self.cqes += 1;
         self.now = self.now.max(now);

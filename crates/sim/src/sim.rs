@@ -900,6 +900,9 @@ impl Simulator {
 
     // ---- packets -----------------------------------------------------------
 
+    // Inlined into `kick` as before host paths existed (a second caller
+    // made the compiler outline it, adding copies per packet).
+    #[inline(always)]
     fn alloc_packet(&mut self, p: Packet, body: PacketBody) -> u32 {
         self.live_bytes += u64::from(p.frame);
         if let Some(i) = self.free.pop() {
@@ -922,6 +925,9 @@ impl Simulator {
         p
     }
 
+    // Inlined into `kick` as before host paths existed (a second caller
+    // made the compiler outline it, adding copies per packet).
+    #[inline(always)]
     fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, PacketBody) {
         let dst = ip_host(t.dst.ip()).unwrap_or(u32::MAX);
         let payload = t.payload.len() as u32;

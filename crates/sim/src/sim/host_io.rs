@@ -14,6 +14,8 @@ impl Simulator {
     /// `kick` for a host with a data path: the RNIC's packets wait in the
     /// staging pipe until their payload has been read over PCIe, then
     /// queue at the port.
+    #[cold]
+    #[inline(never)]
     pub(super) fn kick_host_path(&mut self, node: u32, host: u32) {
         let now = self.q.now();
         let staging = self.cfg.nic_staging_pkts;
@@ -108,6 +110,8 @@ impl Simulator {
     /// for want of RX-buffer space. Data packets hold buffer space until
     /// their DMA write is done; on a lossless priority the host pauses its
     /// ToR before the buffer fills.
+    #[cold]
+    #[inline(never)]
     pub(super) fn host_rx_admit(&mut self, host: u32, pkt: u32) -> bool {
         let now = self.q.now();
         let p = self.packets[pkt as usize];
@@ -144,6 +148,8 @@ impl Simulator {
 
     /// The RX buffer may have drained to XON: resume the ToR, or look
     /// again when it will have.
+    #[cold]
+    #[inline(never)]
     pub(super) fn host_rx_drain(&mut self, host: u32) {
         let now = self.q.now();
         let node = self.hosts[host as usize].node;
@@ -182,6 +188,8 @@ fn starts_wqe(op: Opcode) -> bool {
 impl Simulator {
     /// The §5.9 table from what hosts and fabric measured (hosts with a
     /// profile only).
+    #[cold]
+    #[inline(never)]
     pub(super) fn host_path_table(&self) -> Option<PathTable> {
         let plan = self.cfg.host.as_ref()?;
         let ifg = self.cfg.ifg_bytes;
