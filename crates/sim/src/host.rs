@@ -5,28 +5,36 @@
 //! Without a profile a simulated host is an RNIC feeding its port
 //! directly. With one, every packet pays its way through the host:
 //!
-//! * **transmit** (§3.2, §5.2, §5.3): the RNIC's packetizer takes a packet
-//!   at most every `1 / message rate`; it looks the QP up in its
-//!   QP-context cache and the MR in its translation cache (a miss is an
-//!   extra PCIe read that stalls the packetizer: the throughput cliff of
-//!   many QPs); the first packet of a WQE fetches the WQE over PCIe unless
-//!   it was pushed inline; the payload is read from the source DDR in
-//!   MRRS-sized non-posted reads, each holding one of a limited number of
-//!   tags for a read round trip, so bandwidth is capped both by the link
-//!   and by Little's law (tags × MRRS / latency);
+//! * **transmit** (§3.2, §3.6, §5.2, §5.3): the WQE engine takes a message
+//!   at most every `1 / message rate`, the packetizer a packet every
+//!   `1 / packet rate`; the first packet of a message waits for its WQE
+//!   (a PCIe read; the next WQE of a QP is prefetched while one runs; a
+//!   lone inline WQE is pushed by MMIO instead); each packet looks its QP
+//!   up in an LRU QP-context cache and each page it reads in an LRU
+//!   translation cache — a miss is a PCIe read of the entry, a few in
+//!   flight at once, so round robin over more QPs than the cache holds
+//!   falls to the miss-service rate (the cliff of §5.3); the payload is
+//!   read from the source DDR in MRRS-sized non-posted reads, each holding
+//!   one of a limited number of tags for its round trip, so bandwidth is
+//!   capped by the link and by Little's law (tags × MRRS / latency);
 //! * **receive** (§3.3, §5.7): an arriving data packet waits in a finite
-//!   RX buffer while its DMA write crosses PCIe and lands in the target
-//!   DDR; a buffer the host cannot drain back-pressures the ToR with PFC
-//!   on a lossless priority, or drops (counted as RX drops) without;
-//! * **completions** (§1.6, §5.8): each CQE costs the CPU time to poll it,
-//!   with one poll per `cq_moderation` CQEs.
+//!   RX buffer, in order, until its QP context is present and its DMA
+//!   write has crossed PCIe and landed in the target DDR; a buffer the host
+//!   cannot drain pauses the ToR with PFC on a lossless priority, or drops
+//!   (RX drops) without;
+//! * **completions** (§1.6, §5.8): each CQE is a PCIe write and the CPU's
+//!   time to poll it; posting WQEs and receive WQEs costs CPU time too.
 //!
-//! Every resource is a FIFO server with a `free_at` time, advanced in
-//! closed form as packets pass: no events are needed except to wake the
-//! port when a packet's DMA finishes and to send XON when the RX buffer
-//! drains. The costs (per-byte times, latencies, sizes) come from
-//! `roce_host`, the crate `roce analyze` uses, so the simulator and the
-//! analyst cannot disagree on a formula.
+//! PCIe directions and the memory are timelines that book each transfer in
+//! the first idle gap at or after it is wanted (transfers are offered in
+//! event order, not time order); engines are FIFO servers; tags and fetch
+//! slots are pools. All advance in closed form as packets pass: no events
+//! are needed but one to wake the port when a staged packet's DMA is done
+//! and one to send XON when the RX buffer drains. The costs come from
+//! `roce_host` (`Pcie::dma_read`/`dma_write` per transfer, the RNIC's and
+//! CPU's figures, DDR and NUMA bandwidth), the crate `roce analyze` uses,
+//! so the simulator and the analyst share every formula; the tests in
+//! `tests/host_path.rs` hold the two within 10 % on single-bottleneck runs.
 
 use crate::event::Ps;
 use serde::Serialize;
