@@ -481,6 +481,8 @@ pub struct HostPath {
     mrc: Lru,
     /// Payload offset of each QP's next packet (for the pages it touches).
     offsets: IntMap<u32, u64>,
+    /// Payload offset of each receiving QP's next packet.
+    rx_offsets: IntMap<u32, u64>,
     /// Per QP: messages started, and when its prefetched next WQE arrives.
     wqes: IntMap<u32, (u64, Option<Ps>)>,
     /// Last ready time handed out (packets leave in order).
@@ -540,6 +542,7 @@ impl HostPath {
             cpu: Server::default(),
             offsets: IntMap::default(),
             wqes: IntMap::default(),
+            rx_offsets: IntMap::default(),
             rx_fetch_held: 0,
             last_ready: 0,
             rx: VecDeque::new(),
@@ -758,12 +761,21 @@ impl HostPath {
     }
 
     /// A data packet of `frame` bytes carrying `payload` arrived at `now`
-    /// for `qpn` (`recv_wqe`: the first of a SEND, which fetches a receive
-    /// WQE): `false` if the RX buffer has no room (an RX drop).
+    /// for `qpn`, into the buffer of memory key `mr_key` (`recv_wqe`: the
+    /// first of a SEND, which fetches a receive WQE): `false` if the RX
+    /// buffer has no room (an RX drop).
     /// Otherwise it is parsed, its QP context looked up, and its payload
     /// written by DMA into the target's memory; it holds its buffer space
     /// until the write is done.
-    pub fn rx_data(&mut self, now: Ps, qpn: u32, frame: u32, payload: u32, recv_wqe: bool) -> bool {
+    pub fn rx_data(
+        &mut self,
+        now: Ps,
+        qpn: u32,
+        frame: u32,
+        payload: u32,
+        recv_wqe: bool,
+        mr_key: u32,
+    ) -> bool {
         self.now = self.now.max(now);
         self.used(now);
         let occ = self.rx_occupancy(now);
@@ -776,6 +788,20 @@ impl HostPath {
         if !self.qpc.touch(u64::from(qpn)) {
             t = self.read(t, self.p.qp_context_bytes, Read::RxContext);
         }
+        // The target buffer's translations, page by page.
+        let off = self.rx_offsets.entry(qpn).or_insert(0);
+        let pages = (
+            *off / self.p.page_bytes,
+            (*off + u64::from(payload.max(1)) - 1) / self.p.page_bytes,
+        );
+        *off += u64::from(payload);
+        let mut fetched = t;
+        for page in pages.0..=pages.1 {
+            if !self.mrc.touch((u64::from(mr_key) << 32) ^ page) {
+                fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, Read::RxContext));
+            }
+        }
+        t = fetched;
         if recv_wqe {
             // The first packet of a SEND consumes a receive WQE.
             t = self.read(t, self.p.recv_wqe_bytes, Read::Wqe);
@@ -1325,12 +1351,12 @@ mod tests {
         let mut h = HostPath::new(p);
         let mut accepted = 0;
         for _ in 0..20 {
-            accepted += u32::from(h.rx_data(0, 1, 1100, 1024, false));
+            accepted += u32::from(h.rx_data(0, 1, 1100, 1024, false, 1));
         }
         assert_eq!(accepted, 9);
         assert_eq!(h.rx_drops, 11);
         let drained = h.rx_drained_to(0).expect("bytes are waiting");
         assert_eq!(h.rx_occupancy(drained), 0);
-        assert!(h.rx_data(drained, 1, 1100, 1024, false));
+        assert!(h.rx_data(drained, 1, 1100, 1024, false, 1));
     }
 }

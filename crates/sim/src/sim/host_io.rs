@@ -128,10 +128,11 @@ impl Simulator {
                 | Opcode::RcSendOnlyInv
         );
         let node = self.hosts[host as usize].node;
+        let mr_key = self.flows.get(p.flow as usize).map_or(0, |f| f.dst_lkey);
         let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
             return true;
         };
-        if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe) {
+        if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe, mr_key) {
             self.take_packet(pkt);
             self.bodies[pkt as usize].int = None;
             return false;
