@@ -76,6 +76,11 @@ pub struct HostParams {
     pub qp_context_bytes: u64,
     pub mr_cache_entries: usize,
     pub mtt_entry_bytes: u64,
+    /// Translations one miss fetches: a 64-byte line of MTT entries (a
+    /// streaming buffer then misses once per line of pages, not per page).
+    pub mtt_per_fetch: u64,
+    /// Pages of the translation granularity, bytes; a translation
+    /// cache line covers `page_bytes × mtt_per_fetch`.
     pub page_bytes: u64,
     /// Context and translation fetches in flight at once.
     pub context_fetches: usize,
@@ -91,6 +96,10 @@ pub struct HostParams {
     /// Closed-form capacities, for utilisation in the report.
     pub caps: HostCaps,
 }
+
+/// Bytes of translations (MTT entries) fetched per miss: one cache line,
+/// the unit a DMA read of host memory returns at once.
+pub const MTT_FETCH_BYTES: u64 = 64;
 
 /// Knobs of the workload a host runs that the profile does not fix.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -133,6 +142,7 @@ impl HostParams {
             qp_context_bytes: u64::from(r.qp_context_bytes),
             mr_cache_entries: r.mr_cache_entries as usize,
             mtt_entry_bytes: u64::from(r.mtt_entry_bytes),
+            mtt_per_fetch: (MTT_FETCH_BYTES / u64::from(r.mtt_entry_bytes.max(1))).max(1),
             page_bytes: u64::from(r.page_bytes).max(1),
             context_fetches: r.context_fetches_outstanding.max(1) as usize,
             rx_buffer_bytes: r.rx_buffer_bytes(),
@@ -522,7 +532,7 @@ impl HostPath {
     pub fn new(p: HostParams) -> Self {
         HostPath {
             qpc: Lru::new(p.qp_cache_entries),
-            mrc: Lru::new(p.mr_cache_entries),
+            mrc: Lru::new(p.mr_cache_entries.div_ceil(p.mtt_per_fetch as usize)),
             tags: Slots {
                 n: p.read_tags,
                 ..Slots::default()
@@ -671,15 +681,14 @@ impl HostPath {
         }
         if !inline && pk.payload > 0 {
             let off = self.offsets.entry(pk.qpn).or_insert(0);
-            let (first_page, last_page) = (
-                *off / self.p.page_bytes,
-                (*off + u64::from(pk.payload) - 1) / self.p.page_bytes,
-            );
+            let line = self.p.page_bytes * self.p.mtt_per_fetch;
+            let (first_page, last_page) = (*off / line, (*off + u64::from(pk.payload) - 1) / line);
             *off += u64::from(pk.payload);
             let mut fetched = t;
             for page in first_page..=last_page {
                 if !self.mrc.touch((u64::from(pk.mr_key) << 32) ^ page) {
-                    fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, Read::Context));
+                    let bytes = self.p.mtt_entry_bytes * self.p.mtt_per_fetch;
+                    fetched = fetched.max(self.read(t, bytes, Read::Context));
                 }
             }
             t = fetched;
@@ -790,15 +799,14 @@ impl HostPath {
         }
         // The target buffer's translations, page by page.
         let off = self.rx_offsets.entry(qpn).or_insert(0);
-        let pages = (
-            *off / self.p.page_bytes,
-            (*off + u64::from(payload.max(1)) - 1) / self.p.page_bytes,
-        );
+        let line = self.p.page_bytes * self.p.mtt_per_fetch;
+        let pages = (*off / line, (*off + u64::from(payload.max(1)) - 1) / line);
         *off += u64::from(payload);
         let mut fetched = t;
         for page in pages.0..=pages.1 {
             if !self.mrc.touch((u64::from(mr_key) << 32) ^ page) {
-                fetched = fetched.max(self.read(t, self.p.mtt_entry_bytes, Read::RxContext));
+                let bytes = self.p.mtt_entry_bytes * self.p.mtt_per_fetch;
+                fetched = fetched.max(self.read(t, bytes, Read::RxContext));
             }
         }
         t = fetched;
