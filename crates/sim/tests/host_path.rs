@@ -98,6 +98,8 @@ struct Case {
     message: u64,
     mtu: Mtu,
     pfc: bool,
+    /// Buffers on the far socket.
+    remote: bool,
 }
 
 struct Outcome {
@@ -132,6 +134,11 @@ fn simulate(c: &Case) -> Outcome {
                 &c.profile,
                 HostKnobs {
                     sges: 1,
+                    numa: if c.remote {
+                        roce_host::Placement::Remote
+                    } else {
+                        roce_host::Placement::Local
+                    },
                     ..HostKnobs::default()
                 },
             ),
@@ -167,6 +174,7 @@ fn analyst(c: &Case) -> roce_host::analyze::Analysis {
         format!("qps={}", c.qps),
         format!("incast={}", c.senders),
         format!("mtu={}", c.mtu.bytes()),
+        format!("numa={}", if c.remote { "remote" } else { "local" }),
         // The simulator posts a flow's WQEs with one doorbell and signals
         // one in 64.
         "batch=64".to_string(),
@@ -218,6 +226,7 @@ fn network_bound() {
             message: 65536,
             mtu: Mtu::Mtu4096,
             pfc: true,
+            remote: false,
         },
         "port",
     );
@@ -234,6 +243,7 @@ fn pcie_bound_200g_in_gen3_slot() {
             message: 65536,
             mtu: Mtu::Mtu4096,
             pfc: true,
+            remote: false,
         },
         // The receiver's DMA writes (16-byte headers) bind just before the
         // sender's reads (12-byte completion headers).
@@ -261,6 +271,7 @@ fn message_rate_bound() {
             message: 256,
             mtu: Mtu::Mtu1024,
             pfc: true,
+            remote: false,
         },
         "rnic_tx",
     );
@@ -285,6 +296,7 @@ fn cache_miss_bound() {
             message: 64,
             mtu: Mtu::Mtu1024,
             pfc: true,
+            remote: false,
         },
         "rnic_tx",
     );
@@ -305,6 +317,7 @@ fn qp_cache_cliff() {
             message: 256,
             mtu: Mtu::Mtu1024,
             pfc: true,
+            remote: false,
         })
         .goodput_gbps
     };
@@ -326,6 +339,7 @@ fn incast(pfc: bool) -> Outcome {
         message: 65536,
         mtu: Mtu::Mtu4096,
         pfc,
+        remote: false,
     };
     if pfc {
         cross_check(&c, "rx_pcie")
@@ -368,6 +382,7 @@ fn profile_runs_are_deterministic() {
         message: 4096,
         mtu: Mtu::Mtu1024,
         pfc: true,
+        remote: false,
     };
     let (a, b) = (simulate(&c), simulate(&c));
     assert_eq!(a.report.flows, b.report.flows);
@@ -387,9 +402,56 @@ fn read_tags_bind_by_littles_law() {
             message: 65536,
             mtu: Mtu::Mtu4096,
             pfc: true,
+            remote: false,
         },
         "tx_pcie",
     );
     let h = &o.report.host_path.unwrap().hosts[1];
     assert!(h.read_tags_util > 0.95, "{h:?}");
+}
+
+#[test]
+fn remote_numa_binds_at_memory() {
+    // Buffers on the far socket of a two-socket host whose inter-socket
+    // link carries 60 Gb/s: memory binds on both ends before the port.
+    let c = Case {
+        profile: profile(&[
+            ("sockets", "2"),
+            ("inter_socket_gbps", "60.0"),
+            ("inter_socket_latency_ns", "100.0"),
+        ]),
+        senders: 1,
+        qps: 1,
+        flow_bytes: 4 << 20,
+        message: 65536,
+        mtu: Mtu::Mtu4096,
+        pfc: true,
+        remote: true,
+    };
+    let a = analyst(&c);
+    let o = simulate(&c);
+    let t = o.report.host_path.as_ref().unwrap();
+    eprintln!(
+        "analyst: {} at {:.2} Gb/s; simulated: {} at {:.2} Gb/s\n{}",
+        a.binding_hop().name,
+        a.total_goodput_gbps,
+        t.binding,
+        o.goodput_gbps,
+        t.render()
+    );
+    assert_eq!(a.binding_hop().name, "source_ddr", "{}", a.reason);
+    // Source and target memory are equally loaded; either may come out
+    // busiest.
+    assert!(
+        ["source_ddr", "target_ddr"].contains(&t.binding),
+        "{}",
+        t.reason
+    );
+    let err = (o.goodput_gbps / a.total_goodput_gbps - 1.0).abs();
+    assert!(
+        err < 0.10,
+        "{:.2} vs {:.2}",
+        o.goodput_gbps,
+        a.total_goodput_gbps
+    );
 }
