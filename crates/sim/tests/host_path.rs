@@ -455,3 +455,22 @@ fn remote_numa_binds_at_memory() {
         a.total_goodput_gbps
     );
 }
+
+#[test]
+fn shipped_example_names_the_receivers_pcie() {
+    // scenarios/incast_host_pcie.toml: four 200G senders on Gen4 x16 into
+    // a receiver in a Gen3 x16 slot, with the shipped profiles.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/incast_host_pcie.toml");
+    let sc = roce_sim::scenario::Scenario::load(&path, None).expect("example loads");
+    let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).expect("simulator");
+    sim.run();
+    let r = sim.report();
+    assert!(r.flows.iter().all(|f| f.ok));
+    let t = r.host_path.expect("the table");
+    assert_eq!(t.binding, "rx_pcie", "{}", t.render());
+    assert_eq!(t.hosts[0].rx_drops, 0);
+    assert!(r.counters.pfc_xoff_tx > 0, "the receiver paused its ToR");
+    let port = t.hops.iter().find(|h| h.name == "leaf").unwrap();
+    assert!(port.utilisation < 0.7, "{}", t.render());
+}
