@@ -116,6 +116,9 @@ pub fn finish(report: &Report, wall: f64, out: &Path, plots: bool) -> Result<Sum
     if let Some(d) = &s.deadlock {
         say!("DEADLOCK: {d}");
     }
+    if let Some(t) = &s.host_path {
+        say!("{}", t.render().trim_end());
+    }
     Ok(s)
 }
 

@@ -69,6 +69,9 @@ pub enum Event {
     FlowStart { flow: u32 },
     /// Periodic sampling of queues and per-flow progress.
     Sample,
+    /// A host's RX buffer may have drained below its XON level (hosts
+    /// with a profile only; see [`crate::host`]).
+    HostRxDrain { host: u32 },
 }
 
 /// Bits of a key holding the event's time within its calendar slot.
@@ -294,7 +297,7 @@ impl EventQueue {
             }
             Event::FlowStart { flow } => return (TAG_FLOW_START, u64::from(flow)),
             Event::Sample => return (TAG_SAMPLE, 0),
-            Event::PauseEnd { .. } | Event::PfcRefresh { .. } => {}
+            Event::PauseEnd { .. } | Event::PfcRefresh { .. } | Event::HostRxDrain { .. } => {}
         }
         self.spill(event)
     }
@@ -679,6 +682,7 @@ mod tests {
             },
             Event::FlowStart { flow: 12 },
             Event::Sample,
+            Event::HostRxDrain { host: 13 },
         ];
         let mut q = EventQueue::new();
         for (i, e) in evs.iter().enumerate() {

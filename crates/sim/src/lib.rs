@@ -14,6 +14,7 @@ pub mod ecmp;
 pub mod ecn;
 pub mod event;
 pub mod fib;
+pub mod host;
 pub mod hpcc;
 pub mod link;
 pub mod metrics;

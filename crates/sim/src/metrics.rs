@@ -125,6 +125,8 @@ pub struct Report {
     pub host_nodes: Vec<u32>,
     /// The HPCC simulator's `QLEN_MON_FILE` text, when the monitor ran.
     pub qlen_mon: Option<String>,
+    /// The §5.9 table, when hosts ran with a profile.
+    pub host_path: Option<crate::host::PathTable>,
 }
 
 /// Percentiles of one group of flows.
@@ -197,6 +199,9 @@ pub struct Summary {
     pub events_per_second: f64,
     pub deadlock: Option<String>,
     pub first_error: Option<String>,
+    /// The DDR-to-DDR table (hosts with a profile only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<crate::host::PathTable>,
 }
 
 impl Report {
@@ -251,6 +256,7 @@ impl Report {
             },
             deadlock: c.deadlock.clone(),
             first_error: c.first_error.clone(),
+            host_path: self.host_path.clone(),
         }
     }
 

@@ -46,6 +46,30 @@ struct File {
     workload: Vec<Work>,
     #[serde(default)]
     output: Output,
+    host: Option<HostTable>,
+}
+
+/// `[host]`: the hardware profile every host runs on, and per-host
+/// overrides (`[[host.override]]`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostTable {
+    profile: String,
+    inline: Option<bool>,
+    numa: Option<String>,
+    sges: Option<u32>,
+    #[serde(default, rename = "override")]
+    overrides: Vec<HostOverride>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostOverride {
+    hosts: Vec<HostRef>,
+    profile: Option<String>,
+    inline: Option<bool>,
+    numa: Option<String>,
+    sges: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -62,6 +86,8 @@ struct Transport {
     cnp_interval_us: Option<f64>,
     /// Preamble + inter-frame gap bytes per frame.
     ifg_bytes: Option<u64>,
+    message_bytes: Option<u64>,
+    signal_every: Option<u32>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -528,6 +554,18 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         cfg.rnic.cnp_interval_ns = (us * 1e3) as u64;
     }
     cfg.ifg_bytes = t.ifg_bytes.unwrap_or(cfg.ifg_bytes);
+    if let Some(m) = t.message_bytes {
+        if m == 0 {
+            return Err(ctx.err(loc("transport", "message_bytes"), "expected at least 1"));
+        }
+        cfg.message_bytes = Some(m);
+    }
+    if let Some(k) = t.signal_every {
+        if k == 0 {
+            return Err(ctx.err(loc("transport", "signal_every"), "expected at least 1"));
+        }
+        cfg.signal_every = k;
+    }
     if let Some(c) = &f.cc {
         cfg.cc = build_cc(ctx, c)?;
     }
@@ -665,6 +703,9 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         return Err(ctx.err(loc("", "topology"), "missing [topology] table"));
     };
     let topo = topology(ctx, tp)?;
+    if let Some(h) = &f.host {
+        cfg.host = Some(host_plan(ctx, &topo, h)?);
+    }
     // Workloads.
     if f.workload.is_empty() {
         return Err(ctx.err(
@@ -690,6 +731,135 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         topo,
         flows,
     })
+}
+
+/// Reads a profile named in `[host]` (relative to the scenario file).
+fn load_profile(
+    ctx: &Ctx<'_>,
+    at: Loc<'_>,
+    path: &str,
+) -> Result<roce_host::Profile, ScenarioError> {
+    let p = ctx.base.join(path);
+    roce_host::Profile::load(&p).map_err(|e| match e {
+        // The profile's own mistake, located in the profile.
+        roce_host::ProfileError::Invalid {
+            file,
+            line,
+            field,
+            msg,
+        } => ScenarioError {
+            file,
+            line,
+            field,
+            msg,
+        },
+        io => ctx.err(at, format!("cannot read profile: {io}")),
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn knobs(
+    ctx: &Ctx<'_>,
+    section: &'static str,
+    index: Option<usize>,
+    base: crate::host::HostKnobs,
+    profile: &roce_host::Profile,
+    inline: Option<bool>,
+    numa: Option<&str>,
+    sges: Option<u32>,
+) -> Result<crate::host::HostKnobs, ScenarioError> {
+    let at = |key| Loc {
+        section,
+        index,
+        key,
+    };
+    let mut k = base;
+    k.inline = inline.unwrap_or(k.inline);
+    if let Some(n) = numa {
+        k.numa = match n {
+            "local" => roce_host::Placement::Local,
+            "remote" if profile.numa.has_remote() => roce_host::Placement::Remote,
+            "remote" => {
+                return Err(ctx.err(
+                    at("numa"),
+                    format!(
+                        "\"remote\" needs a profile with two or more sockets (\"{}\" has {})",
+                        profile.name, profile.numa.sockets
+                    ),
+                ));
+            }
+            o => {
+                return Err(ctx.err(
+                    at("numa"),
+                    format!("expected \"local\" or \"remote\", got \"{o}\""),
+                ));
+            }
+        };
+    }
+    if let Some(s) = sges {
+        if s == 0 || s > 32 {
+            return Err(ctx.err(at("sges"), "expected 1..=32"));
+        }
+        k.sges = s;
+    }
+    Ok(k)
+}
+
+/// `[host]`: every host's data-path costs.
+fn host_plan(
+    ctx: &Ctx<'_>,
+    topo: &Topology,
+    h: &HostTable,
+) -> Result<crate::host::HostPlan, ScenarioError> {
+    use crate::host::{HostKnobs, HostParams};
+    let profile = load_profile(ctx, loc("host", "profile"), &h.profile)?;
+    let base = knobs(
+        ctx,
+        "host",
+        None,
+        HostKnobs {
+            sges: 1,
+            ..HostKnobs::default()
+        },
+        &profile,
+        h.inline,
+        h.numa.as_deref(),
+        h.sges,
+    )?;
+    let mut plan = crate::host::HostPlan {
+        default: HostParams::from_profile(&profile, base),
+        per_host: Default::default(),
+    };
+    for (i, o) in h.overrides.iter().enumerate() {
+        let at = |key| Loc {
+            section: "host.override",
+            index: Some(i),
+            key,
+        };
+        let p = match &o.profile {
+            Some(path) => load_profile(ctx, at("profile"), path)?,
+            None => profile.clone(),
+        };
+        let k = knobs(
+            ctx,
+            "host.override",
+            Some(i),
+            base,
+            &p,
+            o.inline,
+            o.numa.as_deref(),
+            o.sges,
+        )?;
+        let params = HostParams::from_profile(&p, k);
+        if o.hosts.is_empty() {
+            return Err(ctx.err(at("hosts"), "expected at least one host"));
+        }
+        for r in &o.hosts {
+            let host = resolve(ctx, topo, r, at("hosts"))?;
+            plan.per_host.insert(host, params.clone());
+        }
+    }
+    Ok(plan)
 }
 
 fn need<T: Copy>(ctx: &Ctx<'_>, v: Option<T>, key: &str, kind: &str) -> Result<T, ScenarioError> {
@@ -1012,6 +1182,39 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (2, "transport.mtu"), "{e}");
         let e = parse("[topology\nkind").unwrap_err();
         assert_eq!(e.line, 1);
+    }
+
+    #[test]
+    fn host_table() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let parse_at = |s: &str| Scenario::parse(s, "h.toml", &dir, None);
+        let base = "[topology]\nkind = \"star\"\nhosts = 3\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        let s = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\ninline = true\n[[host.override]]\nhosts = [\"h2\"]\nprofile = \"../profiles/200g-in-gen3x16-slot.toml\"\n{base}"
+        ))
+        .unwrap();
+        let plan = s.cfg.host.expect("a plan");
+        assert!(plan.default.inline_max > 0);
+        assert_eq!(plan.params(0), &plan.default);
+        assert!(plan.params(2).profile.contains("Gen3 x16 slot"));
+        // Mistakes name the field and line.
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\nnuma = \"remote\"\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "host.numa"), "{e}");
+        let e = parse_at(&format!("[host]\nprofile = \"nope.toml\"\n{base}")).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "host.profile"), "{e}");
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\ncolour = 1\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "colour"), "{e}");
+        let e = parse_at(&format!(
+            "[host]\nprofile = \"../profiles/100g-gen3x16-ddr4-1s.toml\"\n[[host.override]]\nhosts = [\"h9\"]\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!(e.field, "host.override[0].hosts", "{e}");
     }
 
     #[test]

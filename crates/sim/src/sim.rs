@@ -12,6 +12,7 @@ use crate::ecmp::{self, FiveTuple};
 use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
 use crate::fib::Fib;
+use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
@@ -30,6 +31,8 @@ use roce_rnic::{
 };
 use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+mod host_io;
 
 /// RoCEv2's UDP port.
 pub const ROCE_PORT: u16 = 4791;
@@ -115,6 +118,15 @@ pub struct SimConfig {
     pub max_rows: usize,
     /// The HPCC simulator's queue-length monitor (`QLEN_MON_FILE`), if on.
     pub qlen_monitor: Option<QlenMonConfig>,
+    /// Host data-path costs (`[host]` in a scenario); `None`: hosts are an
+    /// RNIC feeding its port directly.
+    pub host: Option<HostPlan>,
+    /// Split each flow into messages (WQEs) of this many bytes on its QP
+    /// (`None`: one message per flow).
+    pub message_bytes: Option<u64>,
+    /// With `message_bytes`: one signaled WQE every this many (the last
+    /// is always signaled).
+    pub signal_every: u32,
 }
 
 impl Default for SimConfig {
@@ -142,6 +154,9 @@ impl Default for SimConfig {
             deadlock_after: 0,
             max_rows: 2_000_000,
             qlen_monitor: None,
+            host: None,
+            message_bytes: None,
+            signal_every: 1,
         }
     }
 }
@@ -158,6 +173,8 @@ struct Host {
     /// Flow of each local QPN (index `qpn - qpn_base`).
     qp_flow: Vec<u32>,
     qpn_base: u32,
+    /// PCIe, memory, RNIC engines and CPU, with a host profile.
+    path: Option<Box<HostPath>>,
 }
 
 struct SwitchState {
@@ -284,6 +301,7 @@ impl Simulator {
                         forced_at: None,
                         qp_flow: Vec::new(),
                         qpn_base: 0,
+                        path: None,
                     });
                 }
                 NodeKind::Switch => {
@@ -316,6 +334,18 @@ impl Simulator {
                         seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
                     });
                 }
+            }
+        }
+        if let Some(plan) = &cfg.host {
+            for (i, h) in hosts.iter_mut().enumerate() {
+                let port = &nodes[h.node as usize].ports[0];
+                h.path = Some(Box::new(crate::host::attach(
+                    plan.params(i as u32).clone(),
+                    &cfg,
+                    port.rate_bps,
+                    port.delay_ps,
+                    max_frame + cfg.ifg_bytes,
+                )));
             }
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
@@ -595,15 +625,25 @@ impl Simulator {
                 prio,
                 version,
             } => {
-                let sw = self.nodes[node as usize].index as usize;
-                let p = &self.nodes[node as usize].ports[usize::from(port)];
-                if p.refresh_version[usize::from(prio)] == version
-                    && self.switches[sw].mmu.is_xoff(usize::from(port), prio)
-                {
+                let ns = &self.nodes[node as usize];
+                let p = &ns.ports[usize::from(port)];
+                let still = if ns.host {
+                    // A host pausing its ToR because its RX buffer is full.
+                    self.hosts[ns.index as usize]
+                        .path
+                        .as_ref()
+                        .is_some_and(|h| h.rx_xoff)
+                } else {
+                    self.switches[ns.index as usize]
+                        .mmu
+                        .is_xoff(usize::from(port), prio)
+                };
+                if p.refresh_version[usize::from(prio)] == version && still {
                     self.send_pfc(node, port, prio, true);
                 }
             }
             Event::Sample => self.sample(),
+            Event::HostRxDrain { host } => self.host_rx_drain(host),
         }
     }
 
@@ -616,6 +656,8 @@ impl Simulator {
         let mtu = self.cfg.mtu;
         let dscp = self.cfg.data_prio << 3;
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
+        let (msgs, msg_len) = self.messages(spec.size);
+        let depth = 4.max(msgs as u32);
         let setup = |h: &mut Host,
                      access: Access,
                      cc: Option<Box<dyn roce_rnic::CongestionControl>>|
@@ -623,8 +665,8 @@ impl Simulator {
             let buf = h.rnic.mem_mut().alloc(spec.size);
             let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
             let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
-            init.max_send_wr = 4;
-            init.max_recv_wr = 4;
+            init.max_send_wr = depth;
+            init.max_recv_wr = depth;
             let qpn = match cc {
                 Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
                 None => h.rnic.create_qp(init)?,
@@ -670,34 +712,54 @@ impl Simulator {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
         }
-        let sge = Sge {
-            addr: smr.addr,
-            length: spec.size as u32,
-            lkey: smr.lkey,
-        };
-        let wr = match spec.op {
-            FlowOp::Write => SendWr::new(
-                u64::from(flow),
-                WrOpcode::RdmaWrite {
-                    remote_addr: dmr.addr,
-                    rkey: dmr.rkey,
-                },
-                vec![sge],
-            ),
-            FlowOp::Send => SendWr::new(u64::from(flow), WrOpcode::Send, vec![sge]),
-        };
-        if spec.op == FlowOp::Send {
-            let rwr = RecvWr {
-                wr_id: u64::from(flow),
-                sg_list: vec![Sge {
-                    addr: dmr.addr,
-                    length: spec.size as u32,
-                    lkey: dmr.lkey,
-                }],
+        // Message `i` of the flow: wr_id carries `i` above the flow id.
+        let signal_every = u64::from(self.cfg.signal_every.max(1));
+        let mut wrs = Vec::with_capacity(msgs as usize);
+        let mut rwrs = Vec::new();
+        for i in 0..msgs {
+            let off = i * msg_len;
+            let len = msg_len.min(spec.size - off) as u32;
+            let wr_id = (i << 32) | u64::from(flow);
+            let sge = Sge {
+                addr: smr.addr + off,
+                length: len,
+                lkey: smr.lkey,
             };
-            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &[rwr]) {
+            let wr = match spec.op {
+                FlowOp::Write => SendWr::new(
+                    wr_id,
+                    WrOpcode::RdmaWrite {
+                        remote_addr: dmr.addr + off,
+                        rkey: dmr.rkey,
+                    },
+                    vec![sge],
+                ),
+                FlowOp::Send => SendWr::new(wr_id, WrOpcode::Send, vec![sge]),
+            };
+            let last = i + 1 == msgs;
+            wrs.push(if last || (i + 1) % signal_every == 0 {
+                wr
+            } else {
+                wr.unsignaled()
+            });
+            if spec.op == FlowOp::Send {
+                rwrs.push(RecvWr {
+                    wr_id,
+                    sg_list: vec![Sge {
+                        addr: dmr.addr + off,
+                        length: len,
+                        lkey: dmr.lkey,
+                    }],
+                });
+            }
+        }
+        if !rwrs.is_empty() {
+            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs) {
                 self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
                 return;
+            }
+            if let Some(hp) = &mut self.hosts[spec.dst as usize].path {
+                hp.post_recv(self.q.now(), msgs);
             }
         }
         let fs = &mut self.flows[flow as usize];
@@ -718,11 +780,29 @@ impl Simulator {
             }
             host.qp_flow[i] = flow;
         }
-        if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &[wr]) {
+        if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &wrs) {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
         }
+        if let Some(hp) = &mut self.hosts[spec.src as usize].path {
+            hp.post(self.q.now(), msgs);
+        }
         self.after_host(spec.src);
+    }
+
+    /// How many messages a flow of `size` bytes is sent as, and their
+    /// length (the last may be shorter): one, unless `message_bytes` splits
+    /// it (at most a send queue's depth of them).
+    fn messages(&self, size: u64) -> (u64, u64) {
+        match self.cfg.message_bytes {
+            None => (1, size),
+            Some(m) => {
+                let n = size
+                    .div_ceil(m.max(1))
+                    .clamp(1, u64::from(self.cfg.rnic.max_qp_wr));
+                (n, size.div_ceil(n))
+            }
+        }
     }
 
     fn fail_flow(&mut self, flow: u32, status: WcStatus, why: &str) {
@@ -747,6 +827,9 @@ impl Simulator {
 
     fn host_rx(&mut self, host: u32, pkt: u32) {
         let now = self.q.now();
+        if self.hosts[host as usize].path.is_some() && !self.host_rx_admit(host, pkt) {
+            return;
+        }
         let p = self.take_packet(pkt);
         let body = &mut self.bodies[pkt as usize];
         self.counters.delivered_bytes += u64::from(p.frame);
@@ -787,14 +870,29 @@ impl Simulator {
     /// After anything touched a host: retire completions, feed the port,
     /// re-arm the timer.
     fn after_host(&mut self, host: u32) {
+        let now = self.q.now();
         let h = &mut self.hosts[host as usize];
         if h.rnic.cq_len(h.cq) > 0 {
             let wcs = h.rnic.poll_cq(h.cq, usize::MAX);
             for wc in wcs {
+                // With a profile the application sees a CQE once its write
+                // and the CPU's polling are done.
+                let seen = match &mut self.hosts[host as usize].path {
+                    Some(hp) => hp.cqe(now),
+                    None => now,
+                };
                 if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                     continue;
                 }
-                self.complete_flow(wc.wr_id as u32, wc.status);
+                // A flow is done with its last message (or its first error).
+                let flow = wc.wr_id as u32;
+                let last = self
+                    .flows
+                    .get(flow as usize)
+                    .is_none_or(|f| (wc.wr_id >> 32) + 1 >= self.messages(f.spec.size).0);
+                if last || wc.status != WcStatus::Success {
+                    self.complete_flow(flow, wc.status, seen);
+                }
             }
         }
         let node = self.hosts[host as usize].node;
@@ -853,7 +951,7 @@ impl Simulator {
             | Event::TxDone { node, .. }
             | Event::PfcArrive { node, .. }
             | Event::PauseEnd { node, .. } => (host_of(node), None),
-            Event::HostTimer { host, .. } => (Some(host), None),
+            Event::HostTimer { host, .. } | Event::HostRxDrain { host } => (Some(host), None),
             Event::FlowStart { flow } => {
                 let s = &self.flows[flow as usize].spec;
                 (Some(s.src), Some(s.dst))
@@ -876,7 +974,13 @@ impl Simulator {
         let now = self.q.now();
         let h = &self.hosts[host as usize];
         let port = &self.nodes[h.node as usize].ports[0];
-        let port_event = port.busy_until > now || port.queued_pkts() > 0;
+        // With a host data path, packets staged behind their DMA reads wake
+        // the port when the pipe's head is ready.
+        let pipe_event = h
+            .path
+            .as_deref()
+            .is_some_and(|hp| !hp.pipe.is_empty() && hp.wake_at.is_some_and(|w| w >= now));
+        let port_event = port.busy_until > now || port.queued_pkts() > 0 || pipe_event;
         let next = h.rnic.poll_timeout().map(|t| t.saturating_mul(PS_PER_NS));
         // (The timer may be due at this very instant, after the event
         // just handled.)
@@ -895,8 +999,9 @@ impl Simulator {
         );
     }
 
-    fn complete_flow(&mut self, flow: u32, status: WcStatus) {
-        let now = self.q.now();
+    /// Flow `flow` completed with `status`; its application saw it at
+    /// `seen` (now, or later when a host profile charges the CPU).
+    fn complete_flow(&mut self, flow: u32, status: WcStatus, seen: Ps) {
         let Some(f) = self.flows.get_mut(flow as usize) else {
             return;
         };
@@ -904,7 +1009,7 @@ impl Simulator {
             return;
         }
         f.status = Some(status);
-        f.finish = Some(now);
+        f.finish = Some(seen);
         self.finished += 1;
         if status != WcStatus::Success {
             self.counters.failed_flows += 1;
@@ -928,6 +1033,9 @@ impl Simulator {
 
     // ---- packets -----------------------------------------------------------
 
+    // Inlined into `kick` as before host paths existed (a second caller
+    // made the compiler outline it, adding copies per packet).
+    #[inline(always)]
     fn alloc_packet(&mut self, p: Packet, body: PacketBody) -> u32 {
         self.live_bytes += u64::from(p.frame);
         if let Some(i) = self.free.pop() {
@@ -950,6 +1058,9 @@ impl Simulator {
         p
     }
 
+    // Inlined into `kick` as before host paths existed (a second caller
+    // made the compiler outline it, adding copies per packet).
+    #[inline(always)]
     fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, PacketBody) {
         let dst = ip_host(t.dst.ip()).unwrap_or(u32::MAX);
         let payload = t.payload.len() as u32;
@@ -1009,6 +1120,10 @@ impl Simulator {
         }
         if ns.host {
             let host = ns.index;
+            if self.hosts[host as usize].path.is_some() {
+                self.kick_host_path(node, host);
+                return;
+            }
             loop {
                 let ns = &mut self.nodes[node as usize];
                 let p = &mut ns.ports[0];
@@ -1444,6 +1559,7 @@ impl Simulator {
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
             qlen_mon: self.qlen.clone().map(QlenMonitor::finish),
+            host_path: self.host_path_table(),
         }
     }
 }

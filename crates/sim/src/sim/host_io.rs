@@ -1,0 +1,260 @@
+//! The simulator's side of a host profile: how packets pass through a
+//! host's data path ([`crate::host`]) on their way between the RNIC and the
+//! port. Only hosts with a profile come here, so hosts without one run the
+//! code they always ran.
+
+use super::Simulator;
+use crate::event::{Event, PS_PER_NS, PS_PER_S};
+use crate::host::{FabricUse, HostMeasured, LinkUse, PathTable, Staged, TxPacket, path_table};
+use crate::link::{QEntry, Scheduler};
+use crate::packet::is_control;
+use roce_wire::Opcode;
+
+impl Simulator {
+    /// `kick` for a host with a data path: the RNIC's packets wait in the
+    /// staging pipe until their payload has been read over PCIe, then
+    /// queue at the port.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn kick_host_path(&mut self, node: u32, host: u32) {
+        let now = self.q.now();
+        let staging = self.cfg.nic_staging_pkts;
+        // Keep the pipe full: the RNIC's next packets start their reads
+        // while the port sends the ready ones.
+        loop {
+            let queued = self.nodes[node as usize].ports[0].queued_pkts();
+            let h = &mut self.hosts[host as usize];
+            let Some(hp) = h.path.as_deref_mut() else {
+                return;
+            };
+            if queued >= staging || hp.pipe.len() >= hp.pipe_depth {
+                break;
+            }
+            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+                break;
+            };
+            let control = is_control(&t.repr);
+            let opcode = t.repr.bth.opcode;
+            let qpn = t.src_qpn;
+            let (pkt, body) = self.packet_from(host, t);
+            self.counters.injected_bytes += u64::from(pkt.frame);
+            self.counters.injected_pkts += 1;
+            let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+            let markable = pkt.ecn_capable && !pkt.ce;
+            let (payload, flow) = (pkt.payload, pkt.flow);
+            let id = self.alloc_packet(pkt, body);
+            let (mr_key, (messages, message)) = self
+                .flows
+                .get(flow as usize)
+                .map_or((0, (1, u64::MAX)), |f| {
+                    (f.src_lkey, self.messages(f.spec.size))
+                });
+            let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+                return;
+            };
+            if control || payload == 0 {
+                hp.tx_control(now);
+                let p = &mut self.nodes[node as usize].ports[0];
+                p.enqueue(prio, QEntry::new(id, frame, 0, markable));
+                continue;
+            }
+            let ready = hp.tx_data(
+                now,
+                TxPacket {
+                    qpn,
+                    mr_key,
+                    payload,
+                    first: starts_wqe(opcode),
+                    message,
+                    messages,
+                },
+            );
+            hp.pipe.push_back(Staged {
+                ready,
+                pkt: id,
+                prio: prio as u8,
+                frame,
+                markable,
+            });
+        }
+        // Ready packets join the port's queues.
+        let p = &mut self.nodes[node as usize].ports[0];
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return;
+        };
+        while let Some(&s) = hp.pipe.front()
+            && s.ready <= now
+            && p.queued_pkts() < staging
+        {
+            hp.pipe.pop_front();
+            p.enqueue(
+                usize::from(s.prio),
+                QEntry::new(s.pkt, s.frame, 0, s.markable),
+            );
+        }
+        if let Some(prio) = p.pick(now, &Scheduler::Strict) {
+            // Its end wakes the port, which tops the pipe up again.
+            self.start_tx(node, 0, prio);
+        } else if let Some(s) = hp.pipe.front()
+            && s.ready > now
+            && hp.wake_at.is_none_or(|w| w <= now || w > s.ready)
+        {
+            // Wake the idle port when the pipe's head is ready.
+            hp.wake_at = Some(s.ready);
+            let at = s.ready;
+            self.q.schedule(at, Event::TxDone { node, port: 0 });
+        }
+    }
+
+    /// A packet reached a host with a data path: `false` if it was dropped
+    /// for want of RX-buffer space. Data packets hold buffer space until
+    /// their DMA write is done; on a lossless priority the host pauses its
+    /// ToR before the buffer fills.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn host_rx_admit(&mut self, host: u32, pkt: u32) -> bool {
+        let now = self.q.now();
+        let p = self.packets[pkt as usize];
+        if p.control || p.payload == 0 {
+            return true;
+        }
+        let bth = &self.bodies[pkt as usize].repr.bth;
+        let (qpn, op) = (bth.dest_qp, bth.opcode);
+        let recv_wqe = matches!(
+            op,
+            Opcode::RcSendFirst
+                | Opcode::RcSendOnly
+                | Opcode::RcSendOnlyImm
+                | Opcode::RcSendOnlyInv
+        );
+        let node = self.hosts[host as usize].node;
+        let mr_key = self.flows.get(p.flow as usize).map_or(0, |f| f.dst_lkey);
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return true;
+        };
+        if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe, mr_key) {
+            self.take_packet(pkt);
+            self.bodies[pkt as usize].int = None;
+            return false;
+        }
+        if hp.lossless && !hp.rx_xoff && hp.rx_occupancy(now) > hp.xoff_at {
+            hp.rx_xoff = true;
+            let prio = hp.xoff_prio;
+            let at = hp.rx_drained_to(hp.xon_at).unwrap_or(now);
+            self.send_pfc(node, 0, prio, true);
+            self.q.schedule(at, Event::HostRxDrain { host });
+        }
+        true
+    }
+
+    /// The RX buffer may have drained to XON: resume the ToR, or look
+    /// again when it will have.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn host_rx_drain(&mut self, host: u32) {
+        let now = self.q.now();
+        let node = self.hosts[host as usize].node;
+        let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
+            return;
+        };
+        if !hp.rx_xoff {
+            return;
+        }
+        if hp.rx_occupancy(now) <= hp.xon_at {
+            hp.rx_xoff = false;
+            let prio = hp.xoff_prio;
+            self.send_pfc(node, 0, prio, false);
+        } else {
+            let at = hp.rx_drained_to(hp.xon_at).unwrap_or(now);
+            self.q
+                .schedule(at.max(now + 1), Event::HostRxDrain { host });
+        }
+    }
+}
+
+/// The first packet of a message: the RNIC has just fetched its WQE.
+fn starts_wqe(op: Opcode) -> bool {
+    matches!(
+        op,
+        Opcode::RcSendFirst
+            | Opcode::RcSendOnly
+            | Opcode::RcSendOnlyImm
+            | Opcode::RcSendOnlyInv
+            | Opcode::RcWriteFirst
+            | Opcode::RcWriteOnly
+            | Opcode::RcWriteOnlyImm
+    )
+}
+
+impl Simulator {
+    /// The §5.9 table from what hosts and fabric measured (hosts with a
+    /// profile only).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn host_path_table(&self) -> Option<PathTable> {
+        let plan = self.cfg.host.as_ref()?;
+        let ifg = self.cfg.ifg_bytes;
+        let names: Vec<String> = self
+            .topo
+            .hosts
+            .iter()
+            .map(|&n| self.topo.nodes[n].name.clone())
+            .collect();
+        let hosts: Vec<HostMeasured> = self
+            .hosts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                let port = &self.nodes[h.node as usize].ports[0];
+                let hp = h.path.as_ref()?;
+                Some(hp.measured(i as u32, port.tx_bytes, ifg, port.rate_bps))
+            })
+            .collect();
+        // The fabric's busy time: first flow start to the last finish (or now).
+        let start = self.flows.iter().map(|f| f.spec.start).min().unwrap_or(0);
+        let end = self
+            .flows
+            .iter()
+            .map(|f| f.finish.unwrap_or(self.q.now()))
+            .max()
+            .unwrap_or(0);
+        let span = end.saturating_sub(start).max(1) as f64;
+        let mut fabric = FabricUse {
+            ecn_marks: self.counters.ecn_marks,
+            pfc_pauses: self.counters.pfc_xoff_tx,
+            drops: self.counters.dropped_pkts,
+            cnps: self.hosts.iter().map(|h| h.rnic.counters().cnps_tx).sum(),
+            ..FabricUse::default()
+        };
+        for sw in &self.switches {
+            let node = sw.node as usize;
+            let ports = &self.nodes[node].ports;
+            if ports.iter().any(|p| self.nodes[p.peer as usize].host) {
+                let up: Vec<f64> = ports
+                    .iter()
+                    .filter(|p| !self.nodes[p.peer as usize].host)
+                    .map(|p| p.tx_bytes as f64 * 8.0 / span * 1e3)
+                    .collect();
+                fabric.uplinks.push(up);
+            }
+            for p in ports {
+                let bits = (p.tx_bytes as f64) * 8.0;
+                let util = bits / (p.rate_bps.max(1) as f64) / span * PS_PER_S as f64;
+                let link = format!(
+                    "{}→{}",
+                    self.topo.nodes[node].name, self.topo.nodes[p.peer as usize].name
+                );
+                if self.nodes[p.peer as usize].host {
+                    fabric.leaf.push((link, util));
+                } else {
+                    fabric.spine.push(LinkUse {
+                        link,
+                        gbps: bits / span * 1e3,
+                        utilisation: util,
+                    });
+                }
+            }
+        }
+        Some(path_table(&plan.default.profile, &hosts, &names, &fabric))
+    }
+}
