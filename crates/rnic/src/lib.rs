@@ -383,6 +383,36 @@ impl<M: Memory> Rnic<M> {
         Ok(())
     }
 
+    /// `ibv_destroy_srq`: refused while a QP still takes its receives from it.
+    pub fn destroy_srq(&mut self, srq: SrqHandle) -> Result<()> {
+        if !self.srqs.contains_key(&srq.0) {
+            return Err(unknown("SRQ", srq.0));
+        }
+        let users = self
+            .qps
+            .values()
+            .filter(|q| q.init.srq == Some(srq))
+            .count();
+        if users > 0 {
+            return Err(VerbsError::InUse {
+                kind: "SRQ",
+                id: srq.0,
+                users,
+            });
+        }
+        self.srqs.remove(&srq.0);
+        Ok(())
+    }
+
+    /// Receive WQEs waiting in the SRQ (`ibv_query_srq` reports the limit;
+    /// this is what the limit is compared against).
+    pub fn srq_len(&self, srq: SrqHandle) -> Result<usize> {
+        self.srqs
+            .get(&srq.0)
+            .map(|s| s.queue.len())
+            .ok_or(unknown("SRQ", srq.0))
+    }
+
     pub fn post_srq_recv(
         &mut self,
         srq: SrqHandle,

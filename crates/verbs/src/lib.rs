@@ -42,9 +42,9 @@ pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
 pub use stats::Stats;
-pub use verbs::{Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder};
+pub use verbs::{Ah, Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq};
 
 pub use roce_rnic::{
-    Access, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags, SendWr, Sge, UdDest, Wc,
-    WcOpcode, WcStatus, WrOpcode,
+    Access, AsyncEvent, Counters, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags,
+    SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };

@@ -9,6 +9,11 @@
 //! [`PreparedQp::connect`] takes the peer's endpoint through RTR to RTS and
 //! returns the [`Qp`] that can be posted to.
 //!
+//! Shared receive queues ([`Pd::create_srq`], [`QpBuilder::srq`]) and UD
+//! address handles ([`Pd::create_ah`]) are the RNIC's own (IBA 10.2.9.5,
+//! 10.2.2); the RNIC's asynchronous events (an SRQ under its limit, a full
+//! CQ) come out of [`Context::poll_event`] / [`Context::wait_event`].
+//!
 //! Memory belongs to the device: [`Pd::reg_mr`] allocates the region inside
 //! the RNIC's memory and the application reads and writes it through the
 //! [`Mr`]. That is the safe owned-buffer form; no user pointer is ever lent
@@ -19,7 +24,8 @@ use crate::engine::{Engine, EngineConfig, ROCE_PORT};
 use crate::error::{Error, Result};
 use crate::stats::Stats;
 use roce_rnic::{
-    Access, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType, RecvWr, SendWr, Sge, Wc,
+    Access, AsyncEvent, Counters, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
+    RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
 };
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::RawFd;
@@ -141,6 +147,48 @@ impl Context {
         self.lock().stats()
     }
 
+    /// The RNIC's own counters, among them what UD drops silently by the
+    /// spec (a wrong Q_Key, no receive posted) and so never reports as a
+    /// completion: `qkey_violations`, `ud_no_recv_drops`.
+    pub fn counters(&self) -> Counters {
+        self.lock().rnic.counters()
+    }
+
+    /// The next asynchronous event, if one is queued (`ibv_get_async_event`
+    /// without blocking). Does not drive the device.
+    pub fn poll_event(&self) -> Option<AsyncEvent> {
+        self.lock().rnic.poll_event()
+    }
+
+    /// Drives the device until an asynchronous event arrives or `timeout`
+    /// passes (`ibv_get_async_event`). Events are not completions: an SRQ
+    /// that fell under its limit, a CQ that overflowed.
+    pub fn wait_event(&self, timeout: Duration) -> Result<AsyncEvent> {
+        let start = Instant::now();
+        loop {
+            let work = {
+                let mut e = self.lock();
+                if let Some(ev) = e.rnic.poll_event() {
+                    return Ok(ev);
+                }
+                e.progress()?
+            };
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(Error::Timeout(timeout));
+            }
+            if !work {
+                self.wait_for_work((timeout - elapsed).min(Duration::from_millis(1)));
+            }
+        }
+    }
+
+    /// Whether `other` is this same device (objects of one device cannot be
+    /// given to another: their handles would name the wrong RNIC's objects).
+    fn same_device(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Why the socket last refused a datagram, if it did.
     pub fn last_send_error(&self) -> Option<String> {
         self.lock().last_send_error().map(str::to_string)
@@ -242,6 +290,136 @@ impl Pd {
     /// A QP builder with `cq` for both queues.
     pub fn qp_builder<'a>(&'a self, cq: &'a Cq) -> QpBuilder<'a> {
         QpBuilder::new(self, cq)
+    }
+
+    /// Creates a shared receive queue of `max_wr` receives with up to
+    /// `max_sge` SGEs each (`ibv_create_srq`). QPs built with
+    /// [`QpBuilder::srq`] take their receives from it.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq> {
+        let h = self
+            .0
+            .ctx
+            .lock()
+            .rnic
+            .create_srq(self.0.h, max_wr, max_sge)?;
+        Ok(Srq(Arc::new(SrqInner {
+            pd: self.clone(),
+            h,
+            max_wr,
+        })))
+    }
+
+    /// An address handle for UD sends to `addr` (`ibv_create_ah`). RoCEv2
+    /// addresses a port by its GID, which is the IP address; the UDP port
+    /// is ours to carry because a device here may not own 4791 (two on one
+    /// host). Refuses an address of the other IP family than the device's
+    /// (its packets could not be built) and one that cannot be reached.
+    pub fn create_ah(&self, addr: SocketAddr) -> Result<Ah> {
+        let local = SocketAddr::V4(self.0.ctx.local_addr());
+        if addr.is_ipv4() != local.is_ipv4() {
+            return Err(Error::AddressFamily {
+                local,
+                remote: addr,
+            });
+        }
+        if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+            return Err(Error::BadEndpoint(format!(
+                "address handle {addr} cannot be reached"
+            )));
+        }
+        Ok(Ah {
+            _pd: self.clone(),
+            addr,
+        })
+    }
+}
+
+/// A UD address handle (`ibv_ah`): where a UD send goes.
+#[derive(Clone)]
+pub struct Ah {
+    _pd: Pd,
+    addr: SocketAddr,
+}
+
+impl Ah {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The destination of a UD send through this handle: the remote QP and
+    /// the Q_Key it accepts (a Q_Key with the high bit set means "this QP's
+    /// own Q_Key", IBA 10.2.5).
+    pub fn dest(&self, remote_qpn: u32, remote_qkey: u32) -> UdDest {
+        UdDest {
+            addr: self.addr,
+            remote_qpn,
+            remote_qkey,
+        }
+    }
+}
+
+struct SrqInner {
+    pd: Pd,
+    h: SrqHandle,
+    max_wr: u32,
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // QPs hold the SRQ, so none uses it any more.
+        let _ = self.pd.0.ctx.lock().rnic.destroy_srq(self.h);
+    }
+}
+
+/// A shared receive queue (`ibv_srq`): one pool of receives for many QPs,
+/// so a server with many peers needs receives for its traffic, not for
+/// each peer's worst case.
+#[derive(Clone)]
+pub struct Srq(Arc<SrqInner>);
+
+impl Srq {
+    /// The RNIC's handle (what [`AsyncEvent::SrqLimitReached`] names).
+    pub fn handle(&self) -> SrqHandle {
+        self.0.h
+    }
+
+    pub fn max_wr(&self) -> u32 {
+        self.0.max_wr
+    }
+
+    /// Receives waiting in the queue.
+    pub fn len(&self) -> usize {
+        self.0.pd.0.ctx.lock().rnic.srq_len(self.0.h).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `ibv_post_srq_recv` of one receive.
+    pub fn post_srq_recv(&self, wr: &RecvWr) -> Result<()> {
+        self.post_srq_recv_batch(std::slice::from_ref(wr))
+    }
+
+    /// `ibv_post_srq_recv` of a list (stops at the first bad one; the error
+    /// says which).
+    pub fn post_srq_recv_batch(&self, wrs: &[RecvWr]) -> Result<()> {
+        Ok(self.0.pd.0.ctx.lock().rnic.post_srq_recv(self.0.h, wrs)?)
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when
+    /// fewer than `limit` receives remain, the device raises
+    /// [`AsyncEvent::SrqLimitReached`] once and disarms, so the application
+    /// can refill before senders meet RNR. 0 disarms. A limit above the
+    /// queue's size could never be met the way it was meant and is refused.
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        if limit > self.0.max_wr {
+            return Err(Error::SrqLimit {
+                limit,
+                max_wr: self.0.max_wr,
+            });
+        }
+        Ok(self.0.pd.0.ctx.lock().rnic.arm_srq_limit(self.0.h, limit)?)
     }
 }
 
@@ -426,6 +604,7 @@ pub struct QpBuilder<'a> {
     min_rnr_timer: u8,
     max_rd_atomic: u8,
     qkey: u32,
+    srq: Option<&'a Srq>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -454,7 +633,14 @@ impl<'a> QpBuilder<'a> {
             // request (reported to the RNIC's owner).
             max_rd_atomic: 4,
             qkey: 0x1111_1111,
+            srq: None,
         }
+    }
+    /// Takes receives from `srq` instead of a receive queue of its own
+    /// (`ibv_qp_init_attr.srq`); the QP's `post_recv` is then refused.
+    pub fn srq(mut self, srq: &'a Srq) -> Self {
+        self.srq = Some(srq);
+        self
     }
     pub fn recv_cq(mut self, cq: &'a Cq) -> Self {
         self.recv_cq = cq;
@@ -527,6 +713,16 @@ impl<'a> QpBuilder<'a> {
     /// Creates the QP and moves it to INIT.
     pub fn build(self) -> Result<PreparedQp> {
         let ctx = self.pd.context().clone();
+        let foreign = [
+            ("send CQ", self.send_cq.context()),
+            ("receive CQ", self.recv_cq.context()),
+        ]
+        .into_iter()
+        .chain(self.srq.map(|s| ("SRQ", s.0.pd.context())))
+        .find(|(_, c)| !ctx.same_device(c));
+        if let Some((what, _)) = foreign {
+            return Err(Error::WrongDevice(what));
+        }
         let mut init = QpInitAttr::new(
             self.qp_type,
             self.pd.0.h,
@@ -539,6 +735,7 @@ impl<'a> QpBuilder<'a> {
         init.max_recv_sge = self.max_sge;
         init.max_inline_data = self.max_inline_data;
         init.sq_sig_all = self.sq_sig_all;
+        init.srq = self.srq.map(|s| s.0.h);
         let mut e = ctx.lock();
         let qpn = e.rnic.create_qp(init)?;
         let attr = match self.qp_type {
@@ -559,6 +756,7 @@ impl<'a> QpBuilder<'a> {
             qp: Qp {
                 pd: self.pd.clone(),
                 _cqs: (self.send_cq.clone(), self.recv_cq.clone()),
+                srq: self.srq.cloned(),
                 qpn,
                 qp_type: self.qp_type,
                 mtu: self.mtu,
@@ -674,6 +872,7 @@ impl PreparedQp {
 pub struct Qp {
     pd: Pd,
     _cqs: (Cq, Cq),
+    srq: Option<Srq>,
     qpn: u32,
     qp_type: QpType,
     mtu: Mtu,
@@ -700,6 +899,10 @@ impl Qp {
     }
     pub fn context(&self) -> &Context {
         self.pd.context()
+    }
+    /// The SRQ this QP takes its receives from, if any.
+    pub fn srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
     }
 
     fn endpoint(&self, mr: Option<&Mr>) -> Endpoint {
