@@ -69,6 +69,9 @@ pub struct RnicConfig {
     pub max_qp_wr: u32,
     pub max_sge: u32,
     pub max_inline_data: u32,
+    /// The port's active MTU: the largest UD message (UD is never
+    /// segmented, IBA 9.7.2 / C9-3; RC QPs take their path MTU at RTR).
+    pub port_mtu: Mtu,
 }
 
 impl Default for RnicConfig {
@@ -86,6 +89,7 @@ impl Default for RnicConfig {
             max_qp_wr: 1 << 15,
             max_sge: 32,
             max_inline_data: 1024,
+            port_mtu: Mtu::Mtu1024,
         }
     }
 }
@@ -222,6 +226,12 @@ impl<M: Memory> Rnic<M> {
             events: VecDeque::new(),
             counters: Counters::default(),
         }
+    }
+
+    /// Sets the port's active MTU (what the driver learns from the link);
+    /// UD QPs created afterwards take it as their largest message.
+    pub fn set_port_mtu(&mut self, mtu: Mtu) {
+        self.cfg.port_mtu = mtu;
     }
 
     pub fn config(&self) -> &RnicConfig {
@@ -481,7 +491,11 @@ impl<M: Memory> Rnic<M> {
         }
         let qpn = self.next_qpn;
         self.next_qpn += 1;
-        self.qps.insert(qpn, Qp::new(qpn, init, cc));
+        let mut qp = Qp::new(qpn, init, cc);
+        if init.qp_type == QpType::Ud {
+            qp.mtu = self.cfg.port_mtu;
+        }
+        self.qps.insert(qpn, qp);
         Ok(qpn)
     }
 

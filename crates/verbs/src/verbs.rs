@@ -48,10 +48,11 @@ impl Device {
 
     /// Opens a device on any address and port (0 picks a free port), with settings.
     pub fn open_with(addr: SocketAddr, cfg: EngineConfig) -> Result<Context> {
-        let engine = Engine::open(addr, cfg)?;
+        let mut engine = Engine::open(addr, cfg)?;
         let local = engine.local_addr();
         let fd = engine.fd();
         let active_mtu = crate::sys::interface_mtu(*local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
+        engine.rnic.set_port_mtu(active_mtu);
         Ok(Context {
             inner: Arc::new(Shared {
                 engine: Mutex::new(engine),
@@ -759,7 +760,11 @@ impl<'a> QpBuilder<'a> {
                 srq: self.srq.cloned(),
                 qpn,
                 qp_type: self.qp_type,
-                mtu: self.mtu,
+                // UD is never segmented: its limit is the port's MTU.
+                mtu: match self.qp_type {
+                    QpType::Rc => self.mtu,
+                    QpType::Ud => ctx.active_mtu(),
+                },
                 psn,
                 timeout: self.timeout,
                 retry_cnt: self.retry_cnt,

@@ -245,6 +245,8 @@ fn ud_through_address_handles_with_q_keys() {
     // A UD message larger than the path MTU cannot go (UD does not
     // segment): a local length error on that QP, the others unharmed.
     let big = ud_qp(&pa, &ca, qkey, None);
+    // UD's limit is the port's MTU (4096 on lo), not a path MTU.
+    assert_eq!(big.mtu(), a.active_mtu());
     big.post_send(
         &SendWr::new(7, WrOpcode::Send, vec![ma.sge(0, 8000)]).to(ah.dest(qb1.qpn(), qkey)),
     )
