@@ -31,7 +31,9 @@ pub mod engine;
 pub mod error;
 pub mod exchange;
 pub mod fault;
+pub mod gid;
 pub mod packet;
+pub mod pingpong;
 pub mod stats;
 pub mod sys;
 pub mod verbs;
@@ -41,6 +43,7 @@ pub use engine::{Engine, EngineConfig, ROCE_PORT};
 pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
+pub use gid::Gid;
 pub use stats::Stats;
 pub use verbs::{Ah, Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq};
 

@@ -802,6 +802,11 @@ impl PreparedQp {
         self.qp.post_recv(wr)
     }
 
+    /// A list of receives before the QP is connected.
+    pub fn post_recv_batch(&self, wrs: &[RecvWr]) -> Result<()> {
+        self.qp.post_recv_batch(wrs)
+    }
+
     /// INIT→RTR→RTS towards `remote` (RC). Refuses an endpoint whose path
     /// MTU differs from this QP's.
     pub fn connect(self, remote: &Endpoint) -> Result<Qp> {
