@@ -46,6 +46,32 @@ impl Device {
         )
     }
 
+    /// Opens a device on `ip` and UDP 4791 or, when another stack already
+    /// owns 4791 on that address (two stacks on one host, rxe beside us),
+    /// on a free port — and says so on stderr, because nothing else would:
+    /// the peer must be told the port, and a capture of it decodes as RoCEv2
+    /// only when that port is named (`roce pcap decode --udp-port N`,
+    /// Wireshark's Decode As). [`Context::fallback_port`] returns it too.
+    pub fn open_or_fallback(ip: IpAddr, cfg: EngineConfig) -> Result<Context> {
+        let want = SocketAddr::new(ip, ROCE_PORT);
+        match Self::open_with(want, cfg.clone()) {
+            Err(Error::AddrInUse(_)) => {
+                let mut ctx = Self::open_with(SocketAddr::new(ip, 0), cfg)?;
+                let port = ctx.local_addr().port();
+                eprintln!(
+                    "roce: note: UDP {want} is in use (another RoCE stack?); this device uses UDP port {port} instead. \
+                     Its peers must be given this port, and captures decode with `roce pcap decode --udp-port {port}` \
+                     (Wireshark: Decode As, UDP port {port})"
+                );
+                if let Some(s) = Arc::get_mut(&mut ctx.inner) {
+                    s.fallback = true;
+                }
+                Ok(ctx)
+            }
+            r => r,
+        }
+    }
+
     /// Opens a device on any address and port (0 picks a free port), with settings.
     pub fn open_with(addr: SocketAddr, cfg: EngineConfig) -> Result<Context> {
         let mut engine = Engine::open(addr, cfg)?;
@@ -59,6 +85,7 @@ impl Device {
                 fd,
                 local,
                 active_mtu,
+                fallback: false,
             }),
         })
     }
@@ -69,6 +96,8 @@ struct Shared {
     fd: RawFd,
     local: SocketAddrV4,
     active_mtu: Mtu,
+    /// Opened off 4791 because 4791 was taken ([`Device::open_or_fallback`]).
+    fallback: bool,
 }
 
 /// An opened device (`ibv_context`). Cheap to clone; all clones share the engine.
@@ -92,6 +121,12 @@ impl Context {
     /// The local IP and UDP port.
     pub fn local_addr(&self) -> SocketAddrV4 {
         self.inner.local
+    }
+
+    /// The UDP port this device fell back to because 4791 was taken
+    /// ([`Device::open_or_fallback`]); `None` when it runs where it was asked.
+    pub fn fallback_port(&self) -> Option<u16> {
+        self.inner.fallback.then(|| self.inner.local.port())
     }
 
     /// The port's active MTU (`ibv_port_attr.active_mtu`): the largest path
