@@ -96,15 +96,9 @@ fn main() {
     let mut connected = None;
     let mut connect = |rem: &Dest, from: Option<IpAddr>| {
         let peer = peer_addr(rem, from, o.c.udp_port);
-        let IpAddr::V4(ip) = peer.ip() else {
-            fail(format!(
-                "the peer's address {} is IPv6 and this device {} is IPv4: both ends need one family",
-                peer.ip(),
-                ctx.local_addr().ip()
-            ));
-        };
+        // A peer of the other IP family is refused by connect(), clearly.
         let endpoint = Endpoint {
-            ip,
+            ip: peer.ip(),
             udp_port: peer.port(),
             qpn: rem.qpn,
             psn: rem.psn,

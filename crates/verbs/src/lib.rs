@@ -3,7 +3,7 @@
 //! ```no_run
 //! use roce_verbs::{Device, Access, SendWr, WrOpcode};
 //! # fn main() -> roce_verbs::Result<()> {
-//! let ctx = Device::open("127.0.0.1".parse().unwrap())?;
+//! let ctx = Device::open(std::net::Ipv4Addr::LOCALHOST)?;
 //! let pd = ctx.alloc_pd()?;
 //! let cq = ctx.create_cq(256)?;
 //! let mr = pd.reg_mr(4096, Access::ALL)?;

@@ -27,21 +27,22 @@ use roce_rnic::{
     Access, AsyncEvent, Counters, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
     RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
 };
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Opens devices. A "device" is one UDP socket on a local IPv4 address.
+/// Opens devices. A "device" is one UDP socket on a local IPv4 or IPv6
+/// address (its GID, [`crate::Gid`]).
 pub struct Device;
 
 impl Device {
     /// Opens a device on `ip` and the RoCEv2 port 4791.
-    pub fn open(ip: Ipv4Addr) -> Result<Context> {
+    pub fn open(ip: impl Into<IpAddr>) -> Result<Context> {
         Self::open_with(
-            SocketAddr::new(IpAddr::V4(ip), ROCE_PORT),
+            SocketAddr::new(ip.into(), ROCE_PORT),
             EngineConfig::default(),
         )
     }
@@ -77,7 +78,7 @@ impl Device {
         let mut engine = Engine::open(addr, cfg)?;
         let local = engine.local_addr();
         let fd = engine.fd();
-        let active_mtu = crate::sys::interface_mtu(*local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
+        let active_mtu = crate::sys::interface_mtu(local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
         engine.rnic.set_port_mtu(active_mtu);
         Ok(Context {
             inner: Arc::new(Shared {
@@ -94,7 +95,7 @@ impl Device {
 struct Shared {
     engine: Mutex<Engine>,
     fd: RawFd,
-    local: SocketAddrV4,
+    local: SocketAddr,
     active_mtu: Mtu,
     /// Opened off 4791 because 4791 was taken ([`Device::open_or_fallback`]).
     fallback: bool,
@@ -119,7 +120,7 @@ impl Context {
     }
 
     /// The local IP and UDP port.
-    pub fn local_addr(&self) -> SocketAddrV4 {
+    pub fn local_addr(&self) -> SocketAddr {
         self.inner.local
     }
 
@@ -351,7 +352,7 @@ impl Pd {
     /// host). Refuses an address of the other IP family than the device's
     /// (its packets could not be built) and one that cannot be reached.
     pub fn create_ah(&self, addr: SocketAddr) -> Result<Ah> {
-        let local = SocketAddr::V4(self.0.ctx.local_addr());
+        let local = self.0.ctx.local_addr();
         if addr.is_ipv4() != local.is_ipv4() {
             return Err(Error::AddressFamily {
                 local,
@@ -869,6 +870,13 @@ impl PreparedQp {
                 remote.qpn, remote.psn
             )));
         }
+        let local = q.pd.context().local_addr();
+        if remote.ip.is_ipv4() != local.is_ipv4() {
+            return Err(Error::AddressFamily {
+                local,
+                remote: remote.socket_addr(),
+            });
+        }
         if remote.udp_port == 0 || remote.ip.is_unspecified() {
             return Err(Error::BadEndpoint(format!(
                 "address {}:{} cannot be reached",
@@ -953,7 +961,7 @@ impl Qp {
     fn endpoint(&self, mr: Option<&Mr>) -> Endpoint {
         let local = self.pd.context().local_addr();
         Endpoint {
-            ip: *local.ip(),
+            ip: local.ip(),
             udp_port: local.port(),
             qpn: self.qpn,
             psn: self.psn,

@@ -229,7 +229,7 @@ pub fn my_dest(ctx: &Context, qpn: u32, psn: u32) -> Dest {
         lid: 0,
         qpn,
         psn,
-        gid: Gid::from_ip(IpAddr::V4(*ctx.local_addr().ip())),
+        gid: Gid::from_ip(ctx.local_addr().ip()),
     }
 }
 
