@@ -16,8 +16,6 @@ pub enum Error {
     Verbs(#[from] roce_rnic::VerbsError),
     #[error(transparent)]
     Post(#[from] roce_rnic::PostError),
-    #[error("{0} is not an IPv4 address: this engine carries RoCEv2 over IPv4")]
-    NotIpv4(SocketAddr),
     #[error(
         "{0}: open the device on a specific local address (the ICRC covers the source IP, so it must be known)"
     )]

@@ -784,9 +784,20 @@ impl<'a> QpBuilder<'a> {
             return Err(err.into());
         }
         let psn = self.psn.unwrap_or_else(|| {
-            // Like perftest's lrand48() & 0xffffff: distinct runs use distinct PSNs.
-            let t = e.now() ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            (t ^ (t >> 29) ^ (t >> 47)) as u32 & 0xff_ffff
+            // Like perftest's lrand48() & 0xffffff: distinct runs, and two
+            // processes started together (a ping-pong's two sides), use
+            // distinct PSNs: the wall clock and the process id go into a
+            // SplitMix64 finalizer with the QPN.
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let mut t = wall
+                ^ e.now()
+                ^ (u64::from(std::process::id()) << 40)
+                ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            t = (t ^ (t >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            t = (t ^ (t >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (t ^ (t >> 31)) as u32 & 0xff_ffff
         });
         drop(e);
         Ok(PreparedQp {
