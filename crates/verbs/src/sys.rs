@@ -723,6 +723,58 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// IPv6: the traffic class goes out per datagram (IPV6_TCLASS control
+    /// message, then the socket's option once a run makes it common) and
+    /// comes back through IPV6_RECVTCLASS, CE marks included.
+    #[test]
+    fn ipv6_traffic_class_goes_out_and_comes_back() {
+        use crate::packet::{Body, MAX_HEAD, OutDatagram};
+        let rx = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        assert!(setsockopt_int(
+            rx.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVTCLASS,
+            1
+        ));
+        let tx = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        let want: Vec<u8> = (0..20u8)
+            .map(|i| if i % 7 == 3 { 0xbb } else { 0x6a })
+            .collect();
+        let mut txb = SendBatch::default();
+        assert!(txb.set_socket_tos(tx.as_raw_fd(), 2));
+        let mem = RealMemory::new();
+        for (i, &tos) in want.iter().enumerate() {
+            let d = [OutDatagram {
+                dst,
+                tos,
+                head: [i as u8; MAX_HEAD],
+                head_len: 16,
+                body: Body::Owned(Vec::new()),
+                tail: [0; 8],
+                tail_len: 0,
+                ident: 0,
+                sealed: true,
+            }];
+            assert_eq!(txb.send(tx.as_raw_fd(), &d, &mem).unwrap(), 1);
+        }
+        let mut rb = RecvBatch::new(64, MAX_DATAGRAM);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let n = rb.recv(rx.as_raw_fd()).unwrap();
+            for m in &rb.meta[..n] {
+                assert_eq!(m.src, tx.local_addr().unwrap());
+                got.push(m.tos);
+            }
+            if got.len() == want.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, want);
+    }
+
     /// Single receives and batches in any order see every datagram once,
     /// whole, with its sender: the headers a batch used are set again
     /// before the next batch, even with single receives in between.
