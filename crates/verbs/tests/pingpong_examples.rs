@@ -88,14 +88,7 @@ fn run_pair(name: &str, a: &str, b: &str, extra: &[&str]) -> Run {
     let udp = free_udp_port(a, b).to_string();
     let mut common: Vec<String> = vec!["-p".into(), tcp, "--udp-port".into(), udp];
     common.extend(extra.iter().map(|s| s.to_string()));
-    let mut sargs = common.clone();
-    sargs.extend(["-d".into(), a.into()]);
-    let mut cargs = common;
-    cargs.extend(["-d".into(), b.into(), a.into()]);
-    let server = spawn(name, &sargs);
-    let client = spawn(name, &cargs);
-    let c = finish(client, "client");
-    let s = finish(server, "server");
+    let (s, c) = run_raw(name, a, b, &common);
     let text = |o: &Output, who: &str| {
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(
@@ -110,6 +103,20 @@ fn run_pair(name: &str, a: &str, b: &str, extra: &[&str]) -> Run {
         server: text(&s, "server"),
         client: text(&c, "client"),
     }
+}
+
+/// Runs `name` as server with device `a` and as client with device `b`
+/// towards `a`; returns both outputs, whatever their status.
+fn run_raw(name: &str, a: &str, b: &str, common: &[String]) -> (Output, Output) {
+    let mut sargs = common.to_vec();
+    sargs.extend(["-d".into(), a.into()]);
+    let mut cargs = common.to_vec();
+    cargs.extend(["-d".into(), b.into(), a.into()]);
+    let server = spawn(name, &sargs);
+    let client = spawn(name, &cargs);
+    let c = finish(client, "client");
+    let s = finish(server, "server");
+    (s, c)
 }
 
 /// The QPN and PSN of a `local address:`/`remote address:` line.
@@ -131,16 +138,18 @@ fn check_output(r: &Run, local_sep: &str, a: &str, b: &str, size: u64, iters: u6
     let c: Vec<&str> = r.client.lines().collect();
     assert_eq!(s.len(), 4, "server printed:\n{}", r.server);
     assert_eq!(c.len(), 4, "client printed:\n{}", r.client);
+    // The GID as inet_ntop prints it: IPv4-mapped, or the IPv6 address.
+    let gid = |ip: &str| roce_verbs::Gid::from_ip(ip.parse().expect("an IP address")).to_string();
     for (lines, me, peer) in [(&s, a, b), (&c, b, a)] {
         assert!(
             lines[0].starts_with("  local address:  LID 0x0000, QPN 0x")
-                && lines[0].contains(&format!("{local_sep} GID ::ffff:{me}")),
+                && lines[0].ends_with(&format!("{local_sep} GID {}", gid(me))),
             "{}",
             lines[0]
         );
         assert!(
             lines[1].starts_with("  remote address: LID 0x0000, QPN 0x")
-                && lines[1].ends_with(&format!(", GID ::ffff:{peer}")),
+                && lines[1].ends_with(&format!(", GID {}", gid(peer))),
             "{}",
             lines[1]
         );
@@ -227,4 +236,69 @@ fn bad_options_are_one_clear_error() {
     let e = refused("rc_pingpong", &base);
     assert!(e.contains("already in use"), "{e}");
     drop(busy);
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Puts `addr/128` on `lo` (root only; `replace` keeps one already there).
+fn lo_address(addr: &str) {
+    let out = Command::new("ip")
+        .args([
+            "-6",
+            "addr",
+            "replace",
+            &format!("{addr}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("running ip: {e}"));
+    assert!(
+        out.status.success(),
+        "`ip -6 addr replace {addr}/128 dev lo nodad` failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Both examples over IPv6 between two addresses on `lo` (root adds them;
+/// as root this runs and fails loudly if it cannot), and an IPv4 client
+/// facing an IPv6 server: the server refuses with the family error.
+#[test]
+fn pingpongs_over_ipv6_and_a_family_mismatch() {
+    if !is_root() {
+        eprintln!(
+            "SKIP pingpongs_over_ipv6_and_a_family_mismatch: adding fd00::31:1/2 to lo needs root"
+        );
+        return;
+    }
+    let (a, b) = ("fd00::31:1", "fd00::31:2");
+    lo_address(a);
+    lo_address(b);
+    let r = run_pair("rc_pingpong", a, b, &["-n", "50", "-s", "2000", "-c"]);
+    check_output(&r, ",", a, b, 2000, 50);
+    let r = run_pair("ud_pingpong", a, b, &["-n", "50", "-s", "1000", "-c"]);
+    check_output(&r, ":", a, b, 1000, 50);
+
+    let common: Vec<String> = vec![
+        "-p".into(),
+        free_tcp_port().to_string(),
+        "--udp-port".into(),
+        free_udp_port("127.0.35.1", "127.0.35.2").to_string(),
+        "-n".into(),
+        "5".into(),
+    ];
+    let (s, c) = run_raw("rc_pingpong", a, "127.0.35.2", &common);
+    let err = String::from_utf8_lossy(&s.stderr);
+    assert!(!s.status.success() && !c.status.success());
+    assert!(err.contains("different IP families"), "server said: {err}");
 }
