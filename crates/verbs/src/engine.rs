@@ -169,7 +169,7 @@ impl Engine {
                     "IPV6_MTU_DISCOVER",
                     libc::IPPROTO_IPV6,
                     libc::IPV6_MTU_DISCOVER,
-                    libc::IP_PMTUDISC_DO,
+                    libc::IPV6_PMTUDISC_DO,
                 ),
                 (
                     "IPV6_RECVTCLASS",
