@@ -353,7 +353,7 @@ impl Pd {
     /// (its packets could not be built) and one that cannot be reached.
     pub fn create_ah(&self, addr: SocketAddr) -> Result<Ah> {
         let local = self.0.ctx.local_addr();
-        if addr.is_ipv4() != local.is_ipv4() {
+        if !same_family(local.ip(), addr.ip()) {
             return Err(Error::AddressFamily {
                 local,
                 remote: addr,
@@ -369,6 +369,18 @@ impl Pd {
             addr,
         })
     }
+}
+
+/// Whether a device on `local` can reach `remote`. An IPv4-mapped IPv6
+/// address (`::ffff:a.b.c.d`) is an IPv4 peer, as its GID says: an IPv6
+/// device's socket takes IPv6 only, and the ICRC of an IPv4 packet covers
+/// an IPv4 header.
+fn same_family(local: IpAddr, remote: IpAddr) -> bool {
+    let v4 = |ip: IpAddr| match ip {
+        IpAddr::V4(_) => true,
+        IpAddr::V6(a) => a.to_ipv4_mapped().is_some(),
+    };
+    v4(local) == v4(remote)
 }
 
 /// A UD address handle (`ibv_ah`): where a UD send goes.
@@ -882,7 +894,7 @@ impl PreparedQp {
             )));
         }
         let local = q.pd.context().local_addr();
-        if remote.ip.is_ipv4() != local.is_ipv4() {
+        if !same_family(local.ip(), remote.ip) {
             return Err(Error::AddressFamily {
                 local,
                 remote: remote.socket_addr(),

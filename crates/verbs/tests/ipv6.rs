@@ -151,6 +151,17 @@ fn an_ipv4_peer_of_an_ipv6_device_is_one_clear_error_and_others_go_on() {
         e.to_string().contains("IPv6") && e.to_string().contains("IPv4"),
         "{e}"
     );
+    // An IPv4-mapped address is an IPv4 peer, not an IPv6 one.
+    let mut mapped_ep = q4.endpoint_with(&m4);
+    mapped_ep.ip = "::ffff:127.0.0.1".parse().unwrap();
+    let q6m = p6.qp_builder(&c6).build().unwrap();
+    let e = q6m.connect(&mapped_ep).err().unwrap();
+    assert!(matches!(e, Error::AddressFamily { .. }), "{e}");
+    let e = p6
+        .create_ah("[::ffff:127.0.0.1]:4791".parse().unwrap())
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::AddressFamily { .. }), "{e}");
     // The reverse too.
     let q6b = p6.qp_builder(&c6).build().unwrap();
     let e = q4.connect(&q6b.endpoint()).err().unwrap();
