@@ -50,12 +50,11 @@ fn write_read_and_check_capture(a_addr: &str, b_addr: &str, dir: &Path) {
     .unwrap();
     ok_wc(&a.cq.wait(1, WAIT).unwrap());
     assert_eq!(a.mr.read(8192, 3000).unwrap(), msg);
+    // Every datagram's ICRC checked good against its IPv6 header.
+    // (Retransmissions are not asserted: on a loaded machine a timer may
+    // fire, and tests assert behaviour, not timing.)
     for s in [a.ctx.stats(), b.ctx.stats()] {
-        assert_eq!(
-            (s.icrc_errors, s.malformed, s.retransmissions),
-            (0, 0, 0),
-            "{s:?}"
-        );
+        assert_eq!((s.icrc_errors, s.malformed), (0, 0), "{s:?}");
     }
     drop(_drive_b);
     b.ctx.flush_pcap().unwrap();
