@@ -1,7 +1,7 @@
 //! `roce pcap decode`: one line (or one JSON object) per captured frame.
 
 use roce_wire::pcap::CapturedFrame;
-use roce_wire::{Frame, IpRepr, RoceFrame, Syndrome, parse_frame};
+use roce_wire::{Frame, IpRepr, RoceFrame, Syndrome, parse_frame_ports};
 use serde_json::{Map, Value, json};
 
 /// Decodes one frame into a JSON object whose nested keys follow the header
@@ -10,8 +10,11 @@ use serde_json::{Map, Value, json};
 /// `jq .bth.opcode`) and under its full dotted name at the top level
 /// (`"bth.opcode": 4`), for tools that look fields up by name the way
 /// tshark's field names work.
-pub fn frame_json(index: usize, f: &CapturedFrame) -> Value {
-    let Value::Object(nested) = frame_json_nested(index, f) else {
+///
+/// `ports` are UDP ports decoded as RoCEv2 besides 4791 (Wireshark's
+/// "Decode As"; see [`roce_wire::parse_frame_ports`]).
+pub fn frame_json(index: usize, f: &CapturedFrame, ports: &[u16]) -> Value {
+    let Value::Object(nested) = frame_json_nested(index, f, ports) else {
         unreachable!("frame_json_nested builds an object")
     };
     let mut flat = Map::new();
@@ -42,12 +45,12 @@ fn flatten(prefix: &str, v: &Value, out: &mut Map<String, Value>) {
     }
 }
 
-fn frame_json_nested(index: usize, f: &CapturedFrame) -> Value {
+fn frame_json_nested(index: usize, f: &CapturedFrame, ports: &[u16]) -> Value {
     let mut o = Map::new();
     o.insert("frame".into(), json!(index + 1));
     o.insert("ts_ns".into(), json!(f.ts_ns));
     o.insert("len".into(), json!(f.data.len()));
-    match parse_frame(&f.data) {
+    match parse_frame_ports(&f.data, ports) {
         Err(e) => {
             o.insert("error".into(), json!(e.to_string()));
         }
@@ -148,10 +151,10 @@ fn roce_json(r: &RoceFrame<'_>, o: &mut Map<String, Value>) {
     );
 }
 
-/// A Wireshark-like one-line summary of a frame.
-pub fn frame_line(index: usize, f: &CapturedFrame) -> String {
+/// A Wireshark-like one-line summary of a frame (`ports` as for [`frame_json`]).
+pub fn frame_line(index: usize, f: &CapturedFrame, ports: &[u16]) -> String {
     let t = format!("{:>5} {:>12.9}", index + 1, f.ts_ns as f64 / 1e9);
-    match parse_frame(&f.data) {
+    match parse_frame_ports(&f.data, ports) {
         Err(e) => format!("{t} {:>5}  [not RoCEv2: {e}]", f.data.len()),
         Ok(Frame::Pfc { eth, pfc }) => format!(
             "{t} {:>5}  {} → {}  PFC  enable=0x{:02x} quanta={:?}",

@@ -32,7 +32,7 @@ fn packets(out: &Path) -> Result<()> {
         .iter()
         .enumerate()
     {
-        println!("{}", crate::decode::frame_line(i, f));
+        println!("{}", crate::decode::frame_line(i, f, &[]));
     }
     println!();
     Ok(())

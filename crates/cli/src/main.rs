@@ -53,6 +53,11 @@ enum PcapCmd {
         /// One JSON object per frame per line.
         #[arg(long)]
         json: bool,
+        /// Also decode UDP port N (source or destination) as RoCEv2, like
+        /// Wireshark's "Decode As": for a stack that found 4791 busy and
+        /// ran on another port. May be given more than once.
+        #[arg(long = "udp-port", value_name = "N")]
+        udp_port: Vec<u16>,
     },
 }
 
@@ -75,8 +80,13 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Cmd::Pcap {
-            cmd: PcapCmd::Decode { file, json },
-        } => decode_file(&file, json),
+            cmd:
+                PcapCmd::Decode {
+                    file,
+                    json,
+                    udp_port,
+                },
+        } => decode_file(&file, json, &udp_port),
         Cmd::Perf(args) => perf::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Analyze(args) => analyze::run(args),
@@ -98,7 +108,7 @@ pub fn write_sample(file: &std::path::Path) -> Result<usize> {
     Ok(frames.len())
 }
 
-fn decode_file(file: &std::path::Path, json: bool) -> Result<()> {
+fn decode_file(file: &std::path::Path, json: bool, ports: &[u16]) -> Result<()> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let capture = roce_wire::pcap::read_capture(&bytes)
         .with_context(|| format!("reading capture {}", file.display()))?;
@@ -114,9 +124,9 @@ fn decode_file(file: &std::path::Path, json: bool) -> Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     for (i, f) in frames.iter().enumerate() {
         let r = if json {
-            writeln!(out, "{}", decode::frame_json(i, f))
+            writeln!(out, "{}", decode::frame_json(i, f, ports))
         } else {
-            writeln!(out, "{}", decode::frame_line(i, f))
+            writeln!(out, "{}", decode::frame_line(i, f, ports))
         };
         if r.is_err() {
             break; // closed pipe: stop quietly

@@ -472,3 +472,81 @@ fn json_fields_are_reachable_by_dotted_name_too() {
     }
     assert!(checked > 500);
 }
+
+/// A capture written by two real engines that both run off 4791 (as when
+/// another stack owns it): refused frame by frame as not RoCEv2, until the
+/// port is named with `--udp-port` (Wireshark's Decode As), when every
+/// frame of both directions decodes with a good ICRC.
+#[test]
+fn udp_port_decodes_a_capture_taken_off_4791() {
+    use roce_verbs::{Access, Device, EngineConfig, SendWr, WrOpcode};
+    use std::net::SocketAddr;
+
+    let dir = tempfile::tempdir().unwrap();
+    let pcap = dir.path().join("off4791.pcap");
+    let open = |ip: &str, pcap: Option<std::path::PathBuf>| {
+        let cfg = EngineConfig {
+            pcap,
+            ..Default::default()
+        };
+        Device::open_with(format!("{ip}:0").parse::<SocketAddr>().unwrap(), cfg).unwrap()
+    };
+    let a = open("127.0.42.1", Some(pcap.clone()));
+    let b = open("127.0.42.2", None);
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (a.create_cq(16).unwrap(), b.create_cq(16).unwrap());
+    let ma = pa.reg_mr(8192, Access::ALL).unwrap();
+    let mb = pb.reg_mr(8192, Access::ALL).unwrap();
+    let qa = pa.qp_builder(&ca).build().unwrap();
+    let qb = pb.qp_builder(&cb).build().unwrap();
+    let (ea, eb) = (qa.endpoint_with(&ma), qb.endpoint_with(&mb));
+    let (qa, _qb) = (qa.connect(&eb).unwrap(), qb.connect(&ea).unwrap());
+    let drive_b = b.spawn_progress(false);
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: eb.addr,
+            rkey: eb.rkey,
+        },
+        vec![ma.sge(0, 3000)],
+    );
+    qa.post_send(&wr).unwrap();
+    let wc = ca.wait(1, Duration::from_secs(20)).unwrap();
+    assert_eq!(wc[0].status, roce_verbs::WcStatus::Success);
+    drop(drive_b);
+    a.flush_pcap().unwrap();
+    let (port_a, port_b) = (a.local_addr().port(), b.local_addr().port());
+    assert!(port_a != 4791 && port_b != 4791);
+    let file = pcap.to_str().unwrap();
+
+    // Without the port: every frame refused, with the way out named.
+    let text = stdout(&ok(roce(&["pcap", "decode", file])));
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 4, "{text}"); // 3 requests at MTU 1024 and an ACK
+    for l in &lines {
+        assert!(l.contains("not RoCEv2") && l.contains("--udp-port"), "{l}");
+    }
+    // Naming A's port decodes both directions (A's port is the source of
+    // its requests and the destination of B's ACKs).
+    let p = port_a.to_string();
+    let text = stdout(&ok(roce(&["pcap", "decode", file, "--udp-port", &p])));
+    let decoded: Vec<&str> = text.lines().collect();
+    assert_eq!(decoded.len(), lines.len());
+    for l in &decoded {
+        assert!(l.contains("RRoCE") && !l.contains("ICRC BAD"), "{l}");
+    }
+    assert!(
+        decoded.iter().any(|l| l.contains("RDMA_WRITE_FIRST")),
+        "{text}"
+    );
+    assert!(decoded.iter().any(|l| l.contains("ACK")), "{text}");
+    // JSON too, and an unrelated port changes nothing.
+    let o = ok(roce(&["pcap", "decode", file, "--json", "--udp-port", &p]));
+    for l in stdout(&o).lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert!(!has(&v, "error") && v["icrc"]["ok"] == true, "{l}");
+    }
+    let other = if port_b == 9 { "10" } else { "9" };
+    let text = stdout(&ok(roce(&["pcap", "decode", file, "--udp-port", other])));
+    assert!(text.lines().all(|l| l.contains("not RoCEv2")), "{text}");
+}

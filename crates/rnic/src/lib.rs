@@ -80,6 +80,9 @@ pub struct RnicConfig {
     /// pair send from per-QP entropy ports. Over real sockets a peer *is* a
     /// socket (many engines share 127.0.0.1), so `roce-verbs` turns it on.
     pub match_source_port: bool,
+    /// The port's active MTU: the largest UD message (UD is never
+    /// segmented, IBA 9.7.2 / C9-3; RC QPs take their path MTU at RTR).
+    pub port_mtu: Mtu,
 }
 
 impl Default for RnicConfig {
@@ -98,6 +101,7 @@ impl Default for RnicConfig {
             max_sge: 32,
             max_inline_data: 1024,
             match_source_port: false,
+            port_mtu: Mtu::Mtu1024,
         }
     }
 }
@@ -237,6 +241,12 @@ impl<M: Memory> Rnic<M> {
             counters: Counters::default(),
             clock: 0,
         }
+    }
+
+    /// Sets the port's active MTU (what the driver learns from the link);
+    /// UD QPs created afterwards take it as their largest message.
+    pub fn set_port_mtu(&mut self, mtu: Mtu) {
+        self.cfg.port_mtu = mtu;
     }
 
     pub fn config(&self) -> &RnicConfig {
@@ -398,6 +408,36 @@ impl<M: Memory> Rnic<M> {
         Ok(())
     }
 
+    /// `ibv_destroy_srq`: refused while a QP still takes its receives from it.
+    pub fn destroy_srq(&mut self, srq: SrqHandle) -> Result<()> {
+        if !self.srqs.contains_key(&srq.0) {
+            return Err(unknown("SRQ", srq.0));
+        }
+        let users = self
+            .qps
+            .values()
+            .filter(|q| q.init.srq == Some(srq))
+            .count();
+        if users > 0 {
+            return Err(VerbsError::InUse {
+                kind: "SRQ",
+                id: srq.0,
+                users,
+            });
+        }
+        self.srqs.remove(&srq.0);
+        Ok(())
+    }
+
+    /// Receive WQEs waiting in the SRQ (`ibv_query_srq` reports the limit;
+    /// this is what the limit is compared against).
+    pub fn srq_len(&self, srq: SrqHandle) -> Result<usize> {
+        self.srqs
+            .get(&srq.0)
+            .map(|s| s.queue.len())
+            .ok_or(unknown("SRQ", srq.0))
+    }
+
     pub fn post_srq_recv(
         &mut self,
         srq: SrqHandle,
@@ -466,7 +506,11 @@ impl<M: Memory> Rnic<M> {
         }
         let qpn = self.next_qpn;
         self.next_qpn += 1;
-        self.qps.insert(qpn, Qp::new(qpn, init, cc));
+        let mut qp = Qp::new(qpn, init, cc);
+        if init.qp_type == QpType::Ud {
+            qp.mtu = self.cfg.port_mtu;
+        }
+        self.qps.insert(qpn, qp);
         Ok(qpn)
     }
 

@@ -5,12 +5,14 @@
 //! the TCP part.
 
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Endpoint {
-    /// The device's IPv4 address (RoCEv2 uses an IPv4-mapped GID for it).
-    pub ip: Ipv4Addr,
+    /// The device's IP address (its GID: IPv4-mapped for IPv4, see
+    /// [`crate::Gid`]). On the wire of the JSON exchange it is the address
+    /// as text, as before for IPv4.
+    pub ip: IpAddr,
     pub udp_port: u16,
     pub qpn: u32,
     /// First PSN the side sends (the peer's expected PSN).
@@ -25,7 +27,7 @@ pub struct Endpoint {
 
 impl Endpoint {
     pub fn socket_addr(&self) -> SocketAddr {
-        SocketAddr::new(IpAddr::V4(self.ip), self.udp_port)
+        SocketAddr::new(self.ip, self.udp_port)
     }
 
     /// The remote address `off` bytes into the exposed region.

@@ -49,7 +49,7 @@ use roce_wire::pcap::CaptureWriter;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -96,7 +96,7 @@ impl Default for EngineConfig {
 pub struct Engine {
     pub(crate) rnic: Rnic<RealMemory>,
     sock: Socket,
-    local: SocketAddrV4,
+    local: SocketAddr,
     origin: Instant,
     wall_origin_ns: u64,
     batch: usize,
@@ -134,12 +134,10 @@ pub fn window_for(rcvbuf: usize) -> u32 {
 }
 
 impl Engine {
-    /// Opens the engine on `local` (IPv4; port 0 picks a free one).
+    /// Opens the engine on `local` (IPv4 or IPv6; port 0 picks a free one).
     pub fn open(local: SocketAddr, cfg: EngineConfig) -> Result<Engine> {
-        let SocketAddr::V4(want) = local else {
-            return Err(Error::NotIpv4(local));
-        };
-        if want.ip().is_unspecified() {
+        let v6 = local.is_ipv6();
+        if local.ip().is_unspecified() {
             return Err(Error::UnspecifiedAddress(local));
         }
         let io = |what: &str| {
@@ -149,7 +147,7 @@ impl Engine {
                 source: e,
             }
         };
-        let sock = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))
+        let sock = Socket::new(Domain::for_address(local), Type::DGRAM, Some(Protocol::UDP))
             .map_err(io("creating a UDP socket for"))?;
         sock.set_nonblocking(true)
             .map_err(io("setting non-blocking on"))?;
@@ -166,22 +164,45 @@ impl Engine {
             }
         }
         // DF on, so the kernel sends IP ID 0 from this unconnected socket
-        // (the ICRC covers the ID) and never fragments a RoCE packet.
-        if !setsockopt_int(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MTU_DISCOVER,
-            libc::IP_PMTUDISC_DO,
-        ) {
-            return Err(io("setting IP_MTU_DISCOVER on")(
-                std::io::Error::last_os_error(),
-            ));
+        // (the ICRC covers the ID) and never fragments a RoCE packet; then
+        // each datagram's TOS byte (IPv6: traffic class) delivered, to see
+        // CE marks. An IPv6 socket takes IPv6 peers only: an IPv4-mapped
+        // peer would get packets whose ICRC covers the wrong IP header.
+        let opts: &[(&str, libc::c_int, libc::c_int, libc::c_int)] = if v6 {
+            &[
+                ("IPV6_V6ONLY", libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1),
+                (
+                    "IPV6_MTU_DISCOVER",
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_MTU_DISCOVER,
+                    libc::IPV6_PMTUDISC_DO,
+                ),
+                (
+                    "IPV6_RECVTCLASS",
+                    libc::IPPROTO_IPV6,
+                    libc::IPV6_RECVTCLASS,
+                    1,
+                ),
+            ]
+        } else {
+            &[
+                (
+                    "IP_MTU_DISCOVER",
+                    libc::IPPROTO_IP,
+                    libc::IP_MTU_DISCOVER,
+                    libc::IP_PMTUDISC_DO,
+                ),
+                ("IP_RECVTOS", libc::IPPROTO_IP, libc::IP_RECVTOS, 1),
+            ]
+        };
+        for &(what, level, name, v) in opts {
+            if !setsockopt_int(fd, level, name, v) {
+                return Err(io(&format!("setting {what} on"))(
+                    std::io::Error::last_os_error(),
+                ));
+            }
         }
-        // Deliver each datagram's TOS byte, to see CE marks.
-        if !setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_RECVTOS, 1) {
-            return Err(io("setting IP_RECVTOS on")(std::io::Error::last_os_error()));
-        }
-        sock.bind(&SocketAddr::V4(want).into()).map_err(|e| {
+        sock.bind(&local.into()).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AddrInUse {
                 Error::AddrInUse(local)
             } else {
@@ -191,8 +212,8 @@ impl Engine {
         let bound = sock
             .local_addr()
             .map_err(io("reading the bound address of"))?
-            .as_socket_ipv4()
-            .ok_or(Error::NotIpv4(local))?;
+            .as_socket()
+            .ok_or(Error::UnspecifiedAddress(local))?;
         let pcap = match &cfg.pcap {
             Some(p) => {
                 if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -263,7 +284,7 @@ impl Engine {
         })
     }
 
-    pub fn local_addr(&self) -> SocketAddrV4 {
+    pub fn local_addr(&self) -> SocketAddr {
         self.local
     }
 
@@ -503,13 +524,7 @@ impl Engine {
                 if ce {
                     stats.ce_rx += 1;
                 }
-                rnic.handle_packet(
-                    now,
-                    SocketAddr::V4(meta.src),
-                    ce,
-                    &p.repr,
-                    PayloadRef::Bytes(p.payload),
-                );
+                rnic.handle_packet(now, meta.src, ce, &p.repr, PayloadRef::Bytes(p.payload));
             }
         }
         if timed {
@@ -521,7 +536,7 @@ impl Engine {
     }
 
     /// Whether the kernel delivers to `dst` over lo (GSO sends stay whole).
-    fn is_local(&self, dst: SocketAddrV4) -> bool {
+    fn is_local(&self, dst: SocketAddr) -> bool {
         dst.ip().is_loopback() || dst.ip() == self.local.ip()
     }
 
@@ -762,7 +777,7 @@ fn lo_gso_max_bytes() -> usize {
 /// that it comes back whole, as one GRO buffer. Returns the GSO size limit,
 /// or 0 (GSO off) when the kernel refuses the send or cuts it up (lo's UDP
 /// segmentation offload turned off, for one).
-fn probe_gso(fd: RawFd, local: SocketAddrV4, rx: &mut RecvBatch, txb: &mut SendBatch) -> usize {
+fn probe_gso(fd: RawFd, local: SocketAddr, rx: &mut RecvBatch, txb: &mut SendBatch) -> usize {
     const SEG: usize = 8;
     let max = lo_gso_max_bytes();
     if max < 2 * SEG {

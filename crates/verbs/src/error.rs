@@ -16,8 +16,6 @@ pub enum Error {
     Verbs(#[from] roce_rnic::VerbsError),
     #[error(transparent)]
     Post(#[from] roce_rnic::PostError),
-    #[error("{0} is not an IPv4 address: this engine carries RoCEv2 over IPv4")]
-    NotIpv4(SocketAddr),
     #[error(
         "{0}: open the device on a specific local address (the ICRC covers the source IP, so it must be known)"
     )]
@@ -34,6 +32,21 @@ pub enum Error {
     Exchange { peer: String, why: String },
     #[error("timed out after {0:?} waiting for completions")]
     Timeout(Duration),
+    #[error(
+        "SRQ limit {limit} is above the SRQ's size {max_wr}: the event fires when fewer than `limit` receives remain, so the limit must be at most the size"
+    )]
+    SrqLimit { limit: u32, max_wr: u32 },
+    #[error(
+        "the {0} belongs to another device (context); a QP takes only its own device's objects"
+    )]
+    WrongDevice(&'static str),
+    #[error(
+        "{remote} and the device address {local} are of different IP families: an IPv6 address cannot talk to an IPv4 peer (nor the reverse) over RoCEv2"
+    )]
+    AddressFamily {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
     #[error("{0}")]
     Pcap(#[from] roce_wire::pcap::PcapError),
     #[error("memory access outside the region: offset {off} + {len} > {region} bytes")]

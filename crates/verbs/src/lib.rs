@@ -3,7 +3,7 @@
 //! ```no_run
 //! use roce_verbs::{Device, Access, SendWr, WrOpcode};
 //! # fn main() -> roce_verbs::Result<()> {
-//! let ctx = Device::open("127.0.0.1".parse().unwrap())?;
+//! let ctx = Device::open(std::net::Ipv4Addr::LOCALHOST)?;
 //! let pd = ctx.alloc_pd()?;
 //! let cq = ctx.create_cq(256)?;
 //! let mr = pd.reg_mr(4096, Access::ALL)?;
@@ -32,7 +32,9 @@ pub mod engine;
 pub mod error;
 pub mod exchange;
 pub mod fault;
+pub mod gid;
 pub mod packet;
+pub mod pingpong;
 pub mod profile;
 pub mod stats;
 pub mod sys;
@@ -43,11 +45,12 @@ pub use engine::{Engine, EngineConfig, ROCE_PORT};
 pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
+pub use gid::Gid;
 pub use profile::{Analysis, Stage, StageProfile, analyze};
 pub use stats::Stats;
-pub use verbs::{Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder};
+pub use verbs::{Ah, Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq};
 
 pub use roce_rnic::{
-    Access, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags, SendWr, Sge, UdDest, Wc,
-    WcOpcode, WcStatus, WrOpcode,
+    Access, AsyncEvent, Counters, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags,
+    SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };

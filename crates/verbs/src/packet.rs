@@ -13,6 +13,10 @@
 //! payload, tail), so the payload is never copied into a contiguous buffer;
 //! a unit test holds it equal to `roce_wire::icrc::compute`.
 //!
+//! IPv6 is carried the same way: the ICRC covers the 40-byte IPv6 header
+//! with traffic class, flow label and hop limit masked (IBA A17.3.3), and
+//! there is no IP ID, so nothing below about IDs applies to it.
+//!
 //! UDP GSO changes one thing: the kernel gives the segments of one GSO send
 //! the IP IDs 0, 1, 2, … (`inet_gso_segment` numbers them up from the ID
 //! `ip_select_ident_segs` gave the whole send, 0 for an unconnected DF
@@ -22,8 +26,10 @@
 //! packet stays corrupted).
 
 use roce_rnic::{GATHER_MAX, Gather, Payload, RealMemory, Resolved, Transmit};
-use roce_wire::{BTH_LEN, EthernetRepr, ICRC_LEN, Ipv4Repr, Mac, TransportPacket, TransportRepr};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use roce_wire::{
+    BTH_LEN, EthernetRepr, ICRC_LEN, Ipv4Repr, Ipv6Repr, Mac, TransportPacket, TransportRepr,
+};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// IPv4 header (no options) plus UDP header.
 pub const IP_UDP_LEN: usize = 20 + 8;
@@ -41,8 +47,8 @@ pub enum Body {
 /// One datagram ready for `sendmsg`: a header, the payload pieces, a tail.
 #[derive(Debug, Clone)]
 pub struct OutDatagram {
-    pub dst: SocketAddrV4,
-    /// The IP TOS byte: DSCP << 2 | ECN.
+    pub dst: SocketAddr,
+    /// The IP TOS byte (IPv6: traffic class): DSCP << 2 | ECN.
     pub tos: u8,
     pub head: [u8; MAX_HEAD],
     pub head_len: usize,
@@ -106,7 +112,8 @@ impl OutDatagram {
     }
     /// Moves the ICRC to the one for IP ID `ident` (see [`IdentDelta`]).
     pub fn set_ident(&mut self, ident: u16, deltas: &mut IdentDelta) {
-        if ident == self.ident || self.tail_len < ICRC_LEN {
+        // IPv6 has no ID: every segment keeps the one ICRC.
+        if ident == self.ident || self.tail_len < ICRC_LEN || self.dst.is_ipv6() {
             return;
         }
         let at = self.tail_len - ICRC_LEN;
@@ -126,7 +133,7 @@ impl OutDatagram {
     }
     /// Computes the ICRC (for IP ID 0) of a [`Body::Host`] datagram over
     /// its bytes as they are in `mem` now. False when its buffer is gone.
-    pub fn seal(&mut self, src: SocketAddrV4, mem: &RealMemory) -> bool {
+    pub fn seal(&mut self, src: SocketAddr, mem: &RealMemory) -> bool {
         if self.sealed {
             return true;
         }
@@ -143,9 +150,9 @@ impl OutDatagram {
             n += 1;
         }
         pieces[n] = &self.tail[..pad];
-        let ip = ipv4_header_masked(*src.ip(), *self.dst.ip(), udp_len);
+        let ip = ip_header_masked(src.ip(), self.dst.ip(), udp_len);
         let udp = udp_header(src.port(), self.dst.port(), udp_len);
-        let crc = icrc_gather(&ip, &udp, &pieces[..n + 1]);
+        let crc = icrc_gather(ip.bytes(), &udp, &pieces[..n + 1]);
         self.tail[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
         self.ident = 0;
         self.sealed = true;
@@ -160,7 +167,7 @@ impl OutDatagram {
     /// Copies a [`Body::Host`] payload out of `mem` into bytes of its own
     /// (for the fault injector, which corrupts and holds datagrams). False
     /// when its buffer is gone.
-    pub fn materialize(&mut self, src: SocketAddrV4, mem: &RealMemory) -> bool {
+    pub fn materialize(&mut self, src: SocketAddr, mem: &RealMemory) -> bool {
         if !self.seal(src, mem) {
             return false;
         }
@@ -191,8 +198,8 @@ impl OutDatagram {
 pub enum BuildError {
     #[error("the RNIC produced an unencodable packet: {0}")]
     Encode(#[from] roce_wire::Error),
-    #[error("destination {0} is not IPv4")]
-    NotIpv4(std::net::SocketAddr),
+    #[error("destination {dst} and source {src} are of different IP families")]
+    FamilyMismatch { src: SocketAddr, dst: SocketAddr },
     #[error("virtual payloads cannot go on a real wire")]
     VirtualPayload,
 }
@@ -218,6 +225,67 @@ pub fn ipv4_header_masked(src: Ipv4Addr, dst: Ipv4Addr, udp_payload_len: usize) 
     b[11] = 0xff;
     b[12..16].copy_from_slice(&src.octets());
     b[16..20].copy_from_slice(&dst.octets());
+    b
+}
+
+/// An IP header as the ICRC sees it: 20 bytes (IPv4) or 40 (IPv6).
+#[derive(Debug, Clone, Copy)]
+pub struct IpHead {
+    b: [u8; 40],
+    len: usize,
+}
+
+impl IpHead {
+    pub fn bytes(&self) -> &[u8] {
+        &self.b[..self.len]
+    }
+}
+
+/// The IP header of a datagram of `udp_payload_len` bytes from `src` to
+/// `dst` as the ICRC sees it (IPv4: [`ipv4_header_masked`]; IPv6:
+/// [`ipv6_header`] with traffic class, flow label and hop limit set to
+/// ones). Mixed families cannot be sent; they get the IPv6 form of both.
+pub fn ip_header_masked(src: IpAddr, dst: IpAddr, udp_payload_len: usize) -> IpHead {
+    let mut b = [0u8; 40];
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            b[..20].copy_from_slice(&ipv4_header_masked(s, d, udp_payload_len));
+            IpHead { b, len: 20 }
+        }
+        (s, d) => {
+            let mut h = ipv6_header(v6(s), v6(d), 0, udp_payload_len);
+            h[0] |= 0x0f;
+            h[1..4].fill(0xff);
+            h[7] = 0xff;
+            b.copy_from_slice(&h);
+            IpHead { b, len: 40 }
+        }
+    }
+}
+
+fn v6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped(),
+        IpAddr::V6(a) => a,
+    }
+}
+
+/// The IPv6 header the kernel emits for one of our datagrams (flow label
+/// 0 as the socket leaves it, hop limit 64).
+pub fn ipv6_header(src: Ipv6Addr, dst: Ipv6Addr, tclass: u8, udp_payload_len: usize) -> [u8; 40] {
+    let mut b = [0u8; 40];
+    let r = Ipv6Repr {
+        src,
+        dst,
+        dscp: tclass >> 2,
+        ecn: tclass & 3,
+        flow_label: 0,
+        hop_limit: 64,
+        next_header: 17,
+        payload_len: 8 + udp_payload_len,
+    };
+    // 40 bytes and a bounded length: as for IPv4, emit cannot fail here.
+    let _ = r.emit(&mut b);
     b
 }
 
@@ -256,10 +324,11 @@ pub fn udp_header(sport: u16, dport: u16, udp_payload_len: usize) -> [u8; 8] {
     b
 }
 
-/// The RoCEv2 ICRC over gathered pieces: `ip` (20-byte IPv4 header), `udp`
-/// (8 bytes), then the UDP payload without its ICRC, given as slices whose
-/// first one starts with the BTH. Masks exactly what `roce_wire::icrc` masks.
-pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
+/// The RoCEv2 ICRC over gathered pieces: `ip` (the 20-byte IPv4 or 40-byte
+/// IPv6 header), `udp` (8 bytes), then the UDP payload without its ICRC,
+/// given as slices whose first one starts with the BTH. Masks exactly what
+/// `roce_wire::icrc` masks.
+pub fn icrc_gather(ip: &[u8], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
     // The ICRC is CRC-32 over eight 0xff bytes (standing in for the LRH),
     // the masked IP and UDP headers and the payload. CRC-32 starts from
     // all ones, and four 0xff bytes bring its register to zero; from zero,
@@ -269,9 +338,10 @@ pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
     // crc32fast takes its carry-less-multiply path, which it reserves for
     // 128 bytes or more, instead of a table lookup per byte: three to four
     // times fewer instructions for an ACK or a small request.
-    const HEAD: usize = 4 + IP_UDP_LEN;
     const RUN: usize = 256;
-    let total = HEAD + pieces.iter().map(|p| p.len()).sum::<usize>();
+    let ip_len = ip.len().min(40);
+    let head = 4 + ip_len + 8;
+    let total = head + pieces.iter().map(|p| p.len()).sum::<usize>();
     let mut run = [0u8; RUN];
     let (start, end) = if total <= RUN {
         let end = total.next_multiple_of(16).max(128);
@@ -281,13 +351,23 @@ pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
     };
     let b = &mut run[start..end];
     b[..4].fill(0xff);
-    b[4..24].copy_from_slice(ip);
-    b[24..HEAD].copy_from_slice(udp);
-    // IPv4 TOS, TTL and header checksum, the UDP checksum (IBA A17.3.3).
-    for i in [4 + 1, 4 + 8, 4 + 10, 4 + 11, 24 + 6, 24 + 7] {
-        b[i] = 0xff;
+    b[4..4 + ip_len].copy_from_slice(&ip[..ip_len]);
+    b[4 + ip_len..head].copy_from_slice(udp);
+    if ip_len == 40 {
+        // IPv6 traffic class, flow label and hop limit (IBA A17.3.3).
+        b[4] |= 0x0f;
+        b[5..8].fill(0xff);
+        b[4 + 7] = 0xff;
+    } else {
+        // IPv4 TOS, TTL and header checksum.
+        for i in [4 + 1, 4 + 8, 4 + 10, 4 + 11] {
+            b[i] = 0xff;
+        }
     }
-    let mut n = HEAD;
+    // The UDP checksum.
+    b[4 + ip_len + 6] = 0xff;
+    b[4 + ip_len + 7] = 0xff;
+    let mut n = head;
     let mut rest: &[&[u8]] = pieces;
     let mut partial: &[u8] = &[];
     while let Some((p, more)) = rest.split_first() {
@@ -302,8 +382,8 @@ pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
     }
     // BTH byte 4 (FECN, BECN, reserved) is masked. The run always reaches
     // it when the payload does (it is far longer, whatever the split).
-    if n > HEAD + 4 {
-        b[HEAD + 4] = 0xff;
+    if n > head + 4 {
+        b[head + 4] = 0xff;
     }
     // `new_with_initial(!0)`: crc32fast keeps the register inverted, so
     // this is the zero register.
@@ -317,10 +397,11 @@ pub fn icrc_gather(ip: &[u8; 20], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
 }
 
 /// Builds the datagram for `t`, sent from `src` (the socket's address).
-pub fn build(t: Transmit, src: SocketAddrV4) -> Result<OutDatagram, BuildError> {
-    let std::net::SocketAddr::V4(dst) = t.dst else {
-        return Err(BuildError::NotIpv4(t.dst));
-    };
+pub fn build(t: Transmit, src: SocketAddr) -> Result<OutDatagram, BuildError> {
+    let dst = t.dst;
+    if dst.is_ipv4() != src.is_ipv4() {
+        return Err(BuildError::FamilyMismatch { src, dst });
+    }
     let body = match t.payload {
         Payload::Bytes(b) => Body::Owned(b),
         Payload::Host(g) => Body::Host(g),
@@ -347,9 +428,13 @@ pub fn build(t: Transmit, src: SocketAddrV4) -> Result<OutDatagram, BuildError> 
         // Bytes of its own: the ICRC can be computed once, now.
         let pad = d.tail_len - ICRC_LEN;
         let udp_len = d.len();
-        let ip = ipv4_header_masked(*src.ip(), *dst.ip(), udp_len);
+        let ip = ip_header_masked(src.ip(), dst.ip(), udp_len);
         let udp = udp_header(src.port(), dst.port(), udp_len);
-        let crc = icrc_gather(&ip, &udp, &[&d.head[..d.head_len], v, &d.tail[..pad]]);
+        let crc = icrc_gather(
+            ip.bytes(),
+            &udp,
+            &[&d.head[..d.head_len], v, &d.tail[..pad]],
+        );
         d.tail[pad..pad + ICRC_LEN].copy_from_slice(&crc.to_le_bytes());
         d.sealed = true;
     }
@@ -433,8 +518,8 @@ pub enum RxError {
 /// no part.)
 pub fn parse(
     buf: &[u8],
-    src: SocketAddrV4,
-    local: SocketAddrV4,
+    src: SocketAddr,
+    local: SocketAddr,
 ) -> Result<TransportPacket<'_>, RxError> {
     let mut none = IdentDelta::new();
     parse_segment(buf, src, local, 0, &mut none).map(|(p, _)| p)
@@ -448,8 +533,8 @@ pub fn parse(
 /// candidate: the check is exactly [`parse`]'s. Returns the ID that matched.
 pub fn parse_segment<'a>(
     buf: &'a [u8],
-    src: SocketAddrV4,
-    local: SocketAddrV4,
+    src: SocketAddr,
+    local: SocketAddr,
     k: u16,
     deltas: &mut IdentDelta,
 ) -> Result<(TransportPacket<'a>, u16), RxError> {
@@ -457,13 +542,13 @@ pub fn parse_segment<'a>(
     // parse() checked the length covers BTH and ICRC.
     let body = &buf[..buf.len() - ICRC_LEN];
     debug_assert!(body.len() >= BTH_LEN);
-    let ip = ipv4_header_masked(*src.ip(), *local.ip(), buf.len());
+    let ip = ip_header_masked(src.ip(), local.ip(), buf.len());
     let udp = udp_header(src.port(), local.port(), buf.len());
-    let computed = icrc_gather(&ip, &udp, &[body]);
+    let computed = icrc_gather(ip.bytes(), &udp, &[body]);
     if computed == pkt.icrc {
         return Ok((pkt, 0));
     }
-    if k != 0 && computed ^ deltas.delta(buf.len(), k) == pkt.icrc {
+    if k != 0 && src.is_ipv4() && computed ^ deltas.delta(buf.len(), k) == pkt.icrc {
         return Ok((pkt, k));
     }
     Err(RxError::Icrc {
@@ -472,49 +557,50 @@ pub fn parse_segment<'a>(
     })
 }
 
-/// A locally administered MAC derived from an IPv4 address, for captures.
-pub fn mac_for(ip: Ipv4Addr) -> Mac {
-    let o = ip.octets();
+/// A locally administered MAC derived from an IP address (an IPv6 one's
+/// last four bytes), for captures.
+pub fn mac_for(ip: IpAddr) -> Mac {
+    let o = match ip {
+        IpAddr::V4(a) => a.octets(),
+        IpAddr::V6(a) => {
+            let b = a.octets();
+            [b[12], b[13], b[14], b[15]]
+        }
+    };
     Mac([0x02, 0x00, o[0], o[1], o[2], o[3]])
 }
 
 /// A full Ethernet frame around a UDP payload, as a capture shows it. The
 /// IP header is the one the kernel emits (or, received, the one the ICRC
 /// was checked against, with the TOS actually seen).
-pub fn ethernet_frame(
-    src: SocketAddrV4,
-    dst: SocketAddrV4,
-    tos: u8,
-    udp_payload: &[u8],
-) -> Vec<u8> {
+pub fn ethernet_frame(src: SocketAddr, dst: SocketAddr, tos: u8, udp_payload: &[u8]) -> Vec<u8> {
     ethernet_frame_id(src, dst, tos, udp_payload, 0)
 }
 
 /// [`ethernet_frame`] with IP ID `ident` (a GSO segment's).
 pub fn ethernet_frame_id(
-    src: SocketAddrV4,
-    dst: SocketAddrV4,
+    src: SocketAddr,
+    dst: SocketAddr,
     tos: u8,
     udp_payload: &[u8],
     ident: u16,
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(14 + IP_UDP_LEN + udp_payload.len());
+    let mut out = Vec::with_capacity(14 + 40 + 8 + udp_payload.len());
     let eth = EthernetRepr {
-        dst: mac_for(*dst.ip()),
-        src: mac_for(*src.ip()),
+        dst: mac_for(dst.ip()),
+        src: mac_for(src.ip()),
         vlan: None,
-        ethertype: 0x0800,
+        ethertype: if src.is_ipv4() { 0x0800 } else { 0x86dd },
     };
     let mut e = [0u8; 14];
     let _ = eth.emit(&mut e);
     out.extend_from_slice(&e);
-    out.extend_from_slice(&ipv4_header_id(
-        *src.ip(),
-        *dst.ip(),
-        tos,
-        udp_payload.len(),
-        ident,
-    ));
+    match (src.ip(), dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            out.extend_from_slice(&ipv4_header_id(s, d, tos, udp_payload.len(), ident));
+        }
+        (s, d) => out.extend_from_slice(&ipv6_header(v6(s), v6(d), tos, udp_payload.len())),
+    }
     out.extend_from_slice(&udp_header(src.port(), dst.port(), udp_payload.len()));
     out.extend_from_slice(udp_payload);
     out
@@ -570,6 +656,63 @@ mod tests {
     use super::*;
     use roce_wire::{BthRepr, Opcode, Psn, RethRepr};
 
+    fn v4ip(a: SocketAddr) -> Ipv4Addr {
+        match a.ip() {
+            IpAddr::V4(v) => v,
+            IpAddr::V6(_) => panic!("{a} is not IPv4"),
+        }
+    }
+
+    /// RoCEv2 over IPv6: the gathered ICRC equals the wire crate's over
+    /// the IPv6 header the kernel sends (traffic class, hop limit and flow
+    /// label masked), the capture frame decodes with a good ICRC, and a
+    /// changed traffic class (an ECN mark) does not spoil it.
+    #[test]
+    fn ipv6_icrc_matches_the_wire_crate_with_the_v6_masks() {
+        let src: SocketAddr = "[fd00::1]:4791".parse().unwrap();
+        let dst: SocketAddr = "[fd00::2]:4791".parse().unwrap();
+        for len in [0usize, 5, 1024] {
+            let mut t = write_first(len);
+            t.dst = dst;
+            let d = build(t, src).unwrap();
+            assert_eq!(d.tos, 26 << 2 | 2);
+            let bytes = d.to_vec(&RealMemory::new());
+            let (IpAddr::V6(s6), IpAddr::V6(d6)) = (src.ip(), dst.ip()) else {
+                unreachable!()
+            };
+            let udp = udp_header(src.port(), dst.port(), bytes.len());
+            let mut udp_onwards = udp.to_vec();
+            udp_onwards.extend_from_slice(&bytes[..bytes.len() - 4]);
+            for tclass in [d.tos, d.tos | 3, 0] {
+                let ip = ipv6_header(s6, d6, tclass, bytes.len());
+                let want = roce_wire::icrc::compute(&ip, &udp_onwards);
+                assert_eq!(
+                    bytes[bytes.len() - 4..],
+                    want.to_le_bytes(),
+                    "tclass {tclass:#x}"
+                );
+            }
+            let p = parse(&bytes, src, dst).unwrap();
+            assert_eq!(p.payload.len(), len);
+            // The other direction's addresses give another ICRC.
+            assert!(parse(&bytes, dst, src).is_err());
+            let f = ethernet_frame(src, dst, d.tos | 3, &bytes);
+            let roce_wire::Frame::Roce(rf) = roce_wire::parse_frame(&f).unwrap() else {
+                panic!("not RoCE")
+            };
+            assert!(rf.icrc_ok());
+            assert!(matches!(rf.ip, roce_wire::IpRepr::V6(_)));
+            assert_eq!(rf.ip.ecn(), 3);
+        }
+        // Mixed families cannot be built.
+        let mut t = write_first(8);
+        t.dst = "127.0.0.2:4791".parse().unwrap();
+        assert!(matches!(
+            build(t, src),
+            Err(BuildError::FamilyMismatch { .. })
+        ));
+    }
+
     fn write_first(len: usize) -> Transmit {
         let mut repr = TransportRepr::new(BthRepr {
             opcode: Opcode::RcWriteOnly,
@@ -596,11 +739,11 @@ mod tests {
 
     #[test]
     fn gathered_icrc_matches_the_wire_crate_and_parse_accepts_it() {
-        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         for len in [0usize, 1, 3, 4, 1023] {
             let d = build(write_first(len), src).unwrap();
             let bytes = d.to_vec(&RealMemory::new());
-            let ip = ipv4_header(*src.ip(), *d.dst.ip(), d.tos, bytes.len());
+            let ip = ipv4_header(v4ip(src), v4ip(d.dst), d.tos, bytes.len());
             let udp = udp_header(src.port(), d.dst.port(), bytes.len());
             let mut udp_onwards = udp.to_vec();
             udp_onwards.extend_from_slice(&bytes[..bytes.len() - 4]);
@@ -660,7 +803,7 @@ mod tests {
     /// the ICRC of the bytes the kernel copies.
     #[test]
     fn a_zero_copy_datagram_is_sealed_over_memory_as_it_is_when_sent() {
-        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let mut mem = RealMemory::zero_copy();
         let a = mem.alloc(4096);
         mem.set(a, &[0x33; 4096]).unwrap();
@@ -714,7 +857,7 @@ mod tests {
 
     #[test]
     fn any_flipped_bit_outside_masked_fields_is_caught() {
-        let src: SocketAddrV4 = "127.0.0.1:5000".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:5000".parse().unwrap();
         let d = build(write_first(64), src).unwrap();
         for at in 0..d.len() {
             if at == 4 {
@@ -727,7 +870,7 @@ mod tests {
         }
         // The wrong source port (another stack's) fails the ICRC too.
         let bytes = d.to_vec(&RealMemory::new());
-        let other: SocketAddrV4 = "127.0.0.1:5001".parse().unwrap();
+        let other: SocketAddr = "127.0.0.1:5001".parse().unwrap();
         assert!(matches!(
             parse(&bytes, other, d.dst),
             Err(RxError::Icrc { .. })
@@ -740,7 +883,7 @@ mod tests {
 
     #[test]
     fn ident_delta_moves_the_icrc_to_another_ip_id() {
-        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let mut deltas = IdentDelta::new();
         for len in [0usize, 3, 1024, 4096] {
             let d0 = build(write_first(len), src).unwrap();
@@ -749,7 +892,7 @@ mod tests {
                 d.set_ident(ident, &mut deltas);
                 let bytes = d.to_vec(&RealMemory::new());
                 let n = bytes.len();
-                let ip = ipv4_header_id(*src.ip(), *d.dst.ip(), d.tos, n, ident);
+                let ip = ipv4_header_id(v4ip(src), v4ip(d.dst), d.tos, n, ident);
                 let udp = udp_header(src.port(), d.dst.port(), n);
                 let want = icrc_gather(&ip, &udp, &[&bytes[..n - 4]]);
                 assert_eq!(bytes[n - 4..], want.to_le_bytes(), "len {len} id {ident}");
@@ -768,7 +911,7 @@ mod tests {
 
     #[test]
     fn receive_candidates_are_id_0_alone_and_id_k_only_inside_a_gro_buffer() {
-        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let mut deltas = IdentDelta::new();
         let d0 = build(write_first(256), src).unwrap();
         let mut d5 = d0.clone();
@@ -805,7 +948,7 @@ mod tests {
 
     #[test]
     fn a_gso_frame_cuts_into_frames_with_ids_counting_up() {
-        let src: SocketAddrV4 = "127.0.0.1:4791".parse().unwrap();
+        let src: SocketAddr = "127.0.0.1:4791".parse().unwrap();
         let mut deltas = IdentDelta::new();
         let mut run = Vec::new();
         for (k, len) in [1024usize, 1024, 1024, 500].into_iter().enumerate() {

@@ -21,7 +21,7 @@ use crate::packet::OutDatagram;
 use roce_rnic::RealMemory;
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::RawFd;
 
 /// Largest datagram the engine accepts (MTU 4096 plus every header, with room).
@@ -44,8 +44,9 @@ pub const MAX_GSO_SEGMENTS: usize = 64;
 #[derive(Debug, Clone, Copy)]
 pub struct RecvMeta {
     pub len: usize,
-    pub src: SocketAddrV4,
-    /// The IP TOS byte as received (ECN in the low two bits), 0 if absent.
+    pub src: SocketAddr,
+    /// The IP TOS byte (IPv4) or traffic class (IPv6) as received, DSCP
+    /// above ECN in the low two bits; 0 if absent.
     pub tos: u8,
     /// The datagram was larger than the buffer.
     pub truncated: bool,
@@ -60,7 +61,7 @@ pub struct RecvMeta {
 pub struct RecvBatch {
     pub bufs: Vec<Vec<u8>>,
     pub meta: Vec<RecvMeta>,
-    addrs: Vec<libc::sockaddr_in>,
+    addrs: Vec<libc::sockaddr_storage>,
     ctrl: Vec<[u64; CTRL_LEN / 8]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
@@ -68,20 +69,87 @@ pub struct RecvBatch {
     stale: usize,
 }
 
-fn v4(a: &libc::sockaddr_in) -> SocketAddrV4 {
-    SocketAddrV4::new(
-        Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
-        u16::from_be(a.sin_port),
-    )
+/// The address the kernel wrote into `a` (IPv4 or IPv6; unspecified for
+/// any other family).
+fn from_storage(a: &libc::sockaddr_storage) -> SocketAddr {
+    match i32::from(a.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: an AF_INET storage holds a sockaddr_in.
+            let v = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(v.sin_addr.s_addr)),
+                u16::from_be(v.sin_port),
+            ))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: an AF_INET6 storage holds a sockaddr_in6.
+            let v = unsafe { &*(a as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(v.sin6_addr.s6_addr),
+                u16::from_be(v.sin6_port),
+                v.sin6_flowinfo,
+                v.sin6_scope_id,
+            ))
+        }
+        _ => SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
+    }
 }
 
-fn sockaddr(a: SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
-    let mut s: libc::sockaddr_in = unsafe { zeroed() };
-    s.sin_family = libc::AF_INET as libc::sa_family_t;
-    s.sin_port = a.port().to_be();
-    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
-    s
+/// `a` as a socket address for the kernel, and its length.
+fn to_storage(a: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid value.
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    match a {
+        SocketAddr::V4(a) => {
+            // SAFETY: storage is larger than, and aligned for, sockaddr_in.
+            let v = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
+            v.sin_family = libc::AF_INET as libc::sa_family_t;
+            v.sin_port = a.port().to_be();
+            v.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            (s, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: storage is larger than, and aligned for, sockaddr_in6.
+            let v = unsafe {
+                &mut *(&mut s as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
+            v.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            v.sin6_port = a.port().to_be();
+            v.sin6_addr.s6_addr = a.ip().octets();
+            v.sin6_flowinfo = a.flowinfo();
+            v.sin6_scope_id = a.scope_id();
+            (s, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// Whether `fd` is an IPv6 socket (`getsockname`).
+fn is_v6_socket(fd: RawFd) -> bool {
+    // SAFETY: plain old data, and a pointer/length pair of it for the call.
+    let mut s: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: as above.
+    let r =
+        unsafe { libc::getsockname(fd, (&mut s as *mut libc::sockaddr_storage).cast(), &mut len) };
+    r == 0 && i32::from(s.ss_family) == libc::AF_INET6
+}
+
+/// The level and name of the option (and control message) that carries the
+/// TOS byte: IP_TOS for IPv4, IPV6_TCLASS for IPv6 (RFC 3542 6.5).
+pub fn tos_option(v6: bool) -> (libc::c_int, libc::c_int) {
+    if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_TCLASS)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_TOS)
+    }
+}
+
+/// Sets the TOS (IPv4) or traffic class (IPv6) the socket sends with.
+fn set_tos_option(fd: RawFd, tos: u8) -> bool {
+    let (level, name) = tos_option(is_v6_socket(fd));
+    setsockopt_int(fd, level, name, libc::c_int::from(tos))
 }
 
 impl RecvBatch {
@@ -95,7 +163,7 @@ impl RecvBatch {
             meta: vec![
                 RecvMeta {
                     len: 0,
-                    src: SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0),
+                    src: SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)),
                     tos: 0,
                     truncated: false,
                     seg: 0,
@@ -138,8 +206,8 @@ impl RecvBatch {
             };
             // SAFETY: plain old data.
             let mut h: libc::msghdr = unsafe { zeroed() };
-            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
             h.msg_control = self.ctrl[i].as_mut_ptr().cast();
@@ -199,6 +267,18 @@ impl RecvBatch {
                         ((*c).cmsg_len as usize).saturating_sub(libc::CMSG_LEN(0) as usize);
                     if (*c).cmsg_level == libc::IPPROTO_IP && (*c).cmsg_type == libc::IP_TOS {
                         tos = *libc::CMSG_DATA(c);
+                    } else if (*c).cmsg_level == libc::IPPROTO_IPV6
+                        && (*c).cmsg_type == libc::IPV6_TCLASS
+                        && data_len >= size_of::<libc::c_int>()
+                    {
+                        // IPV6_TCLASS arrives as an int (RFC 3542 6.5).
+                        let mut v: libc::c_int = 0;
+                        std::ptr::copy_nonoverlapping(
+                            libc::CMSG_DATA(c),
+                            (&mut v as *mut libc::c_int).cast::<u8>(),
+                            size_of::<libc::c_int>(),
+                        );
+                        tos = v as u8;
                     } else if (*c).cmsg_level == libc::SOL_UDP
                         && (*c).cmsg_type == UDP_GRO
                         && data_len >= size_of::<libc::c_int>()
@@ -216,7 +296,7 @@ impl RecvBatch {
             }
             self.meta[i] = RecvMeta {
                 len: (h.msg_len as usize).min(self.bufs[i].len()),
-                src: v4(&self.addrs[i]),
+                src: from_storage(&self.addrs[i]),
                 tos,
                 truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0,
                 seg,
@@ -230,7 +310,7 @@ impl RecvBatch {
 /// Reusable state for one `sendmmsg` call.
 #[derive(Default)]
 pub struct SendBatch {
-    addrs: Vec<libc::sockaddr_in>,
+    addrs: Vec<(libc::sockaddr_storage, libc::socklen_t)>,
     iovs: Vec<libc::iovec>,
     /// Index in `iovs` of each datagram's first piece (and one past the end).
     starts: Vec<usize>,
@@ -283,7 +363,7 @@ impl SendBatch {
     /// Makes `tos` the socket's own TOS (the IP_TOS option), so datagrams
     /// with it go without a control message. False when the socket refuses.
     pub fn set_socket_tos(&mut self, fd: RawFd, tos: u8) -> bool {
-        let ok = setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos));
+        let ok = set_tos_option(fd, tos);
         self.socket_tos = ok.then_some(tos);
         ok
     }
@@ -305,7 +385,7 @@ impl SendBatch {
             }
             if self.tos_run.1 >= TOS_SWITCH_AFTER {
                 self.tos_run.1 = 0;
-                if setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(tos)) {
+                if set_tos_option(fd, tos) {
                     self.socket_tos = Some(tos);
                 }
             }
@@ -347,8 +427,10 @@ impl SendBatch {
             return Ok(0);
         }
         self.adapt_tos(fd, dgrams, &groups[..m]);
-        self.addrs
-            .resize(m, sockaddr(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)));
+        self.addrs.resize(
+            m,
+            to_storage(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0))),
+        );
         // Every iovec first (the vector may grow), pointers into it after.
         self.iovs.clear();
         self.starts.clear();
@@ -376,12 +458,12 @@ impl SendBatch {
         let mut first = 0usize;
         for (i, &count) in groups[..m].iter().enumerate() {
             let d0 = &dgrams[first];
-            self.addrs[i] = sockaddr(d0.dst);
+            self.addrs[i] = to_storage(d0.dst);
             let (a, b) = (self.starts[first], self.starts[first + count]);
             // SAFETY: plain old data.
             let mut h: libc::msghdr = unsafe { zeroed() };
-            h.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_in).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_name = (&mut self.addrs[i].0 as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = self.addrs[i].1;
             h.msg_iov = self.iovs[a..].as_mut_ptr();
             h.msg_iovlen = (b - a) as _;
             let ctrl = &mut self.ctrl[i];
@@ -395,7 +477,8 @@ impl SendBatch {
                 let c = libc::CMSG_FIRSTHDR(&h);
                 let mut used = 0;
                 if self.socket_tos != Some(d0.tos) {
-                    used += put_cmsg(c, libc::IPPROTO_IP, libc::IP_TOS, u32::from(d0.tos), 4);
+                    let (level, name) = tos_option(d0.dst.is_ipv6());
+                    used += put_cmsg(c, level, name, u32::from(d0.tos), 4);
                 }
                 if count > 1 {
                     let c2 = ctrl
@@ -442,13 +525,13 @@ impl SendBatch {
 /// SIOCGIFMTU): the interface with exactly that address, else one whose
 /// subnet holds it (127.0.0.2 is lo's, through 127.0.0.0/8). `None` when no
 /// interface does.
-pub fn interface_mtu(ip: Ipv4Addr) -> Option<u32> {
+pub fn interface_mtu(ip: IpAddr) -> Option<u32> {
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills the pointer with a list we free below.
     if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
         return None;
     }
-    let want = u32::from(ip);
+    let want = ip_bits(ip);
     let mut exact = None;
     let mut subnet = None;
     let mut p = ifap;
@@ -460,19 +543,35 @@ pub fn interface_mtu(ip: Ipv4Addr) -> Option<u32> {
             continue;
         }
         // SAFETY: a sockaddr of at least the family field.
-        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        if family
+            != if ip.is_ipv4() {
+                libc::AF_INET
+            } else {
+                libc::AF_INET6
+            }
+        {
             continue;
         }
-        // SAFETY: AF_INET addresses and masks are sockaddr_in.
+        // SAFETY: getifaddrs gives a sockaddr of that family's full size
+        // for the address and the mask; copying it into a storage reads
+        // only that much.
         let (addr, mask) = unsafe {
-            (
-                u32::from_be((*ifa.ifa_addr.cast::<libc::sockaddr_in>()).sin_addr.s_addr),
-                u32::from_be(
-                    (*ifa.ifa_netmask.cast::<libc::sockaddr_in>())
-                        .sin_addr
-                        .s_addr,
-                ),
-            )
+            let read = |p: *const libc::sockaddr| {
+                let mut s: libc::sockaddr_storage = zeroed();
+                let n = if family == libc::AF_INET {
+                    size_of::<libc::sockaddr_in>()
+                } else {
+                    size_of::<libc::sockaddr_in6>()
+                };
+                std::ptr::copy_nonoverlapping(
+                    p.cast::<u8>(),
+                    (&mut s as *mut libc::sockaddr_storage).cast::<u8>(),
+                    n,
+                );
+                ip_bits(from_storage(&s).ip())
+            };
+            (read(ifa.ifa_addr), read(ifa.ifa_netmask))
         };
         if addr == want {
             exact = Some(ifa.ifa_name);
@@ -510,6 +609,14 @@ pub fn interface_mtu(ip: Ipv4Addr) -> Option<u32> {
     // SAFETY: the list from getifaddrs, freed once.
     unsafe { libc::freeifaddrs(ifap) };
     mtu
+}
+
+/// An address as a number (IPv4 in the low 32 bits), for subnet tests.
+fn ip_bits(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
 }
 
 /// Sets an int-valued socket option; false when the socket refuses it.
@@ -555,9 +662,10 @@ mod tests {
             eprintln!("SKIP loopback_addresses_have_lo_mtu: no /sys/class/net/lo/mtu");
             return;
         }
-        assert_eq!(interface_mtu(Ipv4Addr::LOCALHOST), Some(lo));
-        assert_eq!(interface_mtu(Ipv4Addr::new(127, 0, 0, 2)), Some(lo));
-        assert_eq!(interface_mtu(Ipv4Addr::UNSPECIFIED), None);
+        assert_eq!(interface_mtu(Ipv4Addr::LOCALHOST.into()), Some(lo));
+        assert_eq!(interface_mtu(Ipv4Addr::new(127, 0, 0, 2).into()), Some(lo));
+        assert_eq!(interface_mtu(Ipv4Addr::UNSPECIFIED.into()), None);
+        assert_eq!(interface_mtu(Ipv6Addr::LOCALHOST.into()), Some(lo));
     }
 
     /// Every datagram leaves with its own TOS, whether by a control
@@ -575,9 +683,7 @@ mod tests {
             1
         ));
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let std::net::SocketAddr::V4(dst) = rx.local_addr().unwrap() else {
-            unreachable!()
-        };
+        let dst = rx.local_addr().unwrap();
         let dgram = |tos: u8, tag: u8| OutDatagram {
             dst,
             tos,
@@ -617,6 +723,58 @@ mod tests {
         assert_eq!(got, want);
     }
 
+    /// IPv6: the traffic class goes out per datagram (IPV6_TCLASS control
+    /// message, then the socket's option once a run makes it common) and
+    /// comes back through IPV6_RECVTCLASS, CE marks included.
+    #[test]
+    fn ipv6_traffic_class_goes_out_and_comes_back() {
+        use crate::packet::{Body, MAX_HEAD, OutDatagram};
+        let rx = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        rx.set_nonblocking(true).unwrap();
+        assert!(setsockopt_int(
+            rx.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_RECVTCLASS,
+            1
+        ));
+        let tx = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        let dst = rx.local_addr().unwrap();
+        let want: Vec<u8> = (0..20u8)
+            .map(|i| if i % 7 == 3 { 0xbb } else { 0x6a })
+            .collect();
+        let mut txb = SendBatch::default();
+        assert!(txb.set_socket_tos(tx.as_raw_fd(), 2));
+        let mem = RealMemory::new();
+        for (i, &tos) in want.iter().enumerate() {
+            let d = [OutDatagram {
+                dst,
+                tos,
+                head: [i as u8; MAX_HEAD],
+                head_len: 16,
+                body: Body::Owned(Vec::new()),
+                tail: [0; 8],
+                tail_len: 0,
+                ident: 0,
+                sealed: true,
+            }];
+            assert_eq!(txb.send(tx.as_raw_fd(), &d, &mem).unwrap(), 1);
+        }
+        let mut rb = RecvBatch::new(64, MAX_DATAGRAM);
+        let mut got = Vec::new();
+        for _ in 0..100 {
+            let n = rb.recv(rx.as_raw_fd()).unwrap();
+            for m in &rb.meta[..n] {
+                assert_eq!(m.src, tx.local_addr().unwrap());
+                got.push(m.tos);
+            }
+            if got.len() == want.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, want);
+    }
+
     /// Single receives and batches in any order see every datagram once,
     /// whole, with its sender: the headers a batch used are set again
     /// before the next batch, even with single receives in between.
@@ -625,10 +783,7 @@ mod tests {
         let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         rx.set_nonblocking(true).unwrap();
         let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let from = match tx.local_addr().unwrap() {
-            std::net::SocketAddr::V4(a) => a,
-            _ => unreachable!(),
-        };
+        let from = tx.local_addr().unwrap();
         let mut rb = RecvBatch::new(8, MAX_DATAGRAM);
         let mut next = 1usize;
         for (burst, wants) in [(5usize, [1usize, 8, 1]), (7, [8, 1, 8]), (3, [1, 1, 8])] {

@@ -9,6 +9,11 @@
 //! [`PreparedQp::connect`] takes the peer's endpoint through RTR to RTS and
 //! returns the [`Qp`] that can be posted to.
 //!
+//! Shared receive queues ([`Pd::create_srq`], [`QpBuilder::srq`]) and UD
+//! address handles ([`Pd::create_ah`]) are the RNIC's own (IBA 10.2.9.5,
+//! 10.2.2); the RNIC's asynchronous events (an SRQ under its limit, a full
+//! CQ) come out of [`Context::poll_event`] / [`Context::wait_event`].
+//!
 //! Memory belongs to the device: [`Pd::reg_mr`] allocates the region inside
 //! the RNIC's memory and the application reads and writes it through the
 //! [`Mr`]. That is the safe owned-buffer form; no user pointer is ever lent
@@ -19,39 +24,69 @@ use crate::engine::{Engine, EngineConfig, ROCE_PORT};
 use crate::error::{Error, Result};
 use crate::stats::Stats;
 use roce_rnic::{
-    Access, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType, RecvWr, SendWr, Sge, Wc,
+    Access, AsyncEvent, Counters, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
+    RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
 };
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-/// Opens devices. A "device" is one UDP socket on a local IPv4 address.
+/// Opens devices. A "device" is one UDP socket on a local IPv4 or IPv6
+/// address (its GID, [`crate::Gid`]).
 pub struct Device;
 
 impl Device {
     /// Opens a device on `ip` and the RoCEv2 port 4791.
-    pub fn open(ip: Ipv4Addr) -> Result<Context> {
+    pub fn open(ip: impl Into<IpAddr>) -> Result<Context> {
         Self::open_with(
-            SocketAddr::new(IpAddr::V4(ip), ROCE_PORT),
+            SocketAddr::new(ip.into(), ROCE_PORT),
             EngineConfig::default(),
         )
     }
 
+    /// Opens a device on `ip` and UDP 4791 or, when another stack already
+    /// owns 4791 on that address (two stacks on one host, rxe beside us),
+    /// on a free port — and says so on stderr, because nothing else would:
+    /// the peer must be told the port, and a capture of it decodes as RoCEv2
+    /// only when that port is named (`roce pcap decode --udp-port N`,
+    /// Wireshark's Decode As). [`Context::fallback_port`] returns it too.
+    pub fn open_or_fallback(ip: IpAddr, cfg: EngineConfig) -> Result<Context> {
+        let want = SocketAddr::new(ip, ROCE_PORT);
+        match Self::open_with(want, cfg.clone()) {
+            Err(Error::AddrInUse(_)) => {
+                let mut ctx = Self::open_with(SocketAddr::new(ip, 0), cfg)?;
+                let port = ctx.local_addr().port();
+                eprintln!(
+                    "roce: note: UDP {want} is in use (another RoCE stack?); this device uses UDP port {port} instead. \
+                     Its peers must be given this port, and captures decode with `roce pcap decode --udp-port {port}` \
+                     (Wireshark: Decode As, UDP port {port})"
+                );
+                if let Some(s) = Arc::get_mut(&mut ctx.inner) {
+                    s.fallback = true;
+                }
+                Ok(ctx)
+            }
+            r => r,
+        }
+    }
+
     /// Opens a device on any address and port (0 picks a free port), with settings.
     pub fn open_with(addr: SocketAddr, cfg: EngineConfig) -> Result<Context> {
-        let engine = Engine::open(addr, cfg)?;
+        let mut engine = Engine::open(addr, cfg)?;
         let local = engine.local_addr();
         let fd = engine.fd();
-        let active_mtu = crate::sys::interface_mtu(*local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
+        let active_mtu = crate::sys::interface_mtu(local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
+        engine.rnic.set_port_mtu(active_mtu);
         Ok(Context {
             inner: Arc::new(Shared {
                 engine: Mutex::new(engine),
                 fd,
                 local,
                 active_mtu,
+                fallback: false,
             }),
         })
     }
@@ -60,8 +95,10 @@ impl Device {
 struct Shared {
     engine: Mutex<Engine>,
     fd: RawFd,
-    local: SocketAddrV4,
+    local: SocketAddr,
     active_mtu: Mtu,
+    /// Opened off 4791 because 4791 was taken ([`Device::open_or_fallback`]).
+    fallback: bool,
 }
 
 /// An opened device (`ibv_context`). Cheap to clone; all clones share the engine.
@@ -83,8 +120,14 @@ impl Context {
     }
 
     /// The local IP and UDP port.
-    pub fn local_addr(&self) -> SocketAddrV4 {
+    pub fn local_addr(&self) -> SocketAddr {
         self.inner.local
+    }
+
+    /// The UDP port this device fell back to because 4791 was taken
+    /// ([`Device::open_or_fallback`]); `None` when it runs where it was asked.
+    pub fn fallback_port(&self) -> Option<u16> {
+        self.inner.fallback.then(|| self.inner.local.port())
     }
 
     /// The port's active MTU (`ibv_port_attr.active_mtu`): the largest path
@@ -144,6 +187,48 @@ impl Context {
     /// Where the engine's time went, per stage (see [`crate::profile`]).
     pub fn profile(&self) -> crate::profile::StageProfile {
         self.lock().profile()
+    }
+
+    /// The RNIC's own counters, among them what UD drops silently by the
+    /// spec (a wrong Q_Key, no receive posted) and so never reports as a
+    /// completion: `qkey_violations`, `ud_no_recv_drops`.
+    pub fn counters(&self) -> Counters {
+        self.lock().rnic.counters()
+    }
+
+    /// The next asynchronous event, if one is queued (`ibv_get_async_event`
+    /// without blocking). Does not drive the device.
+    pub fn poll_event(&self) -> Option<AsyncEvent> {
+        self.lock().rnic.poll_event()
+    }
+
+    /// Drives the device until an asynchronous event arrives or `timeout`
+    /// passes (`ibv_get_async_event`). Events are not completions: an SRQ
+    /// that fell under its limit, a CQ that overflowed.
+    pub fn wait_event(&self, timeout: Duration) -> Result<AsyncEvent> {
+        let start = Instant::now();
+        loop {
+            let work = {
+                let mut e = self.lock();
+                if let Some(ev) = e.rnic.poll_event() {
+                    return Ok(ev);
+                }
+                e.progress()?
+            };
+            let elapsed = start.elapsed();
+            if elapsed >= timeout {
+                return Err(Error::Timeout(timeout));
+            }
+            if !work {
+                self.wait_for_work((timeout - elapsed).min(Duration::from_millis(1)));
+            }
+        }
+    }
+
+    /// Whether `other` is this same device (objects of one device cannot be
+    /// given to another: their handles would name the wrong RNIC's objects).
+    fn same_device(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Why the socket last refused a datagram, if it did.
@@ -247,6 +332,148 @@ impl Pd {
     /// A QP builder with `cq` for both queues.
     pub fn qp_builder<'a>(&'a self, cq: &'a Cq) -> QpBuilder<'a> {
         QpBuilder::new(self, cq)
+    }
+
+    /// Creates a shared receive queue of `max_wr` receives with up to
+    /// `max_sge` SGEs each (`ibv_create_srq`). QPs built with
+    /// [`QpBuilder::srq`] take their receives from it.
+    pub fn create_srq(&self, max_wr: u32, max_sge: u32) -> Result<Srq> {
+        let h = self
+            .0
+            .ctx
+            .lock()
+            .rnic
+            .create_srq(self.0.h, max_wr, max_sge)?;
+        Ok(Srq(Arc::new(SrqInner {
+            pd: self.clone(),
+            h,
+            max_wr,
+        })))
+    }
+
+    /// An address handle for UD sends to `addr` (`ibv_create_ah`). RoCEv2
+    /// addresses a port by its GID, which is the IP address; the UDP port
+    /// is ours to carry because a device here may not own 4791 (two on one
+    /// host). Refuses an address of the other IP family than the device's
+    /// (its packets could not be built) and one that cannot be reached.
+    pub fn create_ah(&self, addr: SocketAddr) -> Result<Ah> {
+        let local = self.0.ctx.local_addr();
+        if !same_family(local.ip(), addr.ip()) {
+            return Err(Error::AddressFamily {
+                local,
+                remote: addr,
+            });
+        }
+        if addr.port() == 0 || addr.ip().is_unspecified() || addr.ip().is_multicast() {
+            return Err(Error::BadEndpoint(format!(
+                "address handle {addr} cannot be reached"
+            )));
+        }
+        Ok(Ah {
+            _pd: self.clone(),
+            addr,
+        })
+    }
+}
+
+/// Whether a device on `local` can reach `remote`. An IPv4-mapped IPv6
+/// address (`::ffff:a.b.c.d`) is an IPv4 peer, as its GID says: an IPv6
+/// device's socket takes IPv6 only, and the ICRC of an IPv4 packet covers
+/// an IPv4 header.
+fn same_family(local: IpAddr, remote: IpAddr) -> bool {
+    let v4 = |ip: IpAddr| match ip {
+        IpAddr::V4(_) => true,
+        IpAddr::V6(a) => a.to_ipv4_mapped().is_some(),
+    };
+    v4(local) == v4(remote)
+}
+
+/// A UD address handle (`ibv_ah`): where a UD send goes.
+#[derive(Clone)]
+pub struct Ah {
+    _pd: Pd,
+    addr: SocketAddr,
+}
+
+impl Ah {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The destination of a UD send through this handle: the remote QP and
+    /// the Q_Key it accepts (a Q_Key with the high bit set means "this QP's
+    /// own Q_Key", IBA 10.2.5).
+    pub fn dest(&self, remote_qpn: u32, remote_qkey: u32) -> UdDest {
+        UdDest {
+            addr: self.addr,
+            remote_qpn,
+            remote_qkey,
+        }
+    }
+}
+
+struct SrqInner {
+    pd: Pd,
+    h: SrqHandle,
+    max_wr: u32,
+}
+
+impl Drop for SrqInner {
+    fn drop(&mut self) {
+        // QPs hold the SRQ, so none uses it any more.
+        let _ = self.pd.0.ctx.lock().rnic.destroy_srq(self.h);
+    }
+}
+
+/// A shared receive queue (`ibv_srq`): one pool of receives for many QPs,
+/// so a server with many peers needs receives for its traffic, not for
+/// each peer's worst case.
+#[derive(Clone)]
+pub struct Srq(Arc<SrqInner>);
+
+impl Srq {
+    /// The RNIC's handle (what [`AsyncEvent::SrqLimitReached`] names).
+    pub fn handle(&self) -> SrqHandle {
+        self.0.h
+    }
+
+    pub fn max_wr(&self) -> u32 {
+        self.0.max_wr
+    }
+
+    /// Receives waiting in the queue.
+    pub fn len(&self) -> usize {
+        self.0.pd.0.ctx.lock().rnic.srq_len(self.0.h).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `ibv_post_srq_recv` of one receive.
+    pub fn post_srq_recv(&self, wr: &RecvWr) -> Result<()> {
+        self.post_srq_recv_batch(std::slice::from_ref(wr))
+    }
+
+    /// `ibv_post_srq_recv` of a list (stops at the first bad one; the error
+    /// says which).
+    pub fn post_srq_recv_batch(&self, wrs: &[RecvWr]) -> Result<()> {
+        Ok(self.0.pd.0.ctx.lock().rnic.post_srq_recv(self.0.h, wrs)?)
+    }
+
+    /// Arms the limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`): when
+    /// fewer than `limit` receives remain, the device raises
+    /// [`AsyncEvent::SrqLimitReached`] once and disarms, so the application
+    /// can refill before senders meet RNR. 0 disarms. A limit above the
+    /// queue's size could never be met the way it was meant and is refused.
+    pub fn arm_limit(&self, limit: u32) -> Result<()> {
+        if limit > self.0.max_wr {
+            return Err(Error::SrqLimit {
+                limit,
+                max_wr: self.0.max_wr,
+            });
+        }
+        Ok(self.0.pd.0.ctx.lock().rnic.arm_srq_limit(self.0.h, limit)?)
     }
 }
 
@@ -431,6 +658,7 @@ pub struct QpBuilder<'a> {
     min_rnr_timer: u8,
     max_rd_atomic: u8,
     qkey: u32,
+    srq: Option<&'a Srq>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -459,7 +687,14 @@ impl<'a> QpBuilder<'a> {
             // request (reported to the RNIC's owner).
             max_rd_atomic: 4,
             qkey: 0x1111_1111,
+            srq: None,
         }
+    }
+    /// Takes receives from `srq` instead of a receive queue of its own
+    /// (`ibv_qp_init_attr.srq`); the QP's `post_recv` is then refused.
+    pub fn srq(mut self, srq: &'a Srq) -> Self {
+        self.srq = Some(srq);
+        self
     }
     pub fn recv_cq(mut self, cq: &'a Cq) -> Self {
         self.recv_cq = cq;
@@ -532,6 +767,16 @@ impl<'a> QpBuilder<'a> {
     /// Creates the QP and moves it to INIT.
     pub fn build(self) -> Result<PreparedQp> {
         let ctx = self.pd.context().clone();
+        let foreign = [
+            ("send CQ", self.send_cq.context()),
+            ("receive CQ", self.recv_cq.context()),
+        ]
+        .into_iter()
+        .chain(self.srq.map(|s| ("SRQ", s.0.pd.context())))
+        .find(|(_, c)| !ctx.same_device(c));
+        if let Some((what, _)) = foreign {
+            return Err(Error::WrongDevice(what));
+        }
         let mut init = QpInitAttr::new(
             self.qp_type,
             self.pd.0.h,
@@ -544,6 +789,7 @@ impl<'a> QpBuilder<'a> {
         init.max_recv_sge = self.max_sge;
         init.max_inline_data = self.max_inline_data;
         init.sq_sig_all = self.sq_sig_all;
+        init.srq = self.srq.map(|s| s.0.h);
         let mut e = ctx.lock();
         let qpn = e.rnic.create_qp(init)?;
         let attr = match self.qp_type {
@@ -555,18 +801,34 @@ impl<'a> QpBuilder<'a> {
             return Err(err.into());
         }
         let psn = self.psn.unwrap_or_else(|| {
-            // Like perftest's lrand48() & 0xffffff: distinct runs use distinct PSNs.
-            let t = e.now() ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            (t ^ (t >> 29) ^ (t >> 47)) as u32 & 0xff_ffff
+            // Like perftest's lrand48() & 0xffffff: distinct runs, and two
+            // processes started together (a ping-pong's two sides), use
+            // distinct PSNs: the wall clock and the process id go into a
+            // SplitMix64 finalizer with the QPN.
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let mut t = wall
+                ^ e.now()
+                ^ (u64::from(std::process::id()) << 40)
+                ^ u64::from(qpn).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            t = (t ^ (t >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            t = (t ^ (t >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (t ^ (t >> 31)) as u32 & 0xff_ffff
         });
         drop(e);
         Ok(PreparedQp {
             qp: Qp {
                 pd: self.pd.clone(),
                 _cqs: (self.send_cq.clone(), self.recv_cq.clone()),
+                srq: self.srq.cloned(),
                 qpn,
                 qp_type: self.qp_type,
-                mtu: self.mtu,
+                // UD is never segmented: its limit is the port's MTU.
+                mtu: match self.qp_type {
+                    QpType::Rc => self.mtu,
+                    QpType::Ud => ctx.active_mtu(),
+                },
                 psn,
                 timeout: self.timeout,
                 retry_cnt: self.retry_cnt,
@@ -604,6 +866,11 @@ impl PreparedQp {
         self.qp.post_recv(wr)
     }
 
+    /// A list of receives before the QP is connected.
+    pub fn post_recv_batch(&self, wrs: &[RecvWr]) -> Result<()> {
+        self.qp.post_recv_batch(wrs)
+    }
+
     /// INIT→RTR→RTS towards `remote` (RC). Refuses an endpoint whose path
     /// MTU differs from this QP's.
     pub fn connect(self, remote: &Endpoint) -> Result<Qp> {
@@ -630,6 +897,13 @@ impl PreparedQp {
                 "QPN {:#x} and PSN {:#x} must fit 24 bits",
                 remote.qpn, remote.psn
             )));
+        }
+        let local = q.pd.context().local_addr();
+        if !same_family(local.ip(), remote.ip) {
+            return Err(Error::AddressFamily {
+                local,
+                remote: remote.socket_addr(),
+            });
         }
         if remote.udp_port == 0 || remote.ip.is_unspecified() {
             return Err(Error::BadEndpoint(format!(
@@ -679,6 +953,7 @@ impl PreparedQp {
 pub struct Qp {
     pd: Pd,
     _cqs: (Cq, Cq),
+    srq: Option<Srq>,
     qpn: u32,
     qp_type: QpType,
     mtu: Mtu,
@@ -706,11 +981,15 @@ impl Qp {
     pub fn context(&self) -> &Context {
         self.pd.context()
     }
+    /// The SRQ this QP takes its receives from, if any.
+    pub fn srq(&self) -> Option<&Srq> {
+        self.srq.as_ref()
+    }
 
     fn endpoint(&self, mr: Option<&Mr>) -> Endpoint {
         let local = self.pd.context().local_addr();
         Endpoint {
-            ip: *local.ip(),
+            ip: local.ip(),
             udp_port: local.port(),
             qpn: self.qpn,
             psn: self.psn,

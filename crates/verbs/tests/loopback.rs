@@ -333,7 +333,7 @@ fn ud_send_carries_a_datagram_and_its_source() {
     .unwrap();
     ma.write(0, &pattern(6, 512)).unwrap();
     let dest = UdDest {
-        addr: std::net::SocketAddr::V4(b.local_addr()),
+        addr: b.local_addr(),
         remote_qpn: qb.qpn(),
         remote_qkey: qkey,
     };

@@ -132,7 +132,7 @@ fn drain(s: &UdpSocket) -> Vec<(usize, usize)> {
 
 fn raw(dst: SocketAddrV4, len: usize) -> OutDatagram {
     OutDatagram {
-        dst,
+        dst: SocketAddr::V4(dst),
         tos: 0,
         head: [0; packet::MAX_HEAD],
         head_len: 0,
@@ -180,7 +180,7 @@ fn kernel_numbers_gso_segments_up_from_id_0() {
     assert!(got.iter().all(|&(_, seg)| seg == 0));
 
     for d in &mut run {
-        d.dst = to(&gro);
+        d.dst = SocketAddr::V4(to(&gro));
     }
     assert_eq!(
         b.send_grouped(tx.as_raw_fd(), &run, &[5], &RealMemory::new())
@@ -369,7 +369,7 @@ fn kernel_capture_of_gso_traffic_verifies() {
     let mut run: Vec<OutDatagram> = (0..63u32)
         .map(|k| {
             let t = write_middle(to, k, k == 62, if k == 62 { 1000 } else { 1024 });
-            packet::build(t, from).unwrap()
+            packet::build(t, SocketAddr::V4(from)).unwrap()
         })
         .collect();
     for (k, d) in run.iter_mut().enumerate() {

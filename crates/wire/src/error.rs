@@ -31,7 +31,9 @@ pub enum Error {
     #[error("IP protocol {0} is not UDP")]
     NotUdp(u8),
     /// UDP, but not to the RoCEv2 port (4791).
-    #[error("UDP destination port {0} is not RoCEv2 (4791)")]
+    #[error(
+        "UDP destination port {0} is not RoCEv2 (4791); if a RoCE stack ran on another port, decode that port as RoCEv2 (`roce pcap decode --udp-port N`, Wireshark's Decode As)"
+    )]
     WrongUdpPort(u16),
     /// An IP or UDP length field that disagrees with the bytes present.
     #[error("{layer} length field says {field} bytes, but {actual} are present")]

@@ -187,6 +187,15 @@ pub enum Frame<'a> {
 /// neither, or is malformed, gets a typed error. An ICRC mismatch is not an
 /// error here: it is reported in [`RoceFrame::icrc_ok`] so tools can show it.
 pub fn parse_frame(buf: &[u8]) -> Result<Frame<'_>> {
+    parse_frame_ports(buf, &[])
+}
+
+/// [`parse_frame`], also taking UDP datagrams to or from any of `also` as
+/// RoCEv2: Wireshark's "Decode As" (which matches a UDP port on either
+/// side). A stack that found 4791 taken runs on another port; each of its
+/// datagrams carries that port as source or destination, so naming it is
+/// enough to decode both directions.
+pub fn parse_frame_ports<'a>(buf: &'a [u8], also: &[u16]) -> Result<Frame<'a>> {
     let ef = EthernetFrame::new_checked(buf)?;
     let eth = EthernetRepr::parse(&ef);
     let ip_bytes = &buf[ef.header_len()..];
@@ -224,7 +233,11 @@ pub fn parse_frame(buf: &[u8]) -> Result<Frame<'_>> {
     };
     let up = UdpPacket::new_checked(udp_bytes)?;
     let udp = UdpRepr::parse(&up);
-    if udp.dst_port != ROCEV2_PORT {
+    if udp.dst_port != ROCEV2_PORT
+        && !also
+            .iter()
+            .any(|p| *p == udp.dst_port || *p == udp.src_port)
+    {
         return Err(Error::WrongUdpPort(udp.dst_port));
     }
     let udp_len = usize::from(up.len());

@@ -30,7 +30,7 @@ pub use ext::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, NakCode, RNR_TIMER_US, RethRepr, Syndrome,
     rnr_code_for_us,
 };
-pub use frame::{Frame, FrameRepr, IpRepr, RoceFrame, parse_frame};
+pub use frame::{Frame, FrameRepr, IpRepr, RoceFrame, parse_frame, parse_frame_ports};
 pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;
 pub use opcode::{Headers, Opcode, Transport};
