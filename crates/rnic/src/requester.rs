@@ -287,13 +287,11 @@ impl Qp {
         let retransmit = !self.max_sent_psn_after(psn);
         if retransmit {
             ctx.counters.retransmits += 1;
+            self.sent_log.resent(psn);
         } else {
-            let lastp = if matches!(op, WrOpcode::RdmaRead { .. }) {
-                psn.add(npkts - 1)
-            } else {
-                psn
-            };
-            self.sent_log.push_back((lastp, now, bytes));
+            let read = matches!(op, WrOpcode::RdmaRead { .. });
+            let lastp = if read { psn.add(npkts - 1) } else { psn };
+            self.sent_log.sent(lastp, now, bytes, !read);
             self.inflight_bytes += bytes;
             self.max_sent = Some(lastp);
         }
@@ -396,19 +394,11 @@ impl Qp {
             if self.rewound_at.is_some_and(|r| r.before(new_una)) {
                 self.rewound_at = None;
             }
-            let mut acked = 0;
-            let mut rtt = None;
-            while let Some(&(p, t, b)) = self.sent_log.front() {
-                if p.before(new_una) {
-                    acked += b;
-                    rtt = Some(now.saturating_sub(t));
-                    self.sent_log.pop_front();
-                } else {
-                    break;
-                }
-            }
-            self.inflight_bytes = self.inflight_bytes.saturating_sub(acked);
-            self.cc.on_ack(now, acked, rtt);
+            let mut fb = self.sent_log.acked_before(new_una, now);
+            fb.ecn_echo = std::mem::take(&mut self.ece_rx);
+            self.inflight_bytes = self.inflight_bytes.saturating_sub(fb.acked_bytes);
+            self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
+            self.cc.on_ack_feedback(now, &fb);
             self.rto_deadline = self.rto_ns().map(|d| now + d);
         }
         if self.outstanding() == 0 {
@@ -500,7 +490,12 @@ impl Qp {
                 self.refresh_una(now);
                 self.retire(ctx);
             }
-            (_, Syndrome::Ack { .. }) => self.ack_upto(now, psn, ctx),
+            (_, Syndrome::Ack { .. }) => {
+                // The responder's ECN echo rides on the ACK (DCTCP's ECE).
+                self.ece_rx = t.bth.becn;
+                self.ack_upto(now, psn, ctx);
+                self.ece_rx = false;
+            }
             (_, Syndrome::RnrNak { timer }) => {
                 ctx.counters.rnr_naks_rx += 1;
                 self.ack_upto(now, psn.sub(1), ctx);
