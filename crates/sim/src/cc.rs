@@ -312,3 +312,24 @@ pub(crate) fn switch_hops_from(topo: &Topology, src: usize) -> Vec<u32> {
     // Links crossed minus one: the switches in between.
     dist.iter().map(|d| d.saturating_sub(1)).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::gbps;
+
+    #[test]
+    fn swift_hops_are_the_switches_on_a_shortest_path() {
+        let t = Topology::fat_tree(5, 4, 4, 16, 16, gbps(100), gbps(400), 1_000_000).unwrap();
+        let r = t.routes();
+        let from0 = switch_hops_from(&t, t.hosts[0]);
+        for dst in [1usize, 16, 100, 319] {
+            // The routed path's links, minus one: the switches crossed.
+            let want = t.path(&r, 0, dst as u32).len() as u32 - 1;
+            assert_eq!(from0[t.hosts[dst]], want, "host 0 → {dst}");
+        }
+        // Same ToR: one switch; another pod: ToR, agg, core, agg, ToR.
+        assert_eq!(from0[t.hosts[1]], 1);
+        assert_eq!(from0[t.hosts[319]], 5);
+    }
+}
