@@ -38,6 +38,9 @@ pub struct TimelyConfig {
     pub min_rtt_ns: Nanos,
     /// Lowest rate.
     pub min_rate_bps: u64,
+    /// Below T_low, step by the hyper-active increase too once `hai_after`
+    /// increases have passed (ns-3 does; the paper's Algorithm 1 adds δ there).
+    pub hai_below_t_low: bool,
 }
 
 impl Default for TimelyConfig {
@@ -54,6 +57,7 @@ impl Default for TimelyConfig {
             hai_after: 5,
             min_rtt_ns: 20_000,
             min_rate_bps: 100_000_000,
+            hai_below_t_low: false,
         }
     }
 }
@@ -62,11 +66,13 @@ impl TimelyConfig {
     /// The HPCC ns-3 simulator's `CC_MODE 7` defaults (rdma-hw.cc:
     /// `TimelyAlpha` 0.875, `TimelyBeta` 0.8, `TimelyTLow` 50 µs,
     /// `TimelyTHigh` 500 µs, `TimelyMinRtt` 20 µs; increases of `RateAI`
-    /// (5 Mb/s) and, after 5 increases, `RateHAI` (50 Mb/s); `MinRate` 100 Mb/s).
+    /// (5 Mb/s) and, after 5 increases of either kind, `RateHAI` (50 Mb/s);
+    /// `MinRate` 100 Mb/s).
     pub fn hpcc_ns3() -> TimelyConfig {
         TimelyConfig {
             delta_bps: 5_000_000,
             hai_delta_bps: 50_000_000,
+            hai_below_t_low: true,
             ..TimelyConfig::default()
         }
     }
@@ -124,13 +130,19 @@ impl Timely {
         } as f64;
         let gradient = self.rtt_diff / d_min;
         let floor = self.cfg.min_rate_bps as f64;
+        let hai = self.inc_stage >= self.cfg.hai_after;
         if rtt < self.cfg.t_low_ns {
-            self.increase(self.cfg.delta_bps as f64);
+            let step = if hai && self.cfg.hai_below_t_low {
+                self.cfg.hai_delta_bps
+            } else {
+                self.cfg.delta_bps
+            };
+            self.increase(step as f64);
         } else if rtt > self.cfg.t_high_ns {
             let f = 1.0 - self.cfg.beta * (1.0 - self.cfg.t_high_ns as f64 / rtt as f64);
             self.decrease(f, floor);
         } else if gradient <= 0.0 {
-            let step = if self.inc_stage >= self.cfg.hai_after {
+            let step = if hai {
                 self.cfg.hai_delta_bps
             } else {
                 self.cfg.delta_bps
@@ -233,6 +245,23 @@ mod tests {
         t.update(10_000, 10_000);
         t.update(40_000, 10_000);
         assert!((t.rate() - 10.01e9).abs() < 1.0);
+        // The paper adds δ below T_low however long the streak; ns-3 steps
+        // by RATE_HAI there too after five increases.
+        for _ in 0..5 {
+            t.update(40_000, 10_000);
+        }
+        assert!((t.rate() - 10.06e9).abs() < 1.0);
+        let mut n = Timely::new(TimelyConfig::hpcc_ns3(), 100 * G);
+        n.rate = 10.0 * G as f64;
+        for _ in 0..7 {
+            n.update(40_000, 10_000);
+        }
+        // First sample only records; then 5 × 5 Mb/s and 1 × 50 Mb/s.
+        assert!(
+            (n.rate() - (10.0e9 + 25e6 + 50e6)).abs() < 1.0,
+            "{}",
+            n.rate()
+        );
     }
 
     #[test]
