@@ -44,8 +44,9 @@ pub struct TimelyConfig {
 }
 
 impl Default for TimelyConfig {
-    /// The paper's §5 settings (T_low 50 µs, T_high 500 µs, α 0.875, β 0.8,
-    /// δ 10 Mb/s, N = 5, D_minRTT 20 µs), with a 100 Mb/s floor.
+    /// The paper's settings (T_low 50 µs, T_high 500 µs, α 0.875, β 0.8,
+    /// D_minRTT 20 µs — the values the HPCC ns-3 simulator also defaults to
+    /// — with δ 10 Mb/s and N = 5, so HAI adds 50 Mb/s), a 100 Mb/s floor.
     fn default() -> Self {
         TimelyConfig {
             t_low_ns: 50_000,
