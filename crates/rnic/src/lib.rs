@@ -27,7 +27,10 @@ pub mod status;
 mod table;
 pub mod types;
 
-pub use cc::{CongestionControl, Dcqcn, DcqcnConfig, FixedRate, Hpcc, HpccConfig, IntHop, NoCc};
+pub use cc::{
+    AckFeedback, CongestionControl, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, DctcpVariant,
+    FixedRate, Hpcc, HpccConfig, IntHop, NoCc, RttSample, Swift, SwiftConfig, Timely, TimelyConfig,
+};
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
 pub use memory::{
@@ -61,6 +64,9 @@ pub struct RnicConfig {
     pub cnp_dscp: u8,
     /// Mark data packets ECN-capable (ECT(0)).
     pub ecn: bool,
+    /// Echo CE marks to the sender in ACKs (BTH BECN), as DCTCP's receiver
+    /// echoes ECE; off by default (CNPs are RoCEv2's congestion signal).
+    pub ecn_echo: bool,
     /// Request an ACK at least every this many packets of a long message.
     pub ack_req_every: u32,
     /// Most request PSNs a QP keeps unacknowledged.
@@ -91,6 +97,7 @@ impl Default for RnicConfig {
             cnp_interval_ns: 50_000,
             cnp_dscp: 48,
             ecn: true,
+            ecn_echo: false,
             ack_req_every: 64,
             max_outstanding_pkts: 1 << 14,
             max_qp: 1 << 16,

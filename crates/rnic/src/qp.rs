@@ -267,6 +267,8 @@ pub(crate) enum RespItem {
     Ack {
         psn: Psn,
         msn: u32,
+        /// Echo a CE mark (BTH BECN) for data this ACK covers.
+        ece: bool,
     },
     Nak {
         psn: Psn,
@@ -370,8 +372,8 @@ pub struct Qp {
     pub(crate) filed: Option<Nanos>,
     pub(crate) inflight_bytes: u64,
     pub(crate) cc: Box<dyn CongestionControl>,
-    /// When each in-flight PSN range was first sent (for RTT samples): (last psn, time, bytes).
-    pub(crate) sent_log: VecDeque<(Psn, Nanos, u64)>,
+    /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
+    pub(crate) sent_log: crate::cc::sample::SentLog,
     // Responder.
     pub(crate) rq: VecDeque<RecvWr>,
     pub(crate) epsn: Psn,
@@ -382,6 +384,10 @@ pub struct Qp {
     pub(crate) resp_q: VecDeque<RespItem>,
     pub(crate) cnp_due: Option<(SocketAddr, u32)>,
     pub(crate) last_cnp: Option<Nanos>,
+    /// A CE-marked request arrived since the last ACK was queued (ECN echo).
+    pub(crate) ece_pending: bool,
+    /// The ACK being processed echoed a CE mark.
+    pub(crate) ece_rx: bool,
 }
 
 impl Qp {
@@ -419,7 +425,7 @@ impl Qp {
             filed: None,
             inflight_bytes: 0,
             cc,
-            sent_log: VecDeque::new(),
+            sent_log: Default::default(),
             rq: VecDeque::new(),
             epsn: Psn::new(0),
             msn: 0,
@@ -429,6 +435,8 @@ impl Qp {
             resp_q: VecDeque::new(),
             cnp_due: None,
             last_cnp: None,
+            ece_pending: false,
+            ece_rx: false,
         }
     }
 

@@ -289,13 +289,11 @@ impl Qp {
             ctx.counters.retransmits += 1;
             // In flight again (its `sent_log` entry stays from the first send).
             self.inflight_bytes += bytes;
+            self.sent_log.resent(psn);
         } else {
-            let lastp = if matches!(op, WrOpcode::RdmaRead { .. }) {
-                psn.add(npkts - 1)
-            } else {
-                psn
-            };
-            self.sent_log.push_back((lastp, now, bytes));
+            let read = matches!(op, WrOpcode::RdmaRead { .. });
+            let lastp = if read { psn.add(npkts - 1) } else { psn };
+            self.sent_log.sent(lastp, now, bytes, !read);
             self.inflight_bytes += bytes;
             self.max_sent = Some(lastp);
         }
@@ -356,12 +354,7 @@ impl Qp {
         // smaller than the lost bytes would block the very resend that
         // could acknowledge them, until the retries ran out.
         let cursor = self.cursor_psn();
-        self.inflight_bytes = self
-            .sent_log
-            .iter()
-            .filter(|(p, _, _)| p.before(cursor))
-            .map(|(_, _, b)| b)
-            .sum();
+        self.inflight_bytes = self.sent_log.bytes_before(cursor);
     }
 
     fn move_cursor_back(&mut self, psn: Psn) {
@@ -414,19 +407,11 @@ impl Qp {
             if self.rewound_at.is_some_and(|r| r.before(new_una)) {
                 self.rewound_at = None;
             }
-            let mut acked = 0;
-            let mut rtt = None;
-            while let Some(&(p, t, b)) = self.sent_log.front() {
-                if p.before(new_una) {
-                    acked += b;
-                    rtt = Some(now.saturating_sub(t));
-                    self.sent_log.pop_front();
-                } else {
-                    break;
-                }
-            }
-            self.inflight_bytes = self.inflight_bytes.saturating_sub(acked);
-            self.cc.on_ack(now, acked, rtt);
+            let mut fb = self.sent_log.acked_before(new_una, now);
+            fb.ecn_echo = std::mem::take(&mut self.ece_rx);
+            self.inflight_bytes = self.inflight_bytes.saturating_sub(fb.acked_bytes);
+            self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
+            self.cc.on_ack_feedback(now, &fb);
             self.rto_deadline = self.rto_ns().map(|d| now + d);
         }
         if self.outstanding() == 0 {
@@ -518,7 +503,12 @@ impl Qp {
                 self.refresh_una(now);
                 self.retire(ctx);
             }
-            (_, Syndrome::Ack { .. }) => self.ack_upto(now, psn, ctx),
+            (_, Syndrome::Ack { .. }) => {
+                // The responder's ECN echo rides on the ACK (DCTCP's ECE).
+                self.ece_rx = t.bth.becn;
+                self.ack_upto(now, psn, ctx);
+                self.ece_rx = false;
+            }
             (_, Syndrome::RnrNak { timer }) => {
                 ctx.counters.rnr_naks_rx += 1;
                 self.ack_upto(now, psn.sub(1), ctx);

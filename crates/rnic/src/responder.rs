@@ -62,6 +62,7 @@ impl Qp {
         }
         if ce {
             self.note_ce(now, src, self.dest_qpn, ctx);
+            self.ece_pending |= ctx.cfg.ecn_echo;
         }
         let psn = t.bth.psn;
         if psn == self.epsn {
@@ -110,11 +111,17 @@ impl Qp {
 
     fn queue_ack(&mut self) {
         let psn = self.epsn.sub(1);
-        if let Some(RespItem::Ack { psn: p, msn }) = self.resp_q.back_mut() {
+        let ce = std::mem::take(&mut self.ece_pending);
+        if let Some(RespItem::Ack { psn: p, msn, ece }) = self.resp_q.back_mut() {
             *p = psn;
             *msn = self.msn;
+            *ece |= ce;
         } else {
-            self.resp_q.push_back(RespItem::Ack { psn, msn: self.msn });
+            self.resp_q.push_back(RespItem::Ack {
+                psn,
+                msn: self.msn,
+                ece: ce,
+            });
         }
     }
 
@@ -574,9 +581,10 @@ impl Qp {
         });
         let mut payload = crate::memory::Payload::empty();
         match item {
-            RespItem::Ack { psn, msn } => {
+            RespItem::Ack { psn, msn, ece } => {
                 t.bth.opcode = Opcode::RcAck;
                 t.bth.psn = psn;
+                t.bth.becn = ece;
                 t.aeth = Some(AethRepr {
                     syndrome: Syndrome::Ack { credits: 31 },
                     msn,

@@ -18,7 +18,7 @@
 //! Outputs are written where the config names them, relative to the
 //! working directory (third.cc `fopen`s them as given).
 
-use crate::cc::{CcConfig, HpccSettings};
+use crate::cc::{CcConfig, DctcpSettings, HpccSettings};
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, Ps};
 use crate::metrics::Report;
@@ -27,7 +27,7 @@ use crate::qlen::QlenMonConfig;
 use crate::sim::{EcnPolicy, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
-use roce_rnic::{DcqcnConfig, Mtu};
+use roce_rnic::{DcqcnConfig, Mtu, TimelyConfig};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -55,7 +55,8 @@ pub fn cc_mode_name(m: u32) -> &'static str {
 }
 
 /// Keys that parameterise congestion control (DCQCN with CC_MODE 1, HPCC
-/// with CC_MODE 3; the rest belong to modes not implemented here).
+/// with CC_MODE 3, TIMELY with 7, DCTCP with 8; the PINT keys belong to
+/// mode 10, not implemented here).
 const CC_KEYS: &[&str] = &[
     "RATE_AI",
     "RATE_HAI",
@@ -280,15 +281,29 @@ impl Experiment {
             }
             Ok(())
         };
+        // A gain is a fraction: 0 < g ≤ 1.
+        let gain = |key: &str| -> Result<Option<f64>, HpccError> {
+            match num(key)? {
+                Some(g) if !(g > 0.0 && g <= 1.0) => {
+                    let l = kv.get(key).map_or(0, |(l, _)| *l);
+                    Err(err(l, key, format!("expected a gain 0 < g ≤ 1, got {g}")))
+                }
+                g => Ok(g),
+            }
+        };
+        // ns-3 bounds every mode's bytes in flight by the fabric's largest
+        // BDP with HAS_WIN 1 (the default); the rate-based controllers here do not.
+        let has_win_warning = |mode: &str| -> Result<Option<String>, HpccError> {
+            Ok((num("HAS_WIN")?.unwrap_or(1.0) != 0.0).then(|| format!(
+                "HAS_WIN 1 with {mode}: ns-3 also caps each QP's bytes in flight at the fabric's largest BDP (scaled by rate / line rate with VAR_WIN 1); here {mode} paces without a window"
+            )))
+        };
         match cc_mode {
             1 => {
                 // ns-3's DCQCN (the Mellanox model): timer-driven increase,
                 // no byte counter; its defaults where the config is silent.
-                let mut d = DcqcnConfig {
-                    byte_counter: 0,
-                    ..DcqcnConfig::default()
-                };
-                if let Some(g) = num("EWMA_GAIN")? {
+                let mut d = DcqcnConfig::hpcc_ns3();
+                if let Some(g) = gain("EWMA_GAIN")? {
                     d.g = g;
                 }
                 d.rate_ai_bps = rate("RATE_AI")?.unwrap_or(d.rate_ai_bps);
@@ -313,11 +328,35 @@ impl Experiment {
                 // misses some intervals and lets alpha decay).
                 cfg.rnic.cnp_interval_ns = 0;
                 cfg.cc = CcConfig::Dcqcn(d);
-                if num("HAS_WIN")?.unwrap_or(1.0) != 0.0 {
-                    warnings.push(
-                        "HAS_WIN 1 with DCQCN: ns-3 also caps each QP's bytes in flight at the fabric's largest BDP (scaled by rate / line rate with VAR_WIN 1); here DCQCN paces without a window".into(),
-                    );
+                warnings.extend(has_win_warning("DCQCN")?);
+            }
+            7 => {
+                // ns-3's TIMELY: its rdma-hw.cc defaults (α 0.875, β 0.8,
+                // T_low 50 µs, T_high 500 µs, D_minRTT 20 µs — no config
+                // keys reach them), RATE_AI / RATE_HAI steps, MIN_RATE. The
+                // RTT comes from a send timestamp echoed in each ACK; here
+                // from the RNIC's per-packet send times (the 8-byte
+                // timestamp header ns-3 adds is not on the wire here).
+                let mut t = TimelyConfig::hpcc_ns3();
+                t.delta_bps = rate("RATE_AI")?.unwrap_or(t.delta_bps);
+                t.hai_delta_bps = rate("RATE_HAI")?.unwrap_or(t.hai_delta_bps);
+                t.min_rate_bps = rate("MIN_RATE")?.unwrap_or(t.min_rate_bps);
+                cfg.cc = CcConfig::Timely(t);
+                warnings.extend(has_win_warning("TIMELY")?);
+            }
+            8 => {
+                // ns-3's DCTCP: receivers flag the ACK of each CE-marked
+                // packet; α from the flagged fraction once per window
+                // (EWMA_GAIN), a cut of α/2 at most once per window, and
+                // DCTCP_RATE_AI per window otherwise; MIN_RATE floor.
+                let mut d = DctcpSettings::default();
+                if let Some(g) = gain("EWMA_GAIN")? {
+                    d.g = g;
                 }
+                d.rate_ai_bps = rate("DCTCP_RATE_AI")?.unwrap_or(d.rate_ai_bps);
+                d.min_rate_bps = rate("MIN_RATE")?.unwrap_or(d.min_rate_bps);
+                cfg.cc = CcConfig::Dctcp(d);
+                warnings.extend(has_win_warning("DCTCP")?);
             }
             3 => {
                 let mut h = HpccSettings::default();
@@ -346,7 +385,7 @@ impl Experiment {
                 cfg.int_wire_bytes = 42;
             }
             m => warnings.push(format!(
-                "CC_MODE {m} ({}) is not implemented: flows send at line rate with no congestion control (PFC and ECN marking still apply); implemented: 1 (DCQCN), 3 (HPCC)",
+                "CC_MODE {m} ({}) is not implemented: flows send at line rate with no congestion control (PFC and ECN marking still apply); implemented: 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP)",
                 cc_mode_name(m)
             )),
         }
@@ -1082,14 +1121,80 @@ mod tests {
         assert_eq!(h.rate_ai_bps, Some(50_000_000));
         assert!(e.cfg.int, "HPCC needs INT");
         assert!(!h.fast_react, "FAST_REACT 0 is honoured");
-        let t = load_with("timely", "CC_MODE 7\n");
+        let t = load_with("pint", "CC_MODE 10\n");
         assert_eq!(t.cfg.cc, CcConfig::None);
         assert!(
             t.warnings
                 .iter()
-                .any(|w| w.contains("CC_MODE 7 (TIMELY) is not implemented")),
+                .any(|w| w.contains("CC_MODE 10 (HPCC-PINT) is not implemented")),
             "{:?}",
             t.warnings
         );
+    }
+
+    #[test]
+    fn cc_mode_7_is_timely_with_ns3_defaults() {
+        let e = load_with("timely", "CC_MODE 7\nHAS_WIN 0\n");
+        assert_eq!(e.cfg.cc, CcConfig::Timely(TimelyConfig::hpcc_ns3()));
+        let CcConfig::Timely(t) = e.cfg.cc else {
+            unreachable!()
+        };
+        // rdma-hw.cc's TypeId defaults.
+        assert_eq!((t.alpha, t.beta), (0.875, 0.8));
+        assert_eq!(
+            (t.t_low_ns, t.t_high_ns, t.min_rtt_ns),
+            (50_000, 500_000, 20_000)
+        );
+        assert_eq!((t.delta_bps, t.hai_delta_bps), (5_000_000, 50_000_000));
+        assert!(
+            e.warnings
+                .iter()
+                .all(|w| !w.contains("CC_MODE") && !w.contains("HAS_WIN")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with(
+            "timely-keys",
+            "CC_MODE 7\nRATE_AI 20Mb/s\nRATE_HAI 200Mb/s\nMIN_RATE 1000Mb/s\n",
+        );
+        let CcConfig::Timely(t) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert_eq!(
+            (t.delta_bps, t.hai_delta_bps, t.min_rate_bps),
+            (20_000_000, 200_000_000, 1_000_000_000)
+        );
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("HAS_WIN 1 with TIMELY")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn cc_mode_8_is_dctcp_with_ns3_defaults() {
+        let e = load_with("dctcp", "CC_MODE 8\nHAS_WIN 0\n");
+        assert_eq!(e.cfg.cc, CcConfig::Dctcp(DctcpSettings::default()));
+        let e = load_with(
+            "dctcp-keys",
+            "CC_MODE 8\nEWMA_GAIN 0.125\nDCTCP_RATE_AI 500Mb/s\nHAS_WIN 0\n",
+        );
+        let CcConfig::Dctcp(d) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert_eq!((d.g, d.rate_ai_bps, d.window), (0.125, 500_000_000, false));
+    }
+
+    #[test]
+    fn a_gain_out_of_range_is_one_error_with_its_line() {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-gain-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("config.txt"), "CC_MODE 8\nEWMA_GAIN -0.5\n").unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None).unwrap_err();
+        let _ = std::fs::remove_dir_all(&d);
+        assert_eq!((e.line, e.field.as_str()), (2, "EWMA_GAIN"), "{e}");
+        assert!(e.msg.contains("0 < g ≤ 1"), "{e}");
     }
 }

@@ -6,7 +6,7 @@
 //! `incast.toml:12: topology.hosts: expected at least 2 hosts, got 1`.
 //! The schema is documented in `scenarios/README.md`.
 
-use crate::cc::{CcConfig, HpccSettings};
+use crate::cc::{CcConfig, DctcpSettings, HpccSettings, SwiftSettings};
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_US, Ps};
 use crate::link::Scheduler;
@@ -16,7 +16,7 @@ use crate::topology::{Builder, Topology, gbps};
 use crate::workload::{self, Cdf, FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
-use roce_rnic::{DcqcnConfig, Mtu};
+use roce_rnic::{DcqcnConfig, Mtu, TimelyConfig};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -113,7 +113,9 @@ struct Switch {
 #[serde(deny_unknown_fields)]
 struct CcTable {
     algorithm: String,
-    // DCQCN
+    /// A named parameter set the other keys adjust (dcqcn, timely).
+    preset: Option<String>,
+    // DCQCN, by the paper's names
     g: Option<f64>,
     rate_hai_mbps: Option<f64>,
     min_rate_mbps: Option<f64>,
@@ -123,12 +125,50 @@ struct CcTable {
     byte_counter: Option<u64>,
     fast_recovery_times: Option<u32>,
     clamp_target_rate: Option<bool>,
-    // both
+    // DCQCN, by ConnectX's mlx5 names
+    rpg_ai_rate: Option<f64>,
+    rpg_hai_rate: Option<f64>,
+    rpg_time_reset: Option<f64>,
+    rpg_byte_reset: Option<u64>,
+    rpg_threshold: Option<u32>,
+    rpg_min_dec_fac: Option<f64>,
+    rpg_min_rate: Option<f64>,
+    rpg_gd: Option<u32>,
+    dce_tcp_g: Option<f64>,
+    dce_tcp_rtt: Option<f64>,
+    initial_alpha_value: Option<f64>,
+    min_time_between_cnps: Option<f64>,
+    rate_reduce_monitor_period: Option<f64>,
+    clamp_tgt_rate: Option<u8>,
+    clamp_tgt_rate_after_time_inc: Option<u8>,
+    // several
     rate_ai_mbps: Option<f64>,
     // HPCC
     eta: Option<f64>,
     max_stage: Option<u32>,
     base_rtt_us: Option<f64>,
+    // TIMELY
+    t_low_us: Option<f64>,
+    t_high_us: Option<f64>,
+    alpha: Option<f64>,
+    beta: Option<f64>,
+    hai_after: Option<u32>,
+    min_rtt_us: Option<f64>,
+    // DCTCP
+    initial_alpha: Option<f64>,
+    variant: Option<String>,
+    // Swift
+    base_target_us: Option<f64>,
+    hop_scale_us: Option<f64>,
+    fs_range_us: Option<f64>,
+    fs_min_cwnd: Option<f64>,
+    fs_max_cwnd: Option<f64>,
+    endpoint_target_us: Option<f64>,
+    ai: Option<f64>,
+    max_mdf: Option<f64>,
+    min_cwnd: Option<f64>,
+    max_cwnd: Option<f64>,
+    retx_reset_threshold: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -384,107 +424,514 @@ impl Scenario {
     }
 }
 
-/// The `[cc]` table: the algorithm and its parameters (keys of another
-/// algorithm are mistakes, not silently ignored).
-fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<CcConfig, ScenarioError> {
-    let dcqcn_keys = [
-        ("g", c.g.is_some()),
-        ("rate_hai_mbps", c.rate_hai_mbps.is_some()),
-        ("min_rate_mbps", c.min_rate_mbps.is_some()),
-        ("rp_timer_us", c.rp_timer_us.is_some()),
-        (
+/// Keys of the `[cc]` table each algorithm accepts (besides `algorithm`).
+const CC_KEYS: &[(&str, &[&str])] = &[
+    ("none", &[]),
+    (
+        "dcqcn",
+        &[
+            "preset",
+            "g",
+            "rate_ai_mbps",
+            "rate_hai_mbps",
+            "min_rate_mbps",
+            "rp_timer_us",
             "alpha_resume_interval_us",
-            c.alpha_resume_interval_us.is_some(),
-        ),
-        (
             "rate_decrease_interval_us",
-            c.rate_decrease_interval_us.is_some(),
-        ),
-        ("byte_counter", c.byte_counter.is_some()),
-        ("fast_recovery_times", c.fast_recovery_times.is_some()),
-        ("clamp_target_rate", c.clamp_target_rate.is_some()),
-    ];
-    let hpcc_keys = [
-        ("eta", c.eta.is_some()),
-        ("max_stage", c.max_stage.is_some()),
-        ("base_rtt_us", c.base_rtt_us.is_some()),
-    ];
-    let foreign = |keys: &[(&'static str, bool)], alg: &str| -> Result<(), ScenarioError> {
-        match keys.iter().find(|k| k.1) {
-            Some((k, _)) => Err(ctx.err(
-                loc("cc", k),
-                format!("not a parameter of algorithm \"{alg}\""),
-            )),
-            None => Ok(()),
-        }
-    };
-    let pos = |key: &'static str, v: Option<f64>| -> Result<Option<f64>, ScenarioError> {
+            "byte_counter",
+            "fast_recovery_times",
+            "clamp_target_rate",
+            "rpg_ai_rate",
+            "rpg_hai_rate",
+            "rpg_time_reset",
+            "rpg_byte_reset",
+            "rpg_threshold",
+            "rpg_min_dec_fac",
+            "rpg_min_rate",
+            "rpg_gd",
+            "dce_tcp_g",
+            "dce_tcp_rtt",
+            "initial_alpha_value",
+            "min_time_between_cnps",
+            "rate_reduce_monitor_period",
+            "clamp_tgt_rate",
+            "clamp_tgt_rate_after_time_inc",
+        ],
+    ),
+    (
+        "hpcc",
+        &[
+            "eta",
+            "max_stage",
+            "rate_ai_mbps",
+            "base_rtt_us",
+            "min_rate_mbps",
+        ],
+    ),
+    (
+        "timely",
+        &[
+            "preset",
+            "t_low_us",
+            "t_high_us",
+            "alpha",
+            "beta",
+            "rate_ai_mbps",
+            "rate_hai_mbps",
+            "hai_after",
+            "min_rtt_us",
+            "min_rate_mbps",
+        ],
+    ),
+    (
+        "dctcp",
+        &[
+            "variant",
+            "g",
+            "initial_alpha",
+            "rate_ai_mbps",
+            "min_rate_mbps",
+        ],
+    ),
+    (
+        "swift",
+        &[
+            "base_target_us",
+            "hop_scale_us",
+            "fs_range_us",
+            "fs_min_cwnd",
+            "fs_max_cwnd",
+            "endpoint_target_us",
+            "ai",
+            "beta",
+            "max_mdf",
+            "min_cwnd",
+            "max_cwnd",
+            "retx_reset_threshold",
+        ],
+    ),
+];
+
+impl CcTable {
+    /// The keys present, in the table's declaration order.
+    fn present(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        let mut k = |name: &'static str, here: bool| {
+            if here {
+                v.push(name);
+            }
+        };
+        k("preset", self.preset.is_some());
+        k("g", self.g.is_some());
+        k("rate_hai_mbps", self.rate_hai_mbps.is_some());
+        k("min_rate_mbps", self.min_rate_mbps.is_some());
+        k("rp_timer_us", self.rp_timer_us.is_some());
+        k(
+            "alpha_resume_interval_us",
+            self.alpha_resume_interval_us.is_some(),
+        );
+        k(
+            "rate_decrease_interval_us",
+            self.rate_decrease_interval_us.is_some(),
+        );
+        k("byte_counter", self.byte_counter.is_some());
+        k("fast_recovery_times", self.fast_recovery_times.is_some());
+        k("clamp_target_rate", self.clamp_target_rate.is_some());
+        k("rpg_ai_rate", self.rpg_ai_rate.is_some());
+        k("rpg_hai_rate", self.rpg_hai_rate.is_some());
+        k("rpg_time_reset", self.rpg_time_reset.is_some());
+        k("rpg_byte_reset", self.rpg_byte_reset.is_some());
+        k("rpg_threshold", self.rpg_threshold.is_some());
+        k("rpg_min_dec_fac", self.rpg_min_dec_fac.is_some());
+        k("rpg_min_rate", self.rpg_min_rate.is_some());
+        k("rpg_gd", self.rpg_gd.is_some());
+        k("dce_tcp_g", self.dce_tcp_g.is_some());
+        k("dce_tcp_rtt", self.dce_tcp_rtt.is_some());
+        k("initial_alpha_value", self.initial_alpha_value.is_some());
+        k(
+            "min_time_between_cnps",
+            self.min_time_between_cnps.is_some(),
+        );
+        k(
+            "rate_reduce_monitor_period",
+            self.rate_reduce_monitor_period.is_some(),
+        );
+        k("clamp_tgt_rate", self.clamp_tgt_rate.is_some());
+        k(
+            "clamp_tgt_rate_after_time_inc",
+            self.clamp_tgt_rate_after_time_inc.is_some(),
+        );
+        k("rate_ai_mbps", self.rate_ai_mbps.is_some());
+        k("eta", self.eta.is_some());
+        k("max_stage", self.max_stage.is_some());
+        k("base_rtt_us", self.base_rtt_us.is_some());
+        k("t_low_us", self.t_low_us.is_some());
+        k("t_high_us", self.t_high_us.is_some());
+        k("alpha", self.alpha.is_some());
+        k("beta", self.beta.is_some());
+        k("hai_after", self.hai_after.is_some());
+        k("min_rtt_us", self.min_rtt_us.is_some());
+        k("initial_alpha", self.initial_alpha.is_some());
+        k("variant", self.variant.is_some());
+        k("base_target_us", self.base_target_us.is_some());
+        k("hop_scale_us", self.hop_scale_us.is_some());
+        k("fs_range_us", self.fs_range_us.is_some());
+        k("fs_min_cwnd", self.fs_min_cwnd.is_some());
+        k("fs_max_cwnd", self.fs_max_cwnd.is_some());
+        k("endpoint_target_us", self.endpoint_target_us.is_some());
+        k("ai", self.ai.is_some());
+        k("max_mdf", self.max_mdf.is_some());
+        k("min_cwnd", self.min_cwnd.is_some());
+        k("max_cwnd", self.max_cwnd.is_some());
+        k("retx_reset_threshold", self.retx_reset_threshold.is_some());
+        v
+    }
+}
+
+/// Range checks of `[cc]` values, each error naming its key and line.
+struct CcCheck<'c, 'a> {
+    ctx: &'c Ctx<'a>,
+}
+
+impl CcCheck<'_, '_> {
+    fn err(&self, key: &str, msg: impl Into<String>) -> ScenarioError {
+        self.ctx.err(loc("cc", key), msg)
+    }
+    fn pos(&self, key: &str, v: Option<f64>) -> Result<Option<f64>, ScenarioError> {
         match v {
-            Some(x) if !positive(x) => Err(ctx.err(loc("cc", key), "expected a positive number")),
+            Some(x) if !positive(x) || !x.is_finite() => {
+                Err(self.err(key, format!("expected a positive number, got {x}")))
+            }
             v => Ok(v),
         }
-    };
-    let mbps = |key: &'static str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
-        Ok(pos(key, v)?.map(|x| (x * 1e6).round() as u64))
-    };
-    let us = |key: &'static str, v: Option<f64>| -> Result<Option<u64>, ScenarioError> {
-        Ok(pos(key, v)?.map(|x| (x * 1e3).round() as u64))
-    };
-    match c.algorithm.as_str() {
-        "none" => {
-            foreign(&dcqcn_keys, "none")?;
-            foreign(&hpcc_keys, "none")?;
-            if c.rate_ai_mbps.is_some() {
-                return Err(ctx.err(
-                    loc("cc", "rate_ai_mbps"),
-                    "not a parameter of algorithm \"none\"",
-                ));
+    }
+    /// 0 < x ≤ 1 (gains, fractions).
+    fn frac(&self, key: &str, v: Option<f64>) -> Result<Option<f64>, ScenarioError> {
+        match v {
+            Some(x) if !(x > 0.0 && x <= 1.0) => {
+                Err(self.err(key, format!("expected 0 < {key} ≤ 1, got {x}")))
             }
-            Ok(CcConfig::None)
+            v => Ok(v),
         }
+    }
+    fn mbps(&self, key: &str, v: Option<f64>) -> Result<Option<u64>, ScenarioError> {
+        Ok(self.pos(key, v)?.map(|x| (x * 1e6).round() as u64))
+    }
+    fn us(&self, key: &str, v: Option<f64>) -> Result<Option<u64>, ScenarioError> {
+        Ok(self.pos(key, v)?.map(|x| (x * 1e3).round() as u64))
+    }
+    /// The same knob under two names is ambiguous.
+    fn one_of<T>(
+        &self,
+        a: (&str, Option<T>),
+        b: (&str, Option<T>),
+    ) -> Result<Option<T>, ScenarioError> {
+        match (a.1, b.1) {
+            (Some(_), Some(_)) => Err(self.err(
+                b.0,
+                format!("the same parameter as {} (give one of them)", a.0),
+            )),
+            (x, y) => Ok(x.or(y)),
+        }
+    }
+}
+
+/// The `[cc]` table: the algorithm and its parameters (keys of another
+/// algorithm are mistakes, not silently ignored). Returns the controller
+/// settings and, for DCQCN's `min_time_between_cnps`, the receivers' CNP interval.
+fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), ScenarioError> {
+    let alg = c.algorithm.as_str();
+    let Some((_, allowed)) = CC_KEYS.iter().find(|(name, _)| *name == alg) else {
+        return Err(ctx.err(
+            loc("cc", "algorithm"),
+            format!(
+                "expected \"none\", \"dcqcn\", \"hpcc\", \"timely\", \"dctcp\" or \"swift\", got \"{alg}\""
+            ),
+        ));
+    };
+    if let Some(k) = c.present().into_iter().find(|k| !allowed.contains(k)) {
+        return Err(ctx.err(
+            loc("cc", k),
+            format!("not a parameter of algorithm \"{alg}\""),
+        ));
+    }
+    let ck = CcCheck { ctx };
+    let mut cnp_interval = None;
+    let cc = match alg {
+        "none" => CcConfig::None,
         "dcqcn" => {
-            foreign(&hpcc_keys, "dcqcn")?;
-            let mut d = DcqcnConfig::default();
-            if let Some(g) = c.g {
-                if !(g > 0.0 && g <= 1.0) {
-                    return Err(ctx.err(loc("cc", "g"), "expected 0 < g ≤ 1"));
+            let mut d = match c.preset.as_deref() {
+                None => DcqcnConfig::default(),
+                Some(p) => DcqcnConfig::preset(p).ok_or_else(|| {
+                    ck.err(
+                        "preset",
+                        format!("expected \"paper\", \"connectx\" or \"hpcc-ns3\", got \"{p}\""),
+                    )
+                })?,
+            };
+            // mlx5's dce_tcp_g G means g = 1 − G/1024 (α ← (G/1024)·α + (1 − G/1024)).
+            let dce_g = match c.dce_tcp_g {
+                Some(v) if !(v >= 0.0 && v < 1024.0) => {
+                    return Err(ck.err("dce_tcp_g", format!("expected 0..=1023, got {v}")));
+                }
+                v => v.map(|v| 1.0 - v / 1024.0),
+            };
+            if let Some(g) = ck.one_of(("g", ck.frac("g", c.g)?), ("dce_tcp_g", dce_g))? {
+                if g <= 0.0 {
+                    return Err(ck.err("dce_tcp_g", "1024 would make g = 0"));
                 }
                 d.g = g;
             }
-            d.rate_ai_bps = mbps("rate_ai_mbps", c.rate_ai_mbps)?.unwrap_or(d.rate_ai_bps);
-            d.rate_hai_bps = mbps("rate_hai_mbps", c.rate_hai_mbps)?.unwrap_or(d.rate_hai_bps);
-            d.min_rate_bps = mbps("min_rate_mbps", c.min_rate_mbps)?.unwrap_or(d.min_rate_bps);
-            d.rp_timer_ns = us("rp_timer_us", c.rp_timer_us)?.unwrap_or(d.rp_timer_ns);
-            d.alpha_resume_interval_ns =
-                us("alpha_resume_interval_us", c.alpha_resume_interval_us)?
+            let pick = |a: (&str, Option<f64>), b: (&str, Option<f64>)| ck.one_of(a, b);
+            if let Some(r) = pick(
+                ("rate_ai_mbps", c.rate_ai_mbps),
+                ("rpg_ai_rate", c.rpg_ai_rate),
+            )? {
+                d.rate_ai_bps = ck.mbps("rate_ai_mbps", Some(r))?.unwrap_or(d.rate_ai_bps);
+            }
+            if let Some(r) = pick(
+                ("rate_hai_mbps", c.rate_hai_mbps),
+                ("rpg_hai_rate", c.rpg_hai_rate),
+            )? {
+                d.rate_hai_bps = ck.mbps("rate_hai_mbps", Some(r))?.unwrap_or(d.rate_hai_bps);
+            }
+            if let Some(r) = pick(
+                ("min_rate_mbps", c.min_rate_mbps),
+                ("rpg_min_rate", c.rpg_min_rate),
+            )? {
+                d.min_rate_bps = ck.mbps("min_rate_mbps", Some(r))?.unwrap_or(d.min_rate_bps);
+            }
+            if let Some(t) = pick(
+                ("rp_timer_us", c.rp_timer_us),
+                ("rpg_time_reset", c.rpg_time_reset),
+            )? {
+                d.rp_timer_ns = ck.us("rp_timer_us", Some(t))?.unwrap_or(d.rp_timer_ns);
+            }
+            if let Some(t) = pick(
+                ("alpha_resume_interval_us", c.alpha_resume_interval_us),
+                ("dce_tcp_rtt", c.dce_tcp_rtt),
+            )? {
+                d.alpha_resume_interval_ns = ck
+                    .us("alpha_resume_interval_us", Some(t))?
                     .unwrap_or(d.alpha_resume_interval_ns);
-            d.rate_decrease_interval_ns =
-                us("rate_decrease_interval_us", c.rate_decrease_interval_us)?
+            }
+            if let Some(t) = pick(
+                ("rate_decrease_interval_us", c.rate_decrease_interval_us),
+                ("rate_reduce_monitor_period", c.rate_reduce_monitor_period),
+            )? {
+                d.rate_decrease_interval_ns = ck
+                    .us("rate_decrease_interval_us", Some(t))?
                     .unwrap_or(d.rate_decrease_interval_ns);
-            d.byte_counter = c.byte_counter.unwrap_or(d.byte_counter);
-            d.fast_recovery_times = c.fast_recovery_times.unwrap_or(d.fast_recovery_times);
-            d.clamp_target_rate = c.clamp_target_rate.unwrap_or(d.clamp_target_rate);
-            Ok(CcConfig::Dcqcn(d))
+            }
+            if let Some(b) = ck.one_of(
+                ("byte_counter", c.byte_counter),
+                ("rpg_byte_reset", c.rpg_byte_reset),
+            )? {
+                d.byte_counter = b;
+            }
+            if let Some(f) = ck.one_of(
+                ("fast_recovery_times", c.fast_recovery_times),
+                ("rpg_threshold", c.rpg_threshold),
+            )? {
+                d.fast_recovery_times = f;
+            }
+            let flag = |key: &str, v: Option<u8>| -> Result<Option<bool>, ScenarioError> {
+                match v {
+                    Some(x) if x > 1 => Err(ck.err(key, format!("expected 0 or 1, got {x}"))),
+                    v => Ok(v.map(|x| x == 1)),
+                }
+            };
+            if let Some(b) = ck.one_of(
+                ("clamp_target_rate", c.clamp_target_rate),
+                ("clamp_tgt_rate", flag("clamp_tgt_rate", c.clamp_tgt_rate)?),
+            )? {
+                d.clamp_target_rate = b;
+            }
+            if let Some(b) = flag(
+                "clamp_tgt_rate_after_time_inc",
+                c.clamp_tgt_rate_after_time_inc,
+            )? {
+                d.clamp_after_time_inc = b;
+            }
+            if let Some(v) = c.rpg_min_dec_fac {
+                if !(0.0..=100.0).contains(&v) {
+                    return Err(ck.err("rpg_min_dec_fac", format!("expected 0..=100 (%), got {v}")));
+                }
+                d.min_decrease_factor = v / 100.0;
+            }
+            if let Some(gd) = c.rpg_gd {
+                if !(10..=11).contains(&gd) {
+                    return Err(ck.err("rpg_gd", format!("expected 10 or 11, got {gd}")));
+                }
+                // α (10 fraction bits) shifted right by rpg_gd: α/2^(gd−10).
+                d.cut_scale = 1.0 / f64::from(1u32 << (gd - 10));
+            }
+            if let Some(v) = c.initial_alpha_value {
+                if !(v >= 1.0 && v <= 1023.0) {
+                    return Err(
+                        ck.err("initial_alpha_value", format!("expected 1..=1023, got {v}"))
+                    );
+                }
+                d.initial_alpha = v / 1024.0;
+            }
+            if let Some(v) = c.min_time_between_cnps {
+                if !nonneg(v) {
+                    return Err(
+                        ck.err("min_time_between_cnps", format!("expected ≥ 0 µs, got {v}"))
+                    );
+                }
+                cnp_interval = Some((v * 1e3).round() as u64);
+            }
+            CcConfig::Dcqcn(d)
         }
         "hpcc" => {
-            foreign(&dcqcn_keys, "hpcc")?;
             let mut h = HpccSettings::default();
             if let Some(e) = c.eta {
                 if !(e > 0.0 && e <= 1.0) {
-                    return Err(ctx.err(loc("cc", "eta"), "expected 0 < eta ≤ 1"));
+                    return Err(ck.err("eta", "expected 0 < eta ≤ 1"));
                 }
                 h.eta = e;
             }
             h.max_stage = c.max_stage.unwrap_or(h.max_stage);
-            h.rate_ai_bps = mbps("rate_ai_mbps", c.rate_ai_mbps)?;
-            h.base_rtt_ns = us("base_rtt_us", c.base_rtt_us)?;
-            Ok(CcConfig::Hpcc(h))
+            h.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
+            h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
+            h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
+            CcConfig::Hpcc(h)
         }
-        o => Err(ctx.err(
-            loc("cc", "algorithm"),
-            format!("expected \"none\", \"dcqcn\" or \"hpcc\", got \"{o}\""),
-        )),
-    }
+        "timely" => {
+            let mut t = match c.preset.as_deref() {
+                None | Some("paper") => TimelyConfig::default(),
+                Some("hpcc-ns3") => TimelyConfig::hpcc_ns3(),
+                Some(p) => {
+                    return Err(ck.err(
+                        "preset",
+                        format!("expected \"paper\" or \"hpcc-ns3\", got \"{p}\""),
+                    ));
+                }
+            };
+            t.t_low_ns = ck.us("t_low_us", c.t_low_us)?.unwrap_or(t.t_low_ns);
+            t.t_high_ns = ck.us("t_high_us", c.t_high_us)?.unwrap_or(t.t_high_ns);
+            if t.t_low_ns >= t.t_high_ns {
+                let key = if c.t_low_us.is_some() {
+                    "t_low_us"
+                } else {
+                    "t_high_us"
+                };
+                return Err(ck.err(
+                    key,
+                    format!(
+                        "expected t_low_us < t_high_us, got {} ≥ {} µs",
+                        t.t_low_ns as f64 / 1e3,
+                        t.t_high_ns as f64 / 1e3
+                    ),
+                ));
+            }
+            t.alpha = ck.frac("alpha", c.alpha)?.unwrap_or(t.alpha);
+            t.beta = ck.frac("beta", c.beta)?.unwrap_or(t.beta);
+            t.delta_bps = ck
+                .mbps("rate_ai_mbps", c.rate_ai_mbps)?
+                .unwrap_or(t.delta_bps);
+            t.hai_delta_bps = ck
+                .mbps("rate_hai_mbps", c.rate_hai_mbps)?
+                .unwrap_or(t.hai_delta_bps);
+            t.hai_after = c.hai_after.unwrap_or(t.hai_after);
+            t.min_rtt_ns = ck.us("min_rtt_us", c.min_rtt_us)?.unwrap_or(t.min_rtt_ns);
+            t.min_rate_bps = ck
+                .mbps("min_rate_mbps", c.min_rate_mbps)?
+                .unwrap_or(t.min_rate_bps);
+            CcConfig::Timely(t)
+        }
+        "dctcp" => {
+            let mut d = DctcpSettings::default();
+            d.window = match c.variant.as_deref() {
+                None | Some("rate") => false,
+                Some("window") => true,
+                Some(v) => {
+                    return Err(ck.err(
+                        "variant",
+                        format!("expected \"rate\" or \"window\", got \"{v}\""),
+                    ));
+                }
+            };
+            d.g = ck.frac("g", c.g)?.unwrap_or(d.g);
+            d.initial_alpha = match c.initial_alpha {
+                Some(a) if !(0.0..=1.0).contains(&a) => {
+                    return Err(ck.err(
+                        "initial_alpha",
+                        format!("expected 0 ≤ initial_alpha ≤ 1, got {a}"),
+                    ));
+                }
+                a => a.unwrap_or(d.initial_alpha),
+            };
+            if d.window {
+                for (k, here) in [
+                    ("rate_ai_mbps", c.rate_ai_mbps.is_some()),
+                    ("min_rate_mbps", c.min_rate_mbps.is_some()),
+                ] {
+                    if here {
+                        return Err(ck.err(k, "a parameter of variant \"rate\", not \"window\""));
+                    }
+                }
+            }
+            d.rate_ai_bps = ck
+                .mbps("rate_ai_mbps", c.rate_ai_mbps)?
+                .unwrap_or(d.rate_ai_bps);
+            d.min_rate_bps = ck
+                .mbps("min_rate_mbps", c.min_rate_mbps)?
+                .unwrap_or(d.min_rate_bps);
+            CcConfig::Dctcp(d)
+        }
+        "swift" => {
+            let mut w = SwiftSettings::default();
+            w.base_target_ns = ck.us("base_target_us", c.base_target_us)?;
+            if let Some(h) = c.hop_scale_us {
+                if !nonneg(h) {
+                    return Err(ck.err("hop_scale_us", format!("expected ≥ 0 µs, got {h}")));
+                }
+                w.hop_scale_ns = (h * 1e3).round() as u64;
+            }
+            w.fs_range_ns = ck.us("fs_range_us", c.fs_range_us)?;
+            w.fs_min_cwnd = ck
+                .pos("fs_min_cwnd", c.fs_min_cwnd)?
+                .unwrap_or(w.fs_min_cwnd);
+            w.fs_max_cwnd = ck
+                .pos("fs_max_cwnd", c.fs_max_cwnd)?
+                .unwrap_or(w.fs_max_cwnd);
+            if w.fs_min_cwnd >= w.fs_max_cwnd {
+                let key = if c.fs_min_cwnd.is_some() {
+                    "fs_min_cwnd"
+                } else {
+                    "fs_max_cwnd"
+                };
+                return Err(ck.err(key, "expected fs_min_cwnd < fs_max_cwnd"));
+            }
+            w.endpoint_target_ns = ck
+                .us("endpoint_target_us", c.endpoint_target_us)?
+                .unwrap_or(w.endpoint_target_ns);
+            w.ai = ck.pos("ai", c.ai)?.unwrap_or(w.ai);
+            w.beta = ck.frac("beta", c.beta)?.unwrap_or(w.beta);
+            w.max_mdf = match c.max_mdf {
+                Some(m) if !(m > 0.0 && m < 1.0) => {
+                    return Err(ck.err("max_mdf", format!("expected 0 < max_mdf < 1, got {m}")));
+                }
+                m => m.unwrap_or(w.max_mdf),
+            };
+            w.min_cwnd = ck.pos("min_cwnd", c.min_cwnd)?.unwrap_or(w.min_cwnd);
+            w.max_cwnd = ck.pos("max_cwnd", c.max_cwnd)?;
+            if w.max_cwnd.is_some_and(|m| m < w.min_cwnd.max(1.0)) {
+                return Err(ck.err("max_cwnd", "expected max_cwnd ≥ max(min_cwnd, 1)"));
+            }
+            if let Some(r) = c.retx_reset_threshold {
+                if r == 0 {
+                    return Err(ck.err("retx_reset_threshold", "expected at least 1"));
+                }
+                w.retx_reset_threshold = r;
+            }
+            CcConfig::Swift(w)
+        }
+        _ => unreachable!("CC_KEYS names every algorithm"),
+    };
+    Ok((cc, cnp_interval))
 }
 
 fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
@@ -567,7 +1014,17 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         cfg.signal_every = k;
     }
     if let Some(c) = &f.cc {
-        cfg.cc = build_cc(ctx, c)?;
+        let (cc, cnp_interval) = build_cc(ctx, c)?;
+        cfg.cc = cc;
+        if let Some(ns) = cnp_interval {
+            if t.cnp_interval_us.is_some() {
+                return Err(ctx.err(
+                    loc("cc", "min_time_between_cnps"),
+                    "the same knob as [transport] cnp_interval_us (give one of them)",
+                ));
+            }
+            cfg.rnic.cnp_interval_ns = ns;
+        }
     }
     // Switches.
     let s = &f.switch;
@@ -1158,8 +1615,69 @@ mod tests {
         .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (3, "cc.rp_timer_us"), "{e}");
         assert!(e.msg.contains("not a parameter of algorithm \"hpcc\""));
-        let e = parse(&format!("[cc]\nalgorithm = \"timely\"\n{base}")).unwrap_err();
+        let e = parse(&format!("[cc]\nalgorithm = \"bbr\"\n{base}")).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "cc.algorithm"), "{e}");
+        assert!(e.msg.contains("\"swift\""), "{e}");
+    }
+
+    #[test]
+    fn cc_table_new_algorithms_and_presets() {
+        let base = "[topology]\nkind = \"star\"\nhosts = 3\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        let ok = |cc: &str| parse(&format!("[cc]\n{cc}\n{base}")).unwrap().cfg;
+        let bad = |cc: &str| parse(&format!("[cc]\n{cc}\n{base}")).unwrap_err();
+        // DCQCN presets, and mlx5 names that adjust them.
+        let c = ok("algorithm = \"dcqcn\"\npreset = \"paper\"");
+        assert_eq!(c.cc, CcConfig::Dcqcn(DcqcnConfig::paper()));
+        let c = ok("algorithm = \"dcqcn\"\npreset = \"hpcc-ns3\"");
+        assert_eq!(c.cc, CcConfig::Dcqcn(DcqcnConfig::hpcc_ns3()));
+        let c = ok(
+            "algorithm = \"dcqcn\"\npreset = \"connectx\"\nrpg_ai_rate = 10\ndce_tcp_g = 1008\nrpg_gd = 10\nmin_time_between_cnps = 8",
+        );
+        let CcConfig::Dcqcn(d) = c.cc else {
+            panic!("{:?}", c.cc)
+        };
+        assert_eq!(d.rate_ai_bps, 10_000_000);
+        assert_eq!(d.g, 1.0 - 1008.0 / 1024.0);
+        assert_eq!(d.cut_scale, 1.0, "rpg_gd 10: cut by α, not α/2");
+        assert_eq!(d.rp_timer_ns, 300_000, "the rest stays ConnectX's");
+        assert_eq!(c.rnic.cnp_interval_ns, 8_000);
+        let e = bad("algorithm = \"dcqcn\"\npreset = \"mellanox\"");
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.preset"), "{e}");
+        let e = bad("algorithm = \"dcqcn\"\nrate_ai_mbps = 5\nrpg_ai_rate = 5");
+        assert_eq!((e.line, e.field.as_str()), (4, "cc.rpg_ai_rate"), "{e}");
+        let e = bad("algorithm = \"dcqcn\"\ng = -0.5");
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.g"), "{e}");
+        assert!(e.msg.contains("0 < g ≤ 1"), "{e}");
+        // TIMELY.
+        let c = ok("algorithm = \"timely\"\nt_low_us = 20\nbeta = 0.5\nrate_ai_mbps = 20");
+        let CcConfig::Timely(t) = c.cc else {
+            panic!("{:?}", c.cc)
+        };
+        assert_eq!((t.t_low_ns, t.beta, t.delta_bps), (20_000, 0.5, 20_000_000));
+        let e = bad("algorithm = \"timely\"\nt_low_us = 600");
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.t_low_us"), "{e}");
+        assert!(e.msg.contains("t_low_us < t_high_us"), "{e}");
+        let e = bad("algorithm = \"timely\"\nalpha = -1");
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.alpha"), "{e}");
+        // DCTCP.
+        let c = ok("algorithm = \"dctcp\"\nvariant = \"window\"\ng = 0.125");
+        assert!(matches!(c.cc, CcConfig::Dctcp(d) if d.window && d.g == 0.125));
+        let e = bad("algorithm = \"dctcp\"\nvariant = \"window\"\nrate_ai_mbps = 100");
+        assert_eq!((e.line, e.field.as_str()), (4, "cc.rate_ai_mbps"), "{e}");
+        let e = bad("algorithm = \"dctcp\"\nt_low_us = 5");
+        assert!(
+            e.msg.contains("not a parameter of algorithm \"dctcp\""),
+            "{e}"
+        );
+        // Swift.
+        let c = ok("algorithm = \"swift\"\nbase_target_us = 15\nmax_mdf = 0.25");
+        assert!(
+            matches!(c.cc, CcConfig::Swift(w) if w.base_target_ns == Some(15_000) && w.max_mdf == 0.25)
+        );
+        let e = bad("algorithm = \"swift\"\nmax_mdf = 1.5");
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.max_mdf"), "{e}");
+        let e = bad("algorithm = \"swift\"\nfs_min_cwnd = 200");
+        assert_eq!(e.field, "cc.fs_min_cwnd", "{e}");
     }
 
     #[test]

@@ -213,6 +213,8 @@ pub struct Simulator {
     pub topo: Topology,
     fib: Fib,
     cc: CcPlan,
+    /// Switch hops from a host node to every node (Swift's per-flow target), by source.
+    hops_from: std::collections::HashMap<usize, Vec<u32>>,
     q: EventQueue,
     nodes: Vec<NodeState>,
     hosts: Vec<Host>,
@@ -262,7 +264,8 @@ impl Simulator {
         }
         let routes = topo.routes();
         let max_frame = frame_len(&data_repr(true), cfg.mtu.bytes() as usize);
-        let cc = CcPlan::new(&cfg.cc, &topo, &routes, max_frame + cfg.ifg_bytes);
+        let mss = u64::from(cfg.mtu.bytes());
+        let cc = CcPlan::new(&cfg.cc, &topo, &routes, max_frame + cfg.ifg_bytes, mss);
         if cc.hpcc().is_some() {
             cfg.int = true;
         }
@@ -271,6 +274,7 @@ impl Simulator {
         let mut switches = Vec::new();
         let mut rnic_cfg = cfg.rnic.clone();
         rnic_cfg.cnp_dscp = cfg.control_prio << 3;
+        rnic_cfg.ecn_echo |= cc.ecn_echo();
         for (i, n) in topo.nodes.iter().enumerate() {
             let mut ports: Vec<Port> = topo.ports[i]
                 .iter()
@@ -403,6 +407,7 @@ impl Simulator {
             fib: Fib::new(&topo, routes),
             topo,
             cc,
+            hops_from: Default::default(),
             q: EventQueue::with_horizon(horizon + horizon / 4),
             nodes,
             hosts,
@@ -686,7 +691,16 @@ impl Simulator {
         let line = self.nodes[src_node].ports[0].rate_bps;
         let cc = match self.cc {
             CcPlan::None => None,
-            _ => Some(self.cc.controller(line)),
+            _ => {
+                let (topo, cache) = (&self.topo, &mut self.hops_from);
+                let hops = || {
+                    let from = cache
+                        .entry(src_node)
+                        .or_insert_with(|| crate::cc::switch_hops_from(topo, src_node));
+                    from[topo.hosts[spec.dst as usize]]
+                };
+                Some(self.cc.controller(line, hops))
+            }
         };
         let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE, cc);
         let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {

@@ -16,8 +16,15 @@
 use super::CongestionControl;
 use crate::types::Nanos;
 
-/// DCQCN parameters. Defaults are the paper's (R_AI 40 Mb/s, timer 55 µs,
-/// byte counter 10 MB, F = 5, g = 1/16) with ConnectX's 4 µs decrease interval.
+/// DCQCN parameters.
+///
+/// `Default` is this project's historical mix, kept so existing scenarios
+/// reproduce: the paper's increase timer (55 µs), byte counter (10 MB),
+/// F = 5 and R_AI (40 Mb/s), with the HPCC ns-3 simulator's g = 1/16 and
+/// 100 Mb/s floor, R_HAI = 10·R_AI and ConnectX's 4 µs decrease interval.
+/// It is *not* the paper's setting: for that, and for the two settings
+/// deployed systems actually run, use the presets [`paper`](Self::paper),
+/// [`connectx`](Self::connectx) and [`hpcc_ns3`](Self::hpcc_ns3).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DcqcnConfig {
     pub g: f64,
@@ -32,6 +39,98 @@ pub struct DcqcnConfig {
     pub fast_recovery_times: u32,
     /// On a cut, set the target rate to the current rate (ConnectX "clamp_tgt_rate").
     pub clamp_target_rate: bool,
+    /// α when the first CNP arrives (ConnectX `initial_alpha_value`/1024).
+    pub initial_alpha: f64,
+    /// A cut multiplies the rate by 1 − `cut_scale`·α: ½ in the paper
+    /// (Rc ← Rc·(1 − α/2)); ConnectX's `rpg_gd` = 11 is the same ½
+    /// (α in 10-bit fixed point divided by 2^11).
+    pub cut_scale: f64,
+    /// One cut leaves at least this fraction of the rate (ConnectX
+    /// `rpg_min_dec_fac`/100; 0 = no bound, as in the paper).
+    pub min_decrease_factor: f64,
+    /// A cut after a timer-stage increase sets the target rate even without
+    /// `clamp_target_rate` (ConnectX `clamp_tgt_rate_after_time_inc`, and
+    /// what the HPCC ns-3 model always does).
+    pub clamp_after_time_inc: bool,
+}
+
+impl DcqcnConfig {
+    /// Zhu et al., SIGCOMM 2015, §5 / Table 1: g = 1/256, K = 55 µs alpha
+    /// interval, timer T = 55 µs, byte counter B = 10 MB, F = 5,
+    /// R_AI = 40 Mb/s. What the paper leaves open: R_HAI (10·R_AI here), the
+    /// rate floor (100 Mb/s) and the reaction to CNPs that arrive
+    /// back-to-back (one cut per 4 µs check, as ConnectX; the NP's 50 µs CNP
+    /// pacing makes that one cut per CNP).
+    pub fn paper() -> DcqcnConfig {
+        DcqcnConfig {
+            g: 1.0 / 256.0,
+            ..DcqcnConfig::default()
+        }
+    }
+
+    /// NVIDIA ConnectX-4 and later firmware defaults, under their mlx5 names
+    /// (NVIDIA, "DCQCN CC Parameters"): `dce_tcp_g` 1019 (g = 5/1024),
+    /// `dce_tcp_rtt` 1 µs, `initial_alpha_value` 1023, `rpg_time_reset`
+    /// 300 µs, `rpg_byte_reset` 32767 B, `rpg_threshold` 1, `rpg_ai_rate`
+    /// 5 Mb/s, `rpg_hai_rate` 50 Mb/s, `rpg_gd` 11 (cut α/2),
+    /// `rpg_min_dec_fac` 50 %, `rpg_min_rate` 1 Mb/s,
+    /// `rate_reduce_monitor_period` 4 µs, `clamp_tgt_rate` 0,
+    /// `clamp_tgt_rate_after_time_inc` 1 (built in: a cut after a timer
+    /// increase always clamps). The NP's `min_time_between_cnps` (4 µs) is
+    /// the receiver's `RnicConfig::cnp_interval_ns`, not a sender knob.
+    pub fn connectx() -> DcqcnConfig {
+        DcqcnConfig {
+            g: 1.0 - 1019.0 / 1024.0,
+            rate_ai_bps: 5_000_000,
+            rate_hai_bps: 50_000_000,
+            min_rate_bps: 1_000_000,
+            rp_timer_ns: 300_000,
+            alpha_resume_interval_ns: 1_000,
+            rate_decrease_interval_ns: 4_000,
+            byte_counter: 32_767,
+            fast_recovery_times: 1,
+            clamp_target_rate: false,
+            initial_alpha: 1023.0 / 1024.0,
+            cut_scale: 0.5,
+            min_decrease_factor: 0.5,
+            clamp_after_time_inc: true,
+        }
+    }
+
+    /// The HPCC ns-3 simulator's `CC_MODE 1` with its built-in defaults
+    /// (rdma-hw.cc attributes; third.cc's config keys override them):
+    /// `EwmaGain` 1/16, `RateAI` 5 Mb/s, `RateHAI` 50 Mb/s, `MinRate`
+    /// 100 Mb/s, `RPTimer` 1500 µs, `AlphaResumInterval` 55 µs,
+    /// `RateDecreaseInterval` 4 µs, `FastRecoveryTimes` 5,
+    /// `ClampTargetRate` false, and no byte counter.
+    pub fn hpcc_ns3() -> DcqcnConfig {
+        DcqcnConfig {
+            g: 1.0 / 16.0,
+            rate_ai_bps: 5_000_000,
+            rate_hai_bps: 50_000_000,
+            min_rate_bps: 100_000_000,
+            rp_timer_ns: 1_500_000,
+            alpha_resume_interval_ns: 55_000,
+            rate_decrease_interval_ns: 4_000,
+            byte_counter: 0,
+            fast_recovery_times: 5,
+            clamp_target_rate: false,
+            initial_alpha: 1.0,
+            cut_scale: 0.5,
+            min_decrease_factor: 0.0,
+            clamp_after_time_inc: true,
+        }
+    }
+
+    /// A preset by the name the scenario's `[cc] preset` uses.
+    pub fn preset(name: &str) -> Option<DcqcnConfig> {
+        match name {
+            "paper" => Some(Self::paper()),
+            "connectx" => Some(Self::connectx()),
+            "hpcc-ns3" => Some(Self::hpcc_ns3()),
+            _ => None,
+        }
+    }
 }
 
 impl Default for DcqcnConfig {
@@ -47,6 +146,10 @@ impl Default for DcqcnConfig {
             byte_counter: 10_000_000,
             fast_recovery_times: 5,
             clamp_target_rate: true,
+            initial_alpha: 1.0,
+            cut_scale: 0.5,
+            min_decrease_factor: 0.0,
+            clamp_after_time_inc: true,
         }
     }
 }
@@ -118,11 +221,13 @@ impl Dcqcn {
         if !std::mem::take(&mut self.decrease_cnp_arrived) {
             return;
         }
-        let clamp = self.cfg.clamp_target_rate || self.time_stage != 0;
+        let clamp =
+            self.cfg.clamp_target_rate || (self.cfg.clamp_after_time_inc && self.time_stage != 0);
         if clamp {
             self.rt = self.rc;
         }
-        self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(self.cfg.min_rate_bps as f64);
+        let cut = (1.0 - self.cfg.cut_scale * self.alpha).max(self.cfg.min_decrease_factor);
+        self.rc = (self.rc * cut).max(self.cfg.min_rate_bps as f64);
         self.time_stage = 0;
         self.byte_stage = 0;
         self.bytes_since = 0;
@@ -197,7 +302,7 @@ impl CongestionControl for Dcqcn {
         self.decrease_cnp_arrived = true;
         if self.first_cnp {
             self.first_cnp = false;
-            self.alpha = 1.0;
+            self.alpha = self.cfg.initial_alpha;
             self.alpha_cnp_arrived = false;
         }
         // Restart timers stopped while quiet, on their original phase, with

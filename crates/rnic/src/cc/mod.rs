@@ -5,14 +5,26 @@
 //! a sending rate and/or a window. Every callback has a no-op default, so an
 //! algorithm implements only what it reacts to. The RNIC paces each QP at
 //! `rate_bps()` and stops sending when `window_bytes()` are in flight.
+//!
+//! Delay- and ECN-echo-based controllers (TIMELY, Swift, DCTCP) read
+//! [`AckFeedback`]: a Karn-filtered RTT sample per ACK with the minimum RTT,
+//! the receiver's ECN echo, and the bytes sent/acknowledged so far.
 
 use crate::types::Nanos;
 
 pub mod dcqcn;
+pub mod dctcp;
 pub mod hpcc;
+pub(crate) mod sample;
+pub mod swift;
+pub mod timely;
 
 pub use dcqcn::{Dcqcn, DcqcnConfig};
+pub use dctcp::{Dctcp, DctcpConfig, DctcpVariant};
 pub use hpcc::{Hpcc, HpccConfig};
+pub use sample::{AckFeedback, RttSample};
+pub use swift::{Swift, SwiftConfig};
+pub use timely::{Timely, TimelyConfig};
 
 /// One hop of in-band network telemetry (for HPCC-style controllers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,7 +38,10 @@ pub struct IntHop {
 pub trait CongestionControl: Send {
     fn name(&self) -> &'static str;
     fn on_send(&mut self, _now: Nanos, _bytes: usize) {}
+    /// An ACK moved the acknowledged point; `rtt` is its Karn-filtered sample.
     fn on_ack(&mut self, _now: Nanos, _acked_bytes: u64, _rtt: Option<Nanos>) {}
+    /// The same ACK in full (called right after [`on_ack`](Self::on_ack)).
+    fn on_ack_feedback(&mut self, _now: Nanos, _fb: &AckFeedback) {}
     fn on_cnp(&mut self, _now: Nanos) {}
     fn on_nak(&mut self, _now: Nanos) {}
     fn on_timeout(&mut self, _now: Nanos) {}

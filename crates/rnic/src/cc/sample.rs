@@ -1,0 +1,179 @@
+//! What an ACK tells the sender's congestion control beyond "bytes
+//! acknowledged": a round-trip-time sample, the minimum RTT seen, whether the
+//! receiver echoed a CE mark, and the sequence space (in payload bytes) sent
+//! and acknowledged so far — the `snd_nxt`/`snd_una` that window-based
+//! controllers use to act "once per window".
+//!
+//! Samples follow Karn's rule (Karn & Partridge, SIGCOMM 1987): a packet
+//! sent more than once gives no sample, since the ACK cannot say which copy
+//! it answers — after a go-back-N the first send time would inflate the RTT
+//! by the whole recovery. The sample is taken from the packet the ACK names
+//! (the newest it acknowledges): with coalesced ACKs that is the packet that
+//! asked for the ACK, so the sample holds no ACK-coalescing delay. READ
+//! requests give no sample (the time to their last response includes the
+//! responder streaming the data back).
+
+use crate::types::Nanos;
+use roce_wire::Psn;
+use std::collections::VecDeque;
+
+/// One round-trip-time measurement, with the smallest RTT the QP has seen
+/// (the propagation-plus-serialization floor delay-based controllers compare against).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RttSample {
+    pub rtt: Nanos,
+    pub min_rtt: Nanos,
+}
+
+/// Everything an ACK that moved the acknowledged point carries for congestion control.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AckFeedback {
+    /// Payload bytes newly acknowledged.
+    pub acked_bytes: u64,
+    /// RTT of the packet the ACK names, unless that packet was retransmitted.
+    pub rtt: Option<RttSample>,
+    /// The responder saw a CE mark on data this ACK covers (DCTCP's ECE,
+    /// carried in the ACK's BTH BECN bit; only when the responder's RNIC
+    /// has `RnicConfig::ecn_echo` on).
+    pub ecn_echo: bool,
+    /// Payload bytes acknowledged since the QP started (after this ACK).
+    pub snd_una: u64,
+    /// Payload bytes of new (first-time) packets sent since the QP started.
+    pub snd_nxt: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    /// Last PSN the record covers (a READ request covers its responses' PSNs).
+    last: Psn,
+    at: Nanos,
+    bytes: u64,
+    /// False once retransmitted (Karn), and for READ requests.
+    sample: bool,
+}
+
+/// The requester's record of packets in flight: one entry per first
+/// transmission, in PSN order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SentLog {
+    recs: VecDeque<Sent>,
+    min_rtt: Option<Nanos>,
+    snd_una: u64,
+    snd_nxt: u64,
+}
+
+impl SentLog {
+    /// A first transmission of the packet(s) up to `last`, at `at`.
+    pub(crate) fn sent(&mut self, last: Psn, at: Nanos, bytes: u64, sample: bool) {
+        self.recs.push_back(Sent {
+            last,
+            at,
+            bytes,
+            sample,
+        });
+        self.snd_nxt += bytes;
+    }
+
+    /// `psn` went out again: its ACK can no longer be timed.
+    pub(crate) fn resent(&mut self, psn: Psn) {
+        let i = self.recs.partition_point(|r| r.last.before(psn));
+        // Only the record of this very packet (READ records take no sample).
+        if let Some(r) = self.recs.get_mut(i).filter(|r| r.last == psn) {
+            r.sample = false;
+        }
+    }
+
+    /// Everything before `una` arrived (as seen at `now`): retires those
+    /// records and returns the feedback (ECN echo left false).
+    pub(crate) fn acked_before(&mut self, una: Psn, now: Nanos) -> AckFeedback {
+        let mut acked = 0;
+        let mut newest = None;
+        while let Some(r) = self.recs.front().copied() {
+            if !r.last.before(una) {
+                break;
+            }
+            acked += r.bytes;
+            newest = Some(r);
+            self.recs.pop_front();
+        }
+        self.snd_una += acked;
+        let rtt = newest
+            .filter(|r| r.sample)
+            .map(|r| now.saturating_sub(r.at));
+        let rtt = rtt.map(|rtt| {
+            let min_rtt = self.min_rtt.map_or(rtt, |m| m.min(rtt));
+            self.min_rtt = Some(min_rtt);
+            RttSample { rtt, min_rtt }
+        });
+        AckFeedback {
+            acked_bytes: acked,
+            rtt,
+            ecn_echo: false,
+            snd_una: self.snd_una,
+            snd_nxt: self.snd_nxt,
+        }
+    }
+
+    /// Bytes of the packets first sent before `psn` and not yet acknowledged
+    /// (what is still in flight once go-back-N rewinds to `psn`).
+    pub(crate) fn bytes_before(&self, psn: Psn) -> u64 {
+        self.recs
+            .iter()
+            .take_while(|r| r.last.before(psn))
+            .map(|r| r.bytes)
+            .sum()
+    }
+
+    /// The QP failed: nothing is in flight any more.
+    pub(crate) fn clear(&mut self) {
+        self.recs.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_from_the_named_packet_and_karn_excludes_resent_ones() {
+        let mut log = SentLog::default();
+        for i in 0..4u32 {
+            log.sent(Psn::new(i), 1_000 * u64::from(i), 1000, true);
+        }
+        // ACK of PSN 1 at t = 11 µs: the sample is PSN 1's (sent at 1 µs).
+        let fb = log.acked_before(Psn::new(2), 11_000);
+        assert_eq!(fb.acked_bytes, 2000);
+        assert_eq!(
+            fb.rtt,
+            Some(RttSample {
+                rtt: 10_000,
+                min_rtt: 10_000
+            })
+        );
+        assert_eq!((fb.snd_una, fb.snd_nxt), (2000, 4000));
+        // PSN 3 is retransmitted (go-back-N): its ACK is not timed, even
+        // though PSN 2's first copy was never resent.
+        log.resent(Psn::new(3));
+        let fb = log.acked_before(Psn::new(4), 50_000);
+        assert_eq!(fb.acked_bytes, 2000);
+        assert_eq!(fb.rtt, None);
+        // A later, faster sample lowers the minimum.
+        log.sent(Psn::new(4), 60_000, 1000, true);
+        let fb = log.acked_before(Psn::new(5), 68_000);
+        assert_eq!(
+            fb.rtt,
+            Some(RttSample {
+                rtt: 8_000,
+                min_rtt: 8_000
+            })
+        );
+    }
+
+    #[test]
+    fn reads_give_no_sample() {
+        let mut log = SentLog::default();
+        log.sent(Psn::new(9), 0, 0, false);
+        let fb = log.acked_before(Psn::new(10), 5_000);
+        assert_eq!(fb.rtt, None);
+    }
+}
