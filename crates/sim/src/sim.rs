@@ -988,19 +988,21 @@ impl Simulator {
         let now = self.q.now();
         let h = &self.hosts[host as usize];
         let port = &self.nodes[h.node as usize].ports[0];
-        // With a host data path, packets staged behind their DMA reads wake
-        // the port when the pipe's head is ready.
+        // A host port with a frame on the wire has its `TxDone` pending
+        // (perhaps due at this very instant); frames held by a pause wait
+        // for its end. With a host data path, packets staged behind their
+        // DMA reads wake the port when the pipe's head is ready.
         let pipe_event = h
             .path
             .as_deref()
             .is_some_and(|hp| !hp.pipe.is_empty() && hp.wake_at.is_some_and(|w| w >= now));
-        let port_event = port.busy_until > now || port.queued_pkts() > 0 || pipe_event;
+        let port_event = port.wake_pending || port.queued_pkts() > 0 || pipe_event;
         let next = h.rnic.poll_timeout().map(|t| t.saturating_mul(PS_PER_NS));
         // (The timer may be due at this very instant, after the event
         // just handled.)
         let covered = next.is_none_or(|t| {
             h.timer_at.is_some_and(|a| now <= a && a <= t)
-                || (port.busy_until > now && port.busy_until <= t)
+                || (port.wake_pending && port.busy_until <= t)
         });
         debug_assert!(
             covered && (port_event || !h.rnic.has_ready_work()),
