@@ -22,6 +22,7 @@ pub mod pfc;
 pub mod plot;
 pub mod scenario;
 pub mod sim;
+pub mod sweep;
 pub mod topology;
 pub mod workload;
 

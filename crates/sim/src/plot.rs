@@ -1,11 +1,24 @@
-//! Plots of a run, as PNG and SVG: the FCT slowdown CDF, per-flow
-//! throughput over time, and egress queue length over time.
+//! Plots of a run, as PNG and SVG, drawn to say what happened:
+//!
+//! - `slowdown_cdf`: the FCT slowdown CDF;
+//! - `slowdown_by_size`: each flow's slowdown against its size, with the
+//!   median and p99 per size band and the ideal (1: the flow alone);
+//! - `flow_throughput`: the traced flows' goodput, averaged over a trailing
+//!   window named in the title (the raw samples are in `flow_goodput.csv`);
+//! - `queue_length`: the largest egress queues, drawn at every sampling
+//!   instant with 0 where the queue was empty (`queues.csv` lists only
+//!   non-empty queues);
+//! - `pfc_pauses`: XOFF frames sent per time bin, and how many port ×
+//!   priority pairs were paused;
+//! - `busiest_links`: the ports that sent the most, as a share of their
+//!   line rate over the run.
 //!
 //! plotters is built without its default `ttf` feature (which needs
 //! fontconfig); text is drawn with `ab_glyph` from an embedded DejaVu Sans
 //! (Bitstream Vera licence, see `assets/DejaVuSans.LICENSE`), so plotting
 //! works on headless machines and in CI.
 
+use crate::event::Ps;
 use crate::metrics::Report;
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -15,6 +28,8 @@ use std::sync::Once;
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 static REGISTER: Once = Once::new();
+
+const SIZE: (u32, u32) = (1000, 600);
 
 /// Why a plot could not be drawn.
 #[derive(Debug, thiserror::Error)]
@@ -33,16 +48,44 @@ fn register() {
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
+/// Colours told apart at a glance (Tableau 10, then Palette99).
+fn colour(i: usize) -> RGBColor {
+    const T10: [(u8, u8, u8); 10] = [
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
+    ];
+    match T10.get(i) {
+        Some(&(r, g, b)) => RGBColor(r, g, b),
+        None => {
+            let c = Palette99::pick(i).to_rgba();
+            RGBColor(c.0, c.1, c.2)
+        }
+    }
+}
+
+fn e(x: impl std::fmt::Display) -> String {
+    x.to_string()
+}
+
+/// A line chart on linear axes starting at y = 0.
 struct Chart<'a> {
     title: &'a str,
     x: &'a str,
     y: &'a str,
     series: Series,
+    /// Draw points as well as lines (sparse series).
+    points: bool,
 }
 
-fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let pts = c.series.iter().flat_map(|(_, v)| v.iter());
+fn bounds<'a>(pts: impl Iterator<Item = &'a (f64, f64)>) -> (f64, f64, f64) {
     let (mut x0, mut x1, mut y1) = (f64::MAX, f64::MIN, 0f64);
     for &(x, y) in pts {
         x0 = x0.min(x);
@@ -58,57 +101,208 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Resu
     if y1 <= 0.0 {
         y1 = 1.0;
     }
+    (x0, x1, y1)
+}
+
+fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let (x0, x1, y1) = bounds(c.series.iter().flat_map(|(_, v)| v.iter()));
     let mut chart = ChartBuilder::on(&root)
         .caption(c.title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(x0..x1, 0.0..y1 * 1.05)
-        .map_err(|e| e.to_string())?;
+        .map_err(e)?;
     chart
         .configure_mesh()
         .x_desc(c.x)
         .y_desc(c.y)
         .label_style(("sans-serif", 13))
         .draw()
-        .map_err(|e| e.to_string())?;
+        .map_err(e)?;
     for (i, (name, pts)) in c.series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+        let color = colour(i);
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| e.to_string())?
+            .map_err(e)?
             .label(name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color));
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
+            });
+        if c.points {
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                .map_err(e)?;
+        }
     }
     if c.series.len() > 1 {
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
             .label_font(("sans-serif", 12))
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(e)?;
     }
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(e)
+}
+
+macro_rules! render {
+    ($dir:expr, $stem:expr, |$root:ident| $body:expr) => {{
+        let png = $dir.join(format!("{}.png", $stem));
+        let svg = $dir.join(format!("{}.svg", $stem));
+        let err = |p: &Path| {
+            let file = p.display().to_string();
+            move |msg| PlotError::Draw { file, msg }
+        };
+        {
+            let $root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+            $body.map_err(err(&png))?;
+        }
+        {
+            let $root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            $body.map_err(err(&svg))?;
+        }
+        Ok::<Vec<PathBuf>, PlotError>(vec![png, svg])
+    }};
 }
 
 fn write(dir: &Path, stem: &str, c: &Chart<'_>) -> Result<Vec<PathBuf>, PlotError> {
-    let png = dir.join(format!("{stem}.png"));
-    let svg = dir.join(format!("{stem}.svg"));
-    let err = |p: &Path| {
-        let file = p.display().to_string();
-        move |msg| PlotError::Draw { file, msg }
-    };
-    draw(BitMapBackend::new(&png, (900, 560)).into_drawing_area(), c).map_err(err(&png))?;
-    draw(SVGBackend::new(&svg, (900, 560)).into_drawing_area(), c).map_err(err(&svg))?;
-    Ok(vec![png, svg])
+    render!(dir, stem, |root| draw(root, c))
 }
 
-/// Draws the three plots into `dir`; returns the files written.
+/// A round number of µs near `x` (1, 2 or 5 × a power of ten).
+fn nice_us(x: f64) -> f64 {
+    if x.is_nan() || x <= 0.0 {
+        return 1.0;
+    }
+    let p = 10f64.powf(x.log10().floor());
+    let m = x / p;
+    p * if m < 1.5 {
+        1.0
+    } else if m < 3.5 {
+        2.0
+    } else if m < 7.5 {
+        5.0
+    } else {
+        10.0
+    }
+}
+
+fn us(p: Ps) -> f64 {
+    p as f64 / 1e6
+}
+
+/// The averaging window of the goodput plot: about a 60th of the traced
+/// span, rounded, and never shorter than one sampling interval.
+pub fn goodput_window(r: &Report) -> Ps {
+    let (lo, hi) = r
+        .flow_progress
+        .iter()
+        .fold((Ps::MAX, 0), |(lo, hi), &(t, _, _)| (lo.min(t), hi.max(t)));
+    if r.sample == 0 || hi <= lo {
+        return r.sample;
+    }
+    let w = (nice_us(us(hi - lo) / 60.0) * 1e6) as Ps;
+    (w / r.sample).max(1) * r.sample
+}
+
+/// Each traced flow's goodput at every sample, averaged over the trailing
+/// `window` (shorter at the flow's start).
+fn goodput_series(r: &Report, window: Ps) -> Series {
+    let mut per: BTreeMap<u32, Vec<(Ps, u64)>> = BTreeMap::new();
+    for &(t, f, b) in &r.flow_progress {
+        per.entry(f).or_default().push((t, b));
+    }
+    per.into_iter()
+        .map(|(f, v)| {
+            let mut j = 0;
+            let pts = (1..v.len())
+                .map(|i| {
+                    while v[i].0 - v[j].0 > window {
+                        j += 1;
+                    }
+                    let j = j.min(i - 1);
+                    let dt = (v[i].0 - v[j].0) as f64 / 1e12;
+                    let gbps = (v[i].1 - v[j].1) as f64 * 8.0 / dt / 1e9;
+                    (us(v[i].0), gbps)
+                })
+                .collect();
+            let name = r
+                .flows
+                .get(f as usize)
+                .map(|fl| {
+                    format!(
+                        "flow {f}: {} → {}, {} KB",
+                        r.host_name(fl.src),
+                        r.host_name(fl.dst),
+                        fl.size / 1000
+                    )
+                })
+                .unwrap_or_else(|| format!("flow {f}"));
+            (name, pts)
+        })
+        .collect()
+}
+
+/// The largest queues (by peak) at every sampling instant, 0 where the
+/// queue was empty.
+fn queue_series(r: &Report, n: usize) -> Series {
+    let mut peak: BTreeMap<(u32, u16, u8), u64> = BTreeMap::new();
+    for s in &r.queues {
+        let e = peak.entry((s.node, s.port, s.prio)).or_default();
+        *e = (*e).max(s.bytes);
+    }
+    let mut top: Vec<_> = peak.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    top.truncate(n);
+    if top.is_empty() || r.sample == 0 {
+        return Vec::new();
+    }
+    // Samples are taken at 0, sample, 2 × sample, ... until the run ends;
+    // a log cut short at max_rows says nothing after its last row.
+    let end = if r.queues.len() >= r.max_rows {
+        r.queues.last().map_or(0, |s| s.time)
+    } else {
+        r.now
+    };
+    let n_samples = (end / r.sample) as usize + 1;
+    top.iter()
+        .map(|&((node, port, prio), _)| {
+            let mut v = vec![0u64; n_samples];
+            for s in r
+                .queues
+                .iter()
+                .filter(|s| (s.node, s.port, s.prio) == (node, port, prio))
+            {
+                if let Some(x) = v.get_mut((s.time / r.sample) as usize) {
+                    *x = s.bytes;
+                }
+            }
+            let name = format!(
+                "{} → {} (port {}, prio {})",
+                r.node_names[node as usize],
+                r.peer_name(node, port),
+                port,
+                prio
+            );
+            let pts = v
+                .into_iter()
+                .enumerate()
+                .map(|(k, b)| (us(k as Ps * r.sample), b as f64 / 1e3))
+                .collect();
+            (name, pts)
+        })
+        .collect()
+}
+
+/// Draws every plot into `dir`; returns the files written.
 pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     register();
     let mut out = Vec::new();
-    // 1. Slowdown CDF.
+    // Slowdown CDF.
     let mut sd: Vec<f64> = r
         .flows
         .iter()
@@ -122,91 +316,511 @@ pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
         .enumerate()
         .map(|(i, &s)| (s, (i + 1) as f64 / n))
         .collect();
-    out.extend(write(
-        dir,
-        "slowdown_cdf",
-        &Chart {
-            title: "FCT slowdown CDF",
-            x: "slowdown (FCT / ideal FCT)",
-            y: "fraction of flows",
-            series: vec![("flows".into(), cdf)],
-        },
-    )?);
-    // 2. Per-flow throughput from delivered-byte samples.
-    let mut per: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for &(t, f, b) in &r.flow_progress {
-        per.entry(f).or_default().push((t, b));
-    }
-    let series: Series = per
-        .into_iter()
-        .map(|(f, v)| {
-            let pts = v
-                .windows(2)
-                .map(|w| {
-                    let dt = (w[1].0 - w[0].0) as f64 / 1e12;
-                    let gbps = (w[1].1 - w[0].1) as f64 * 8.0 / dt / 1e9;
-                    (w[1].0 as f64 / 1e6, gbps)
-                })
-                .collect();
-            (format!("flow {f}"), pts)
-        })
-        .collect();
+    out.extend(render!(dir, "slowdown_cdf", |root| draw_cdf(root, &cdf))?);
+    out.extend(render!(dir, "slowdown_by_size", |root| draw_by_size(
+        root, r
+    ))?);
+    // Goodput.
+    let window = goodput_window(r);
+    let title = format!(
+        "Per-flow goodput (trailing {} µs average of {} µs samples)",
+        us(window),
+        us(r.sample)
+    );
+    let series = goodput_series(r, window);
     out.extend(write(
         dir,
         "flow_throughput",
         &Chart {
-            title: "Per-flow goodput",
+            title: &title,
             x: "time (µs)",
             y: "Gb/s",
             series,
+            points: false,
         },
     )?);
-    // 3. The busiest queues over time.
-    let mut peak: BTreeMap<(u32, u16, u8), u64> = BTreeMap::new();
-    for s in &r.queues {
-        let e = peak.entry((s.node, s.port, s.prio)).or_default();
-        *e = (*e).max(s.bytes);
-    }
-    let mut top: Vec<_> = peak.into_iter().collect();
-    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    top.truncate(6);
-    let times: Vec<u64> = {
-        let mut t: Vec<u64> = r.queues.iter().map(|s| s.time).collect();
-        t.dedup();
-        t
-    };
-    let series: Series = top
-        .iter()
-        .map(|&((node, port, prio), _)| {
-            let mut at: BTreeMap<u64, u64> = times.iter().map(|&t| (t, 0)).collect();
-            for s in r
-                .queues
-                .iter()
-                .filter(|s| (s.node, s.port, s.prio) == (node, port, prio))
-            {
-                at.insert(s.time, s.bytes);
-            }
-            let name = format!(
-                "{} port {} prio {}",
-                r.node_names[node as usize], port, prio
-            );
-            (
-                name,
-                at.into_iter()
-                    .map(|(t, b)| (t as f64 / 1e6, b as f64 / 1e3))
-                    .collect(),
-            )
-        })
-        .collect();
+    // Queues.
+    let title = format!(
+        "Egress queue length, largest queues (sampled every {} µs)",
+        us(r.sample)
+    );
     out.extend(write(
         dir,
         "queue_length",
         &Chart {
-            title: "Egress queue length (largest queues)",
+            title: &title,
             x: "time (µs)",
             y: "KB",
-            series,
+            series: queue_series(r, 6),
+            points: false,
         },
     )?);
+    out.extend(render!(dir, "pfc_pauses", |root| draw_pfc(root, r))?);
+    out.extend(render!(dir, "busiest_links", |root| draw_links(root, r))?);
     Ok(out)
+}
+
+fn draw_cdf<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    cdf: &[(f64, f64)],
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let x1 = cdf.last().map_or(2.0, |p| p.0).max(1.01) * 1.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("FCT slowdown CDF ({} flows)", cdf.len()),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((1.0..x1).log_scale(), 0.0..1.0)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("slowdown (FCT / ideal FCT), log scale")
+        .y_desc("fraction of flows")
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    // A step per flow: the CDF is flat between slowdowns.
+    let mut pts = vec![(1.0, 0.0)];
+    let mut last = 0.0;
+    for &(x, y) in cdf {
+        pts.push((x, last));
+        pts.push((x, y));
+        last = y;
+    }
+    chart
+        .draw_series(LineSeries::new(pts, colour(0).stroke_width(2)))
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// Log-spaced size bands (4 per decade) with the median and p99 slowdown of
+/// their flows.
+fn size_bands(pts: &[(f64, f64)]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+    let mut bands: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
+    for &(size, s) in pts {
+        bands
+            .entry((size.log10() * 4.0).floor() as i64)
+            .or_default()
+            .push(s);
+    }
+    let (mut p50, mut p99) = (Vec::new(), Vec::new());
+    for (b, mut v) in bands {
+        let mid = 10f64.powf((b as f64 + 0.5) / 4.0);
+        if let Some(p) = crate::metrics::percentiles(&mut v) {
+            p50.push((mid, p.p50));
+            p99.push((mid, p.p99));
+        }
+    }
+    (p50, p99)
+}
+
+fn draw_by_size<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    r: &Report,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let pts: Vec<(f64, f64)> = r
+        .flows
+        .iter()
+        .filter(|f| f.ok)
+        .filter_map(|f| Some((f.size as f64, f.slowdown()?)))
+        .collect();
+    let (mut x0, mut x1, mut y1) = (f64::MAX, 0f64, 2f64);
+    for &(x, y) in &pts {
+        x0 = x0.min(x);
+        x1 = x1.max(x);
+        y1 = y1.max(y);
+    }
+    if pts.is_empty() {
+        (x0, x1) = (1e3, 1e6);
+    }
+    let (x0, x1) = (x0 / 1.5, x1 * 1.5);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("Slowdown by flow size ({} finished flows)", pts.len()),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d((x0..x1).log_scale(), (0.9..y1 * 1.3).log_scale())
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("flow size (bytes), log scale")
+        .y_desc("slowdown (FCT / ideal FCT), log scale")
+        .x_label_formatter(&|x| bytes_label(*x))
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    let dot = colour(0).mix(if pts.len() > 2000 { 0.25 } else { 0.6 });
+    chart
+        .draw_series(pts.iter().map(|&p| Circle::new(p, 2, dot.filled())))
+        .map_err(e)?
+        .label("a flow")
+        .legend(move |(x, y)| Circle::new((x + 8, y), 3, dot.filled()));
+    let ideal = colour(2);
+    chart
+        .draw_series(LineSeries::new(
+            [(x0, 1.0), (x1, 1.0)],
+            ideal.stroke_width(2),
+        ))
+        .map_err(e)?
+        .label("ideal: the flow alone on the fabric (1)")
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], ideal.stroke_width(3)));
+    let (p50, p99) = size_bands(&pts);
+    for (i, (name, v)) in [("median per size band", p50), ("p99 per size band", p99)]
+        .into_iter()
+        .enumerate()
+    {
+        let c = colour(1 + 2 * i);
+        chart
+            .draw_series(LineSeries::new(v.iter().copied(), c.stroke_width(3)))
+            .map_err(e)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3)));
+        chart
+            .draw_series(v.iter().map(|&p| Circle::new(p, 4, c.filled())))
+            .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+fn bytes_label(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.0}GB", x / 1e9),
+        x if x >= 1e6 => format!("{:.0}MB", x / 1e6),
+        x if x >= 1e3 => format!("{:.0}KB", x / 1e3),
+        x => format!("{x:.0}B"),
+    }
+}
+
+/// PFC over time: XOFF frames sent per bin (top), and the most port ×
+/// priority pairs paused at once in each bin (bottom), from `pfc.csv`'s
+/// pause / resume / expire events.
+fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let end = r.now.max(1);
+    let bin = ((nice_us(us(end) / 100.0) * 1e6) as Ps).max(1);
+    let nbins = (end / bin) as usize + 1;
+    let mut xoff = vec![0u64; nbins];
+    let mut paused_max = vec![0u64; nbins];
+    let mut paused: BTreeMap<(u32, u16, u8), bool> = BTreeMap::new();
+    let mut now_paused = 0u64;
+    let mut cur_bin = 0;
+    for ev in &r.pfc {
+        let b = ((ev.time / bin) as usize).min(nbins - 1);
+        while cur_bin < b {
+            cur_bin += 1;
+            paused_max[cur_bin] = paused_max[cur_bin].max(now_paused);
+        }
+        match ev.what {
+            "xoff_tx" => xoff[b] += 1,
+            "pause" => {
+                if !paused
+                    .insert((ev.node, ev.port, ev.prio), true)
+                    .unwrap_or(false)
+                {
+                    now_paused += 1;
+                }
+            }
+            "resume" | "expire" => {
+                if paused
+                    .insert((ev.node, ev.port, ev.prio), false)
+                    .unwrap_or(false)
+                {
+                    now_paused -= 1;
+                }
+            }
+            _ => {}
+        }
+        paused_max[b] = paused_max[b].max(now_paused);
+    }
+    while cur_bin + 1 < nbins {
+        cur_bin += 1;
+        paused_max[cur_bin] = paused_max[cur_bin].max(now_paused);
+    }
+    let total: u64 = xoff.iter().sum();
+    let title = if total == 0 {
+        "PFC over time: no pause frames were sent".to_string()
+    } else {
+        format!(
+            "PFC over time ({total} XOFF frames sent, bins of {} µs)",
+            us(bin)
+        )
+    };
+    let root = root.titled(&title, ("sans-serif", 22)).map_err(e)?;
+    let (top, bottom) = root.split_vertically(SIZE.1 / 2 - 20);
+    let panel = |area: &DrawingArea<DB, Shift>,
+                 v: &[u64],
+                 y: &str,
+                 c: RGBColor,
+                 x_desc: &str|
+     -> Result<(), String> {
+        let y1 = v.iter().copied().max().unwrap_or(0).max(1) as f64 * 1.1;
+        let mut ch = ChartBuilder::on(area)
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..us(nbins as Ps * bin), 0.0..y1)
+            .map_err(e)?;
+        ch.configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y)
+            .label_style(("sans-serif", 12))
+            .draw()
+            .map_err(e)?;
+        ch.draw_series(v.iter().enumerate().map(|(i, &n)| {
+            let x = us(i as Ps * bin);
+            Rectangle::new([(x, 0.0), (x + us(bin), n as f64)], c.filled())
+        }))
+        .map_err(e)?;
+        Ok(())
+    };
+    panel(&top, &xoff, "XOFF frames sent", colour(3), "")?;
+    panel(
+        &bottom,
+        &paused_max,
+        "port×prio paused",
+        colour(0),
+        "time (µs)",
+    )?;
+    root.present().map_err(e)
+}
+
+/// The ports that sent the most, as a share of line rate over the run.
+fn draw_links<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let secs = r.now as f64 / 1e12;
+    let mut util: Vec<(String, f64)> = r
+        .ports
+        .iter()
+        .filter(|p| p.tx_bytes > 0 && p.rate_bps > 0 && secs > 0.0)
+        .map(|p| {
+            (
+                format!(
+                    "{} → {}",
+                    r.node_names[p.node as usize], r.node_names[p.peer as usize]
+                ),
+                p.tx_bytes as f64 * 8.0 / (p.rate_bps as f64 * secs) * 100.0,
+            )
+        })
+        .collect();
+    util.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    util.truncate(15);
+    let n = util.len().max(1);
+    let x1 = util.first().map_or(100.0, |u| u.1).max(1.0) * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!(
+                "Busiest links: bytes sent / line rate over the run ({:.1} µs)",
+                us(r.now)
+            ),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(160)
+        .build_cartesian_2d(0.0..x1, 0.0..n as f64)
+        .map_err(e)?;
+    let labels: Vec<String> = util.iter().map(|u| u.0.clone()).collect();
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .y_labels(n * 2 + 1)
+        .y_label_formatter(&|y| {
+            // Bars sit at k + 0.5 from the top; label their centres only.
+            let k = y.floor() as usize;
+            if (y - y.floor() - 0.5).abs() < 1e-6 && k < n {
+                labels.get(n - 1 - k).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc("% of line rate")
+        .label_style(("sans-serif", 12))
+        .draw()
+        .map_err(e)?;
+    chart
+        .draw_series(util.iter().enumerate().map(|(i, u)| {
+            let y = (n - 1 - i) as f64;
+            Rectangle::new([(0.0, y + 0.15), (u.1, y + 0.85)], colour(0).filled())
+        }))
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+/// A comparison plot of a sweep: `categories` along x (a swept key's
+/// values, in sweep order), a log-scale y; for each series, every run's
+/// value as a dot and the median over the runs at each category as a line.
+pub fn write_categorical(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    x_desc: &str,
+    categories: &[String],
+    series: &[(String, Vec<(usize, f64)>)],
+) -> Result<Vec<PathBuf>, PlotError> {
+    register();
+    render!(dir, stem, |root| draw_categorical(
+        root, title, x_desc, categories, series
+    ))
+}
+
+fn draw_categorical<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    x_desc: &str,
+    cats: &[String],
+    series: &[(String, Vec<(usize, f64)>)],
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let y1 = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|p| p.1))
+        .fold(2.0f64, f64::max);
+    let n = cats.len().max(1);
+    let runs = series.first().map_or(0, |s| s.1.len());
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("{title} ({runs} runs: dots; lines: median)"),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(45)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5..n as f64 - 0.5, (0.9..y1 * 1.3).log_scale())
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let k = x.round();
+            if (x - k).abs() < 1e-6 && k >= 0.0 {
+                cats.get(k as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .x_desc(x_desc)
+        .y_desc("slowdown (FCT / ideal FCT), log scale")
+        .label_style(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    for (i, (name, pts)) in series.iter().enumerate() {
+        let c = colour(i);
+        // Offset each series a little so dots of equal value stay visible.
+        let dx = (i as f64 - (series.len() as f64 - 1.0) / 2.0) * 0.04;
+        chart
+            .draw_series(
+                pts.iter()
+                    .map(|&(x, y)| Circle::new((x as f64 + dx, y), 4, c.mix(0.5).filled())),
+            )
+            .map_err(e)?;
+        let med: Vec<(f64, f64)> = (0..n)
+            .filter_map(|k| {
+                let mut v: Vec<f64> = pts.iter().filter(|p| p.0 == k).map(|p| p.1).collect();
+                v.sort_by(|a, b| a.total_cmp(b));
+                let m = *v.get(v.len().checked_sub(1)? / 2)?;
+                Some((k as f64 + dx, m))
+            })
+            .collect();
+        chart
+            .draw_series(LineSeries::new(med, c.stroke_width(2)))
+            .map_err(e)?
+            .label(name.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], c.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .draw()
+        .map_err(e)?;
+    root.present().map_err(e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Counters, QueueSample};
+
+    fn report(queues: Vec<QueueSample>, progress: Vec<(Ps, u32, u64)>, now: Ps) -> Report {
+        Report {
+            now,
+            events: 0,
+            counters: Counters::default(),
+            flows: Vec::new(),
+            ports: Vec::new(),
+            pfc: Vec::new(),
+            queues,
+            flow_progress: progress,
+            pfc_frames: Vec::new(),
+            node_names: vec!["sw".into()],
+            host_nodes: Vec::new(),
+            sample: 10 * crate::PS_PER_US,
+            max_rows: 1000,
+        }
+    }
+
+    #[test]
+    fn empty_queues_are_drawn_as_zero() {
+        let us10 = 10 * crate::PS_PER_US;
+        let q = |k: u64, bytes| QueueSample {
+            time: k * us10,
+            node: 0,
+            port: 1,
+            prio: 3,
+            bytes,
+        };
+        // Non-empty at 10 and 40 µs only: 20 and 30 µs were empty.
+        let r = report(
+            vec![q(1, 5000), q(4, 7000)],
+            Vec::new(),
+            50 * crate::PS_PER_US,
+        );
+        let s = queue_series(&r, 6);
+        assert_eq!(s.len(), 1);
+        let ys: Vec<f64> = s[0].1.iter().map(|p| p.1).collect();
+        assert_eq!(ys, [0.0, 5.0, 0.0, 0.0, 7.0, 0.0]);
+        // A log cut at max_rows says nothing after its last row.
+        let mut r = r;
+        r.max_rows = 2;
+        assert_eq!(queue_series(&r, 6)[0].1.len(), 5);
+    }
+
+    #[test]
+    fn goodput_is_a_trailing_window_average() {
+        let us10 = 10 * crate::PS_PER_US;
+        // 12,500 bytes per 10 µs = 10 Gb/s, then a stall.
+        let prog: Vec<(Ps, u32, u64)> = (0..=4)
+            .map(|k| (k * us10, 0, k * 12_500))
+            .chain((5..=8).map(|k| (k * us10, 0, 50_000)))
+            .collect();
+        let r = report(Vec::new(), prog, 80 * crate::PS_PER_US);
+        let s = goodput_series(&r, 2 * us10);
+        let ys: Vec<f64> = s[0]
+            .1
+            .iter()
+            .map(|p| (p.1 * 1000.0).round() / 1000.0)
+            .collect();
+        assert_eq!(ys, [10.0, 10.0, 10.0, 10.0, 5.0, 0.0, 0.0, 0.0]);
+        assert_eq!(nice_us(13.0), 10.0);
+        assert_eq!(nice_us(0.3), 0.2);
+    }
 }

@@ -1302,6 +1302,8 @@ impl Simulator {
             pfc_frames: self.pfc_frames.clone(),
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
+            sample: self.cfg.sample,
+            max_rows: self.cfg.max_rows,
         }
     }
 }
