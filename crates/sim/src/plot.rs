@@ -48,9 +48,11 @@ fn register() {
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
-/// Colours told apart at a glance (Tableau 10, then Palette99).
+/// Colours told apart at a glance on white: Tableau 10, then ten darker
+/// ones (Palette99's later colours are too pale for thin lines), then
+/// Palette99.
 fn colour(i: usize) -> RGBColor {
-    const T10: [(u8, u8, u8); 10] = [
+    const SET: [(u8, u8, u8); 20] = [
         (31, 119, 180),
         (255, 127, 14),
         (44, 160, 44),
@@ -61,8 +63,18 @@ fn colour(i: usize) -> RGBColor {
         (127, 127, 127),
         (188, 189, 34),
         (23, 190, 207),
+        (0, 0, 128),
+        (128, 0, 0),
+        (0, 100, 0),
+        (0, 0, 0),
+        (199, 21, 133),
+        (0, 128, 128),
+        (184, 134, 11),
+        (72, 61, 139),
+        (139, 69, 19),
+        (85, 107, 47),
     ];
-    match T10.get(i) {
+    match SET.get(i) {
         Some(&(r, g, b)) => RGBColor(r, g, b),
         None => {
             let c = Palette99::pick(i).to_rgba();
@@ -136,7 +148,7 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Resu
                 .map_err(e)?;
         }
     }
-    if c.series.len() > 1 {
+    if !c.series.is_empty() {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -195,8 +207,9 @@ fn us(p: Ps) -> f64 {
     p as f64 / 1e6
 }
 
-/// The averaging window of the goodput plot: about a 60th of the traced
-/// span, rounded, and never shorter than one sampling interval.
+/// The averaging window of the goodput plot: about a 30th of the traced
+/// span, rounded (long enough to average out PFC's pause/resume bursts,
+/// short enough to show rate changes), never shorter than one sample.
 pub fn goodput_window(r: &Report) -> Ps {
     let (lo, hi) = r
         .flow_progress
@@ -205,7 +218,7 @@ pub fn goodput_window(r: &Report) -> Ps {
     if r.sample == 0 || hi <= lo {
         return r.sample;
     }
-    let w = (nice_us(us(hi - lo) / 60.0) * 1e6) as Ps;
+    let w = (nice_us(us(hi - lo) / 30.0) * 1e6) as Ps;
     (w / r.sample).max(1) * r.sample
 }
 
@@ -365,52 +378,74 @@ fn draw_cdf<DB: DrawingBackend>(
     cdf: &[(f64, f64)],
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(e)?;
-    let x1 = cdf.last().map_or(2.0, |p| p.0).max(1.01) * 1.05;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("FCT slowdown CDF ({} flows)", cdf.len()),
-            ("sans-serif", 22),
-        )
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d((1.0..x1).log_scale(), 0.0..1.0)
-        .map_err(e)?;
-    chart
-        .configure_mesh()
-        .x_desc("slowdown (FCT / ideal FCT), log scale")
-        .y_desc("fraction of flows")
-        .label_style(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    let x0 = cdf.first().map_or(1.0, |p| p.0) / 1.05;
+    let x1 = cdf.last().map_or(2.0, |p| p.0).max(x0 * 1.1) * 1.05;
     // A step per flow: the CDF is flat between slowdowns.
-    let mut pts = vec![(1.0, 0.0)];
+    let mut pts = vec![(x0, 0.0)];
     let mut last = 0.0;
     for &(x, y) in cdf {
         pts.push((x, last));
         pts.push((x, y));
         last = y;
     }
-    chart
-        .draw_series(LineSeries::new(pts, colour(0).stroke_width(2)))
-        .map_err(e)?;
+    let caption = format!("FCT slowdown CDF ({} flows)", cdf.len());
+    // Log x when slowdowns span a decade or more (the tails of big runs),
+    // linear otherwise (a log axis over 9..13 has one label).
+    macro_rules! body {
+        ($x:expr, $desc:expr) => {{
+            let mut chart = ChartBuilder::on(&root)
+                .caption(&caption, ("sans-serif", 22))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(70)
+                .build_cartesian_2d($x, 0.0..1.0)
+                .map_err(e)?;
+            chart
+                .configure_mesh()
+                .x_desc($desc)
+                .y_desc("fraction of flows")
+                .x_labels(12)
+                .x_label_formatter(&|x| slowdown_label(*x))
+                .light_line_style(WHITE)
+                .label_style(("sans-serif", 13))
+                .draw()
+                .map_err(e)?;
+            chart
+                .draw_series(LineSeries::new(pts, colour(0).stroke_width(2)))
+                .map_err(e)?;
+        }};
+    }
+    if x1 / x0 >= 10.0 {
+        body!(
+            (x0..x1).log_scale(),
+            "slowdown (FCT / ideal FCT), log scale"
+        );
+    } else {
+        body!(x0..x1, "slowdown (FCT / ideal FCT)");
+    }
     root.present().map_err(e)
 }
 
-/// Log-spaced size bands (4 per decade) with the median and p99 slowdown of
-/// their flows.
+/// Size bands of equal flow counts (about 20, at least 10 flows each),
+/// each with the median and p99 slowdown of its flows, placed at the
+/// band's median size: a band is never a lone flow's noise.
 fn size_bands(pts: &[(f64, f64)]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
-    let mut bands: BTreeMap<i64, Vec<f64>> = BTreeMap::new();
-    for &(size, s) in pts {
-        bands
-            .entry((size.log10() * 4.0).floor() as i64)
-            .or_default()
-            .push(s);
-    }
+    let mut v = pts.to_vec();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let per = (v.len() / 20).max(10);
     let (mut p50, mut p99) = (Vec::new(), Vec::new());
-    for (b, mut v) in bands {
-        let mid = 10f64.powf((b as f64 + 0.5) / 4.0);
-        if let Some(p) = crate::metrics::percentiles(&mut v) {
+    let mut chunks: Vec<&[(f64, f64)]> = v.chunks(per).collect();
+    // Fold a short last band into the one before it.
+    if chunks.len() > 1 && chunks.last().is_some_and(|c| c.len() < per / 2) {
+        let n = chunks.len();
+        let start = v.len() - chunks[n - 2].len() - chunks[n - 1].len();
+        chunks.truncate(n - 2);
+        chunks.push(&v[start..]);
+    }
+    for c in chunks {
+        let mid = c[c.len() / 2].0;
+        let mut s: Vec<f64> = c.iter().map(|p| p.1).collect();
+        if let Some(p) = crate::metrics::percentiles(&mut s) {
             p50.push((mid, p.p50));
             p99.push((mid, p.p99));
         }
@@ -454,6 +489,8 @@ fn draw_by_size<DB: DrawingBackend>(
         .x_desc("flow size (bytes), log scale")
         .y_desc("slowdown (FCT / ideal FCT), log scale")
         .x_label_formatter(&|x| bytes_label(*x))
+        .y_label_formatter(&|y| slowdown_label(*y))
+        .light_line_style(WHITE)
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(e)?;
@@ -496,6 +533,14 @@ fn draw_by_size<DB: DrawingBackend>(
         .draw()
         .map_err(e)?;
     root.present().map_err(e)
+}
+
+fn slowdown_label(y: f64) -> String {
+    if y >= 100.0 || (y - y.round()).abs() < 0.01 {
+        format!("{y:.0}")
+    } else {
+        format!("{y:.1}")
+    }
 }
 
 fn bytes_label(x: f64) -> String {
@@ -579,6 +624,14 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
         ch.configure_mesh()
             .x_desc(x_desc)
             .y_desc(y)
+            .y_label_formatter(&|v| {
+                // Counts: label whole numbers only.
+                if (v - v.round()).abs() < 1e-9 {
+                    format!("{v:.0}")
+                } else {
+                    String::new()
+                }
+            })
             .label_style(("sans-serif", 12))
             .draw()
             .map_err(e)?;
@@ -611,8 +664,10 @@ fn draw_links<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> R
         .map(|p| {
             (
                 format!(
-                    "{} → {}",
-                    r.node_names[p.node as usize], r.node_names[p.peer as usize]
+                    "{} → {} ({} Gb/s)",
+                    r.node_names[p.node as usize],
+                    r.node_names[p.peer as usize],
+                    p.rate_bps as f64 / 1e9
                 ),
                 p.tx_bytes as f64 * 8.0 / (p.rate_bps as f64 * secs) * 100.0,
             )
@@ -632,7 +687,7 @@ fn draw_links<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> R
         )
         .margin(12)
         .x_label_area_size(40)
-        .y_label_area_size(160)
+        .y_label_area_size(200)
         .build_cartesian_2d(0.0..x1, 0.0..n as f64)
         .map_err(e)?;
     let labels: Vec<String> = util.iter().map(|u| u.0.clone()).collect();
@@ -679,6 +734,17 @@ pub fn write_categorical(
     ))
 }
 
+/// The median (the mean of the middle two of an even count).
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(v[n / 2]),
+        _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
 fn draw_categorical<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     title: &str,
@@ -717,6 +783,8 @@ fn draw_categorical<DB: DrawingBackend>(
         })
         .x_desc(x_desc)
         .y_desc("slowdown (FCT / ideal FCT), log scale")
+        .y_label_formatter(&|y| slowdown_label(*y))
+        .light_line_style(WHITE)
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(e)?;
@@ -733,9 +801,7 @@ fn draw_categorical<DB: DrawingBackend>(
         let med: Vec<(f64, f64)> = (0..n)
             .filter_map(|k| {
                 let mut v: Vec<f64> = pts.iter().filter(|p| p.0 == k).map(|p| p.1).collect();
-                v.sort_by(|a, b| a.total_cmp(b));
-                let m = *v.get(v.len().checked_sub(1)? / 2)?;
-                Some((k as f64 + dx, m))
+                Some((k as f64 + dx, median(&mut v)?))
             })
             .collect();
         chart
