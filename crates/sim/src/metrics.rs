@@ -452,6 +452,66 @@ mod tests {
     use super::*;
 
     #[test]
+    fn node_names_with_commas_and_quotes_stay_one_field() {
+        let r = Report {
+            now: 2_000_000,
+            events: 0,
+            counters: Counters::default(),
+            flows: vec![FlowResult {
+                id: 0,
+                src: 0,
+                dst: 1,
+                size: 1000,
+                start: 0,
+                finish: Some(1_500_000),
+                ideal: 1_000_000,
+                ok: true,
+                sport: 1,
+            }],
+            ports: Vec::new(),
+            pfc: vec![PfcEvent {
+                time: 1_000,
+                node: 2,
+                port: 1,
+                prio: 3,
+                what: "xoff_tx",
+            }],
+            queues: Vec::new(),
+            flow_progress: vec![(0, 0, 0), (1_000_000, 0, 1000)],
+            pfc_frames: Vec::new(),
+            node_names: vec!["rack 1, host \"a\"".into(), "b".into(), "sw,1".into()],
+            host_nodes: vec![0, 1],
+            sample: 1_000_000,
+            max_rows: 10,
+        };
+        let mut out = Vec::new();
+        r.write_fct_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("0,\"rack 1, host \"\"a\"\"\",b,1000,"),
+            "{text}"
+        );
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        let row = rd.records().next().unwrap().unwrap();
+        assert_eq!(row.len(), 10);
+        assert_eq!(&row[1], "rack 1, host \"a\"");
+        let mut out = Vec::new();
+        r.write_pfc_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "time_ns,node,port,prio,event\n1.000,\"sw,1\",1,3,xoff_tx\n"
+        );
+        let mut out = Vec::new();
+        r.write_goodput_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("1000.000,0,\"rack 1, host \"\"a\"\"\",b,1000,8.000\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn nearest_rank() {
         let mut v: Vec<f64> = (1..=100).map(f64::from).collect();
         let p = percentiles(&mut v).unwrap();

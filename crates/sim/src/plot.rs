@@ -46,7 +46,8 @@ fn register() {
     });
 }
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+type Points = Vec<(f64, f64)>;
+type Series = Vec<(String, Points)>;
 
 /// Colours told apart at a glance on white: Tableau 10, then ten darker
 /// ones (Palette99's later colours are too pale for thin lines), then
@@ -429,7 +430,7 @@ fn draw_cdf<DB: DrawingBackend>(
 /// Size bands of equal flow counts (about 20, at least 10 flows each),
 /// each with the median and p99 slowdown of its flows, placed at the
 /// band's median size: a band is never a lone flow's noise.
-fn size_bands(pts: &[(f64, f64)]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>) {
+fn size_bands(pts: &[(f64, f64)]) -> (Points, Points) {
     let mut v = pts.to_vec();
     v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
     let per = (v.len() / 20).max(10);
@@ -571,23 +572,16 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
             cur_bin += 1;
             paused_max[cur_bin] = paused_max[cur_bin].max(now_paused);
         }
+        let key = (ev.node, ev.port, ev.prio);
         match ev.what {
             "xoff_tx" => xoff[b] += 1,
             "pause" => {
-                if !paused
-                    .insert((ev.node, ev.port, ev.prio), true)
-                    .unwrap_or(false)
-                {
-                    now_paused += 1;
-                }
+                let was = paused.insert(key, true).unwrap_or(false);
+                now_paused += u64::from(!was);
             }
             "resume" | "expire" => {
-                if paused
-                    .insert((ev.node, ev.port, ev.prio), false)
-                    .unwrap_or(false)
-                {
-                    now_paused -= 1;
-                }
+                let was = paused.insert(key, false).unwrap_or(false);
+                now_paused -= u64::from(was);
             }
             _ => {}
         }

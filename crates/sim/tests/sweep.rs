@@ -51,7 +51,8 @@ fn shards_collected_equal_the_whole_sweep() {
         t.write(&shards_dir.join(shard.table_name())).unwrap();
     }
     let merged_dir = tmp.path().join("merged");
-    let (merged, files, missing) = sweep::collect(&[shards_dir.clone()], &merged_dir).unwrap();
+    let (merged, files, missing) =
+        sweep::collect(std::slice::from_ref(&shards_dir), &merged_dir).unwrap();
     assert!(missing.is_empty(), "{missing:?}");
     assert_eq!(merged, whole);
     let a = std::fs::read(whole_dir.join("sweep.csv")).unwrap();
