@@ -3,7 +3,10 @@
 //! `roce sim SCENARIO.toml [--out DIR] [--seed N]` runs a scenario and
 //! writes fct.csv, summary.json, queues.csv, pfc.csv and plots into DIR;
 //! `roce sim --hpcc-config CONFIG.txt` runs an experiment written for the
-//! HPCC ns-3 simulator and also writes its FCT and PFC files.
+//! HPCC ns-3 simulator and also writes its FCT and PFC files;
+//! `roce sim sweep SWEEP.toml --out DIR` runs a grid of scenarios (sharded
+//! by `--shard I/N` or a Slurm / Kubernetes job array) and
+//! `roce sim collect DIR… --out DIR` merges the shards (`roce_sim::sweep`).
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
