@@ -119,9 +119,13 @@ fn bounds<'a>(pts: impl Iterator<Item = &'a (f64, f64)>) -> (f64, f64, f64) {
 
 fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Result<(), String> {
     root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(c.title, ("sans-serif", 22)).map_err(e)?;
+    // The legend gets its own column at the right, so it never hides a
+    // line (16 traced flows make a tall legend).
+    let (w, _) = root.dim_in_pixel();
+    let (plot_area, legend_area) = root.split_horizontally(w.saturating_sub(LEGEND_W));
     let (x0, x1, y1) = bounds(c.series.iter().flat_map(|(_, v)| v.iter()));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(c.title, ("sans-serif", 22))
+    let mut chart = ChartBuilder::on(&plot_area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -134,32 +138,64 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Resu
         .label_style(("sans-serif", 13))
         .draw()
         .map_err(e)?;
-    for (i, (name, pts)) in c.series.iter().enumerate() {
+    for (i, (_, pts)) in c.series.iter().enumerate() {
         let color = colour(i);
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
-            .map_err(e)?
-            .label(name.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(3))
-            });
+            .map_err(e)?;
         if c.points {
             chart
                 .draw_series(pts.iter().map(|&p| Circle::new(p, 3, color.filled())))
                 .map_err(e)?;
         }
     }
-    if !c.series.is_empty() {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font(("sans-serif", 12))
-            .draw()
+    for (i, (name, pts)) in c.series.iter().enumerate() {
+        let y = 20 + 20 * i as i32;
+        // A line equal to an earlier one is drawn under it: say so.
+        let name = match c.series[..i].iter().position(|(_, p)| p == pts) {
+            Some(j) => format!("{name} (= {})", j + 1),
+            None => format!("{}. {name}", i + 1),
+        };
+        let color = colour(i);
+        legend_area
+            .draw(&PathElement::new(
+                vec![(4, y), (26, y)],
+                color.stroke_width(3),
+            ))
+            .map_err(e)?;
+        legend_area
+            .draw(&Text::new(
+                name,
+                (32, y - 7),
+                ("sans-serif", 12).into_font(),
+            ))
+            .map_err(e)?;
+    }
+    if c.series.is_empty() {
+        legend_area
+            .draw(&Text::new(
+                "nothing sampled",
+                (4, 20),
+                ("sans-serif", 12).into_font(),
+            ))
             .map_err(e)?;
     }
     root.present().map_err(e)
+}
+
+/// Width of the legend column of line charts, in pixels.
+const LEGEND_W: u32 = 250;
+
+/// A flow size for a legend: bytes, KB or MB with sensible digits.
+fn size_label(b: u64) -> String {
+    let x = b as f64;
+    match b {
+        0..1_000 => format!("{b} B"),
+        1_000..10_000 => format!("{:.1} KB", x / 1e3),
+        10_000..1_000_000 => format!("{:.0} KB", x / 1e3),
+        1_000_000..10_000_000 => format!("{:.2} MB", x / 1e6),
+        _ => format!("{:.1} MB", x / 1e6),
+    }
 }
 
 macro_rules! render {
@@ -249,10 +285,10 @@ fn goodput_series(r: &Report, window: Ps) -> Series {
                 .get(f as usize)
                 .map(|fl| {
                     format!(
-                        "flow {f}: {} → {}, {} KB",
+                        "flow {f}: {} → {}, {}",
                         r.host_name(fl.src),
                         r.host_name(fl.dst),
-                        fl.size / 1000
+                        size_label(fl.size)
                     )
                 })
                 .unwrap_or_else(|| format!("flow {f}"));
@@ -296,7 +332,7 @@ fn queue_series(r: &Report, n: usize) -> Series {
                 }
             }
             let name = format!(
-                "{} → {} (port {}, prio {})",
+                "{} → {} (port {}, p{})",
                 r.node_names[node as usize],
                 r.peer_name(node, port),
                 port,
