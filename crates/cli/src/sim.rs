@@ -295,7 +295,8 @@ fn sweep(a: SweepArgs) -> Result<()> {
         a.out.display()
     );
     let bar = ProgressBar::new(mine as u64);
-    if std::io::stderr().is_terminal() {
+    let tty = std::io::stderr().is_terminal();
+    if tty {
         bar.set_style(
             ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -317,6 +318,16 @@ fn sweep(a: SweepArgs) -> Result<()> {
             bar.suspend(|| eprintln!("roce: {} failed: {e}", o.run.dir_name()));
         }
         bar.inc(1);
+        if !tty {
+            // A batch job's log: one line per run instead of a bar.
+            say!(
+                "{} {} ({}/{mine}, {:.1} s)",
+                o.run.dir_name(),
+                if o.result.is_ok() { "done" } else { "failed" },
+                bar.position(),
+                o.wall_seconds
+            );
+        }
     });
     bar.finish_and_clear();
     let table = sweep::Table::of(&sw.keys, &outcomes);
