@@ -318,7 +318,9 @@ fn queue_series(r: &Report, n: usize) -> Series {
     } else {
         r.now
     };
-    let n_samples = (end / r.sample) as usize + 1;
+    // From the first flow's start: an HPCC config's flows start at 2 s.
+    let k0 = (first_start(r) / r.sample) as usize;
+    let n_samples = ((end / r.sample) as usize + 1).saturating_sub(k0);
     top.iter()
         .map(|&((node, port, prio), _)| {
             let mut v = vec![0u64; n_samples];
@@ -327,7 +329,8 @@ fn queue_series(r: &Report, n: usize) -> Series {
                 .iter()
                 .filter(|s| (s.node, s.port, s.prio) == (node, port, prio))
             {
-                if let Some(x) = v.get_mut((s.time / r.sample) as usize) {
+                let k = (s.time / r.sample) as usize;
+                if let Some(x) = k.checked_sub(k0).and_then(|k| v.get_mut(k)) {
                     *x = s.bytes;
                 }
             }
@@ -341,11 +344,17 @@ fn queue_series(r: &Report, n: usize) -> Series {
             let pts = v
                 .into_iter()
                 .enumerate()
-                .map(|(k, b)| (us(k as Ps * r.sample), b as f64 / 1e3))
+                .map(|(k, b)| (us((k + k0) as Ps * r.sample), b as f64 / 1e3))
                 .collect();
             (name, pts)
         })
         .collect()
+}
+
+/// When traffic begins: the first flow's start (0 without flows). Plots
+/// over time start there, as an HPCC config's flows start at 2 s.
+fn first_start(r: &Report) -> Ps {
+    r.flows.iter().map(|f| f.start).min().unwrap_or(0)
 }
 
 /// Draws every plot into `dir`; returns the files written.
@@ -594,16 +603,18 @@ fn bytes_label(x: f64) -> String {
 /// pause / resume / expire events.
 fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), String> {
     root.fill(&WHITE).map_err(e)?;
-    let end = r.now.max(1);
-    let bin = ((nice_us(us(end) / 100.0) * 1e6) as Ps).max(1);
-    let nbins = (end / bin) as usize + 1;
+    let t0 = first_start(r);
+    let end = r.now.max(t0 + 1);
+    let bin = ((nice_us(us(end - t0) / 100.0) * 1e6) as Ps).max(1);
+    let t0 = t0 / bin * bin;
+    let nbins = ((end - t0) / bin) as usize + 1;
     let mut xoff = vec![0u64; nbins];
     let mut paused_max = vec![0u64; nbins];
     let mut paused: BTreeMap<(u32, u16, u8), bool> = BTreeMap::new();
     let mut now_paused = 0u64;
     let mut cur_bin = 0;
     for ev in &r.pfc {
-        let b = ((ev.time / bin) as usize).min(nbins - 1);
+        let b = ((ev.time.saturating_sub(t0) / bin) as usize).min(nbins - 1);
         while cur_bin < b {
             cur_bin += 1;
             paused_max[cur_bin] = paused_max[cur_bin].max(now_paused);
@@ -649,7 +660,7 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
             .margin(10)
             .x_label_area_size(35)
             .y_label_area_size(70)
-            .build_cartesian_2d(0.0..us(nbins as Ps * bin), 0.0..y1)
+            .build_cartesian_2d(us(t0)..us(t0 + nbins as Ps * bin), 0.0..y1)
             .map_err(e)?;
         ch.configure_mesh()
             .x_desc(x_desc)
@@ -666,7 +677,7 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
             .draw()
             .map_err(e)?;
         ch.draw_series(v.iter().enumerate().map(|(i, &n)| {
-            let x = us(i as Ps * bin);
+            let x = us(t0 + i as Ps * bin);
             Rectangle::new([(x, 0.0), (x + us(bin), n as f64)], c.filled())
         }))
         .map_err(e)?;
@@ -686,7 +697,8 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
 /// The ports that sent the most, as a share of line rate over the run.
 fn draw_links<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Result<(), String> {
     root.fill(&WHITE).map_err(e)?;
-    let secs = r.now as f64 / 1e12;
+    let t0 = first_start(r);
+    let secs = r.now.saturating_sub(t0) as f64 / 1e12;
     let mut util: Vec<(String, f64)> = r
         .ports
         .iter()
@@ -710,7 +722,8 @@ fn draw_links<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> R
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!(
-                "Busiest links: bytes sent / line rate over the run ({:.1} µs)",
+                "Busiest links: bytes sent / line rate, {:.1}–{:.1} µs",
+                us(t0),
                 us(r.now)
             ),
             ("sans-serif", 22),
@@ -898,6 +911,21 @@ mod tests {
         let mut r = r;
         r.max_rows = 2;
         assert_eq!(queue_series(&r, 6)[0].1.len(), 5);
+        // Time before the first flow starts is left out.
+        r.max_rows = 1000;
+        r.flows.push(crate::metrics::FlowResult {
+            id: 0,
+            src: 0,
+            dst: 0,
+            size: 1,
+            start: 20 * crate::PS_PER_US,
+            finish: None,
+            ideal: 1,
+            ok: false,
+            sport: 0,
+        });
+        let s = queue_series(&r, 6);
+        assert_eq!(s[0].1, [(20.0, 0.0), (30.0, 0.0), (40.0, 7.0), (50.0, 0.0)]);
     }
 
     #[test]
