@@ -186,6 +186,67 @@ fn draw<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, c: &Chart<'_>) -> Resu
 /// Width of the legend column of line charts, in pixels.
 const LEGEND_W: u32 = 250;
 
+/// Rows × columns of small multiples for `n` series.
+fn panel_grid(n: usize) -> (usize, usize) {
+    let cols = match n {
+        0..=3 => 1,
+        4..=8 => 2,
+        9..=12 => 3,
+        _ => 4,
+    };
+    (n.div_ceil(cols).max(1), cols)
+}
+
+/// Small multiples: one panel per series on shared axes, so each flow's
+/// story reads on its own (eight flows taking turns under PFC are a
+/// tangle on one chart), and the panels compare at a glance.
+fn draw_panels<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    title: &str,
+    series: &Series,
+    rows: usize,
+    cols: usize,
+) -> Result<(), String> {
+    root.fill(&WHITE).map_err(e)?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(e)?;
+    if series.is_empty() {
+        root.draw(&Text::new(
+            "no flow was traced (output.trace_flows = 0 or sample_us = 0)",
+            (20, 20),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(e)?;
+        return root.present().map_err(e);
+    }
+    let (x0, x1, y1) = bounds(series.iter().flat_map(|(_, v)| v.iter()));
+    let areas = root.split_evenly((rows, cols));
+    for (i, ((name, pts), area)) in series.iter().zip(&areas).enumerate() {
+        let c = colour(i);
+        let bottom = i + cols >= series.len();
+        let mut chart = ChartBuilder::on(area)
+            .caption(name, ("sans-serif", 13))
+            .margin(6)
+            .x_label_area_size(if bottom { 32 } else { 18 })
+            .y_label_area_size(45)
+            .build_cartesian_2d(x0..x1, 0.0..y1 * 1.05)
+            .map_err(e)?;
+        let mut mesh = chart.configure_mesh();
+        mesh.x_labels(5)
+            .y_labels(4)
+            .light_line_style(WHITE)
+            .y_desc("Gb/s")
+            .label_style(("sans-serif", 11));
+        if bottom {
+            mesh.x_desc("time (µs)");
+        }
+        mesh.draw().map_err(e)?;
+        chart
+            .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+            .map_err(e)?;
+    }
+    root.present().map_err(e)
+}
+
 /// A flow size for a legend: bytes, KB or MB with sensible digits.
 fn size_label(b: u64) -> String {
     let x = b as f64;
@@ -199,7 +260,10 @@ fn size_label(b: u64) -> String {
 }
 
 macro_rules! render {
-    ($dir:expr, $stem:expr, |$root:ident| $body:expr) => {{
+    ($dir:expr, $stem:expr, |$root:ident| $body:expr) => {
+        render!($dir, $stem, SIZE, |$root| $body)
+    };
+    ($dir:expr, $stem:expr, $size:expr, |$root:ident| $body:expr) => {{
         let png = $dir.join(format!("{}.png", $stem));
         let svg = $dir.join(format!("{}.svg", $stem));
         let err = |p: &Path| {
@@ -207,11 +271,11 @@ macro_rules! render {
             move |msg| PlotError::Draw { file, msg }
         };
         {
-            let $root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+            let $root = BitMapBackend::new(&png, $size).into_drawing_area();
             $body.map_err(err(&png))?;
         }
         {
-            let $root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            let $root = SVGBackend::new(&svg, $size).into_drawing_area();
             $body.map_err(err(&svg))?;
         }
         Ok::<Vec<PathBuf>, PlotError>(vec![png, svg])
@@ -387,17 +451,11 @@ pub fn write_plots(r: &Report, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
         us(r.sample)
     );
     let series = goodput_series(r, window);
-    out.extend(write(
-        dir,
-        "flow_throughput",
-        &Chart {
-            title: &title,
-            x: "time (µs)",
-            y: "Gb/s",
-            series,
-            points: false,
-        },
-    )?);
+    let (rows, cols) = panel_grid(series.len());
+    let size = (SIZE.0, SIZE.1.max(60 + rows as u32 * 150));
+    out.extend(render!(dir, "flow_throughput", size, |root| draw_panels(
+        root, &title, &series, rows, cols
+    ))?);
     // Queues.
     let title = format!(
         "Egress queue length, largest queues (sampled every {} µs)",
