@@ -4,7 +4,8 @@
 //! - `slowdown_by_size`: each flow's slowdown against its size, with the
 //!   median and p99 per size band and the ideal (1: the flow alone);
 //! - `flow_throughput`: the traced flows' goodput, averaged over a trailing
-//!   window named in the title (the raw samples are in `flow_goodput.csv`);
+//!   window named in the title, one panel per flow on shared axes (the raw
+//!   samples are in `flow_goodput.csv`);
 //! - `queue_length`: the largest egress queues, drawn at every sampling
 //!   instant with 0 where the queue was empty (`queues.csv` lists only
 //!   non-empty queues);
