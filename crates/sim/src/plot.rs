@@ -4,7 +4,7 @@
 //! - `slowdown_by_size`: each flow's slowdown against its size, with the
 //!   median and p99 per size band and the ideal (1: the flow alone);
 //! - `flow_throughput`: the traced flows' goodput, averaged over a trailing
-//!   window named in the title, one panel per flow on shared axes (the raw
+//!   window named in the title, one panel per flow on one rate scale (the raw
 //!   samples are in `flow_goodput.csv`);
 //! - `queue_length`: the largest egress queues, drawn at every sampling
 //!   instant with 0 where the queue was empty (`queues.csv` lists only
@@ -198,8 +198,8 @@ fn panel_grid(n: usize) -> (usize, usize) {
     (n.div_ceil(cols).max(1), cols)
 }
 
-/// Small multiples: one panel per series on shared axes, so each flow's
-/// story reads on its own (eight flows taking turns under PFC are a
+/// Small multiples: one panel per series on a shared rate axis, so each
+/// flow's story reads on its own (eight flows taking turns under PFC are a
 /// tangle on one chart), and the panels compare at a glance.
 fn draw_panels<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
@@ -219,10 +219,13 @@ fn draw_panels<DB: DrawingBackend>(
         .map_err(e)?;
         return root.present().map_err(e);
     }
-    let (x0, x1, y1) = bounds(series.iter().flat_map(|(_, v)| v.iter()));
+    // One rate scale for all; each panel spans its own flow's lifetime (in
+    // a big run a 5 KB flow and an 18 MB one differ by 1000× in duration).
+    let (_, _, y1) = bounds(series.iter().flat_map(|(_, v)| v.iter()));
     let areas = root.split_evenly((rows, cols));
     for (i, ((name, pts), area)) in series.iter().zip(&areas).enumerate() {
         let c = colour(i);
+        let (x0, x1, _) = bounds(pts.iter());
         let bottom = i + cols >= series.len();
         let mut chart = ChartBuilder::on(area)
             .caption(name, ("sans-serif", 13))
@@ -232,8 +235,10 @@ fn draw_panels<DB: DrawingBackend>(
             .build_cartesian_2d(x0..x1, 0.0..y1 * 1.05)
             .map_err(e)?;
         let mut mesh = chart.configure_mesh();
-        mesh.x_labels(5)
+        mesh.x_labels(if cols > 2 { 3 } else { 5 })
+            .x_label_formatter(&|x| format!("{x:.0}"))
             .y_labels(4)
+            .y_label_formatter(&|y| format!("{y:.0}"))
             .light_line_style(WHITE)
             .y_desc("Gb/s")
             .label_style(("sans-serif", 11));
@@ -244,6 +249,12 @@ fn draw_panels<DB: DrawingBackend>(
         chart
             .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
             .map_err(e)?;
+        if pts.len() <= 3 {
+            // Too short for a line: show the samples themselves.
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))
+                .map_err(e)?;
+        }
     }
     root.present().map_err(e)
 }
@@ -332,7 +343,14 @@ fn goodput_series(r: &Report, window: Ps) -> Series {
         per.entry(f).or_default().push((t, b));
     }
     per.into_iter()
-        .map(|(f, v)| {
+        .map(|(f, mut v)| {
+            // Nothing is delivered before the flow starts: with that point a
+            // flow shorter than one sample still gets its rate.
+            if let Some(fl) = r.flows.get(f as usize)
+                && v.first().is_some_and(|&(t, _)| t > fl.start)
+            {
+                v.insert(0, (fl.start, 0));
+            }
             let mut j = 0;
             let pts = (1..v.len())
                 .map(|i| {
