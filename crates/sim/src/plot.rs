@@ -219,13 +219,23 @@ fn draw_panels<DB: DrawingBackend>(
         .map_err(e)?;
         return root.present().map_err(e);
     }
-    // One rate scale for all; each panel spans its own flow's lifetime (in
-    // a big run a 5 KB flow and an 18 MB one differ by 1000× in duration).
-    let (_, _, y1) = bounds(series.iter().flat_map(|(_, v)| v.iter()));
+    // One rate scale for all. One time axis too when the flows overlap
+    // (an incast); else each panel spans its own flow's lifetime (in a big
+    // run a 5 KB flow and an 18 MB one differ by 1000× in duration).
+    let (u0, u1, y1) = bounds(series.iter().flat_map(|(_, v)| v.iter()));
+    let shared_x = series.iter().all(|(_, v)| {
+        let (a, b, _) = bounds(v.iter());
+        b - a >= (u1 - u0) / 3.0
+    });
     let areas = root.split_evenly((rows, cols));
     for (i, ((name, pts), area)) in series.iter().zip(&areas).enumerate() {
         let c = colour(i);
-        let (x0, x1, _) = bounds(pts.iter());
+        let (x0, x1) = if shared_x {
+            (u0, u1)
+        } else {
+            let (a, b, _) = bounds(pts.iter());
+            (a, b)
+        };
         let bottom = i + cols >= series.len();
         let mut chart = ChartBuilder::on(area)
             .caption(name, ("sans-serif", 13))
