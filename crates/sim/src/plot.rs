@@ -1016,6 +1016,43 @@ mod tests {
     }
 
     #[test]
+    fn a_run_gets_every_plot() {
+        let src = "[topology]\nkind = \"star\"\nhosts = 4\n[switch]\nbuffer_kb = 200\n\
+                   [[workload]]\nkind = \"incast\"\ndst = 0\nsize = 200000\n\
+                   [output]\nsample_us = 2\n";
+        let sc = crate::scenario::Scenario::parse(src, "t.toml", Path::new("."), None).unwrap();
+        let mut sim = crate::Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
+        sim.run();
+        let r = sim.report();
+        assert!(r.counters.pfc_xoff_tx > 0, "the incast should pause");
+        let dir = tempfile::tempdir().unwrap();
+        let files = write_plots(&r, dir.path()).unwrap();
+        for stem in [
+            "slowdown_cdf",
+            "slowdown_by_size",
+            "flow_throughput",
+            "queue_length",
+            "pfc_pauses",
+            "busiest_links",
+        ] {
+            for ext in ["png", "svg"] {
+                let f = dir.path().join(format!("{stem}.{ext}"));
+                assert!(files.contains(&f), "{stem}.{ext} not reported");
+                let len = std::fs::metadata(&f).unwrap().len();
+                assert!(len > 5_000, "{stem}.{ext} is {len} bytes");
+            }
+        }
+        // The three senders' goodput: one panel each.
+        let svg = std::fs::read_to_string(dir.path().join("flow_throughput.svg")).unwrap();
+        for f in 0..3 {
+            assert!(
+                svg.contains(&format!("flow {f}: h")),
+                "no panel for flow {f}"
+            );
+        }
+    }
+
+    #[test]
     fn goodput_is_a_trailing_window_average() {
         let us10 = 10 * crate::PS_PER_US;
         // 12,500 bytes per 10 µs = 10 Gb/s, then a stall.

@@ -298,7 +298,10 @@ impl Sweep {
         let base = Value::Table(base);
         let mut keys = Vec::new();
         let mut values = Vec::new();
-        for (key, v) in f.grid {
+        // Sorted explicitly: toml's table order depends on a cargo feature.
+        let mut grid: Vec<(String, Value)> = f.grid.into_iter().collect();
+        grid.sort_by(|a, b| a.0.cmp(&b.0));
+        for (key, v) in grid {
             let key_err = |msg: String| SweepError::Key {
                 file: file.to_string(),
                 key: key.clone(),
