@@ -3,7 +3,10 @@
 //! `roce sim SCENARIO.toml [--out DIR] [--seed N]` runs a scenario and
 //! writes fct.csv, summary.json, queues.csv, pfc.csv and plots into DIR;
 //! `roce sim --hpcc-config CONFIG.txt` runs an experiment written for the
-//! HPCC ns-3 simulator and also writes its FCT and PFC files.
+//! HPCC ns-3 simulator and also writes its FCT and PFC files;
+//! `roce sim sweep SWEEP.toml --out DIR` runs a grid of scenarios (sharded
+//! by `--shard I/N` or a Slurm / Kubernetes job array) and
+//! `roce sim collect DIR… --out DIR` merges the shards (`roce_sim::sweep`).
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -22,7 +25,10 @@ macro_rules! say {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    #[command(subcommand)]
+    pub cmd: Option<SimCmd>,
     /// Scenario file (TOML; see scenarios/README.md).
     pub scenario: Option<PathBuf>,
     /// Output directory (default: out/sim/<scenario name>).
@@ -39,7 +45,52 @@ pub struct SimArgs {
     pub no_plots: bool,
 }
 
+/// `roce sim sweep` and `roce sim collect`.
+#[derive(Debug, clap::Subcommand)]
+pub enum SimCmd {
+    /// Run a sweep: a base scenario × a grid of overrides × seeds (see scenarios/sweep/README.md).
+    Sweep(SweepArgs),
+    /// Merge the tables of sweep shards into one sweep.csv and its plots.
+    Collect {
+        /// Folders holding sweep-shard-*.csv (or sweep.csv) files.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where the merged sweep.csv and plots go.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Sweep file (TOML).
+    pub sweep: PathBuf,
+    /// Output directory: one run-NNNNN folder per run, and sweep.csv.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Runs at once (default: every core this process may use).
+    #[arg(short = 'j', long)]
+    pub jobs: Option<usize>,
+    /// Run only slice I of N (I from 0). Without it, a Slurm array task
+    /// (SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT) or a Kubernetes Indexed
+    /// Job pod (JOB_COMPLETION_INDEX, with ROCE_SWEEP_SHARDS = completions)
+    /// runs its own slice.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// Skip each run's own plots (the comparison plots are still drawn).
+    #[arg(long)]
+    pub no_plots: bool,
+    /// List the runs (index, parameters, seed, shard) without running them.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
 pub fn run(args: SimArgs) -> Result<()> {
+    match args.cmd {
+        Some(SimCmd::Sweep(a)) => return sweep(a),
+        Some(SimCmd::Collect { dirs, out }) => return collect(&dirs, &out),
+        None => {}
+    }
     if let Some(cfg) = &args.hpcc_config {
         return run_hpcc(cfg, args.out.as_deref(), args.seed, !args.no_plots);
     }
@@ -206,5 +257,119 @@ pub fn demo_section(out: &Path) -> Result<()> {
         s.pfc_pause_frames,
         s.drops
     );
+    Ok(())
+}
+
+fn sweep(a: SweepArgs) -> Result<()> {
+    use roce_sim::sweep::{self, Shard, Sweep};
+    let sw = Sweep::load(&a.sweep)?;
+    let shard = match &a.shard {
+        Some(s) => Shard::parse(s)?,
+        None => Shard::from_env(|k| std::env::var(k).ok())?.unwrap_or(Shard::ALL),
+    };
+    let all = sw.runs();
+    let mine = all.iter().filter(|r| shard.owns(r.index)).count();
+    if a.dry_run {
+        for r in &all {
+            let params: Vec<String> = r
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={}", sweep::value_label(v)))
+                .collect();
+            let seed = r.seed.map_or("(base)".to_string(), |s| s.to_string());
+            let owner = r.index % shard.count;
+            say!(
+                "{} {} seed={seed} shard {owner}/{}{}",
+                r.dir_name(),
+                params.join(" "),
+                shard.count,
+                if shard.owns(r.index) { " *" } else { "" }
+            );
+        }
+        say!(
+            "{} runs; shard {}/{} runs {mine} of them (marked *)",
+            all.len(),
+            shard.index,
+            shard.count
+        );
+        return Ok(());
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    say!(
+        "sweep {}: {} runs, shard {}/{} runs {mine} on {jobs} threads into {}",
+        sw.file,
+        all.len(),
+        shard.index,
+        shard.count,
+        a.out.display()
+    );
+    let bar = ProgressBar::new(mine as u64);
+    let tty = std::io::stderr().is_terminal();
+    if tty {
+        bar.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+    } else {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let failed = std::sync::atomic::AtomicUsize::new(0);
+    let opts = sweep::Options {
+        jobs,
+        shard,
+        run_plots: !a.no_plots,
+    };
+    let outcomes = sweep::execute(&sw, &a.out, &opts, &|o| {
+        if let Err(e) = &o.result {
+            let n = failed.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+            bar.set_message(format!("{n} failed"));
+            bar.suspend(|| eprintln!("roce: {} failed: {e}", o.run.dir_name()));
+        }
+        bar.inc(1);
+        if !tty {
+            // A batch job's log: one line per run instead of a bar.
+            say!(
+                "{} {} ({}/{mine}, {:.1} s)",
+                o.run.dir_name(),
+                if o.result.is_ok() { "done" } else { "failed" },
+                bar.position(),
+                o.wall_seconds
+            );
+        }
+    });
+    bar.finish_and_clear();
+    let table = sweep::Table::of(&sw.keys, &outcomes);
+    if shard.count == 1 {
+        for f in sweep::write_results(&table, &a.out)? {
+            say!("wrote {}", f.display());
+        }
+    } else {
+        let f = a.out.join(shard.table_name());
+        table.write(&f)?;
+        say!("wrote {}", f.display());
+        say!(
+            "when every shard is done: roce sim collect {} --out {}",
+            a.out.display(),
+            a.out.display()
+        );
+    }
+    let failed = failed.into_inner();
+    say!("{} runs, {} failed", outcomes.len(), failed);
+    Ok(())
+}
+
+fn collect(dirs: &[PathBuf], out: &Path) -> Result<()> {
+    let (table, written, missing) = roce_sim::sweep::collect(dirs, out)?;
+    for m in &missing {
+        eprintln!("roce: warning: {m} is missing: its runs are not in the table");
+    }
+    for f in written {
+        say!("wrote {}", f.display());
+    }
+    say!("{} runs collected", table.rows.len());
     Ok(())
 }

@@ -6,8 +6,9 @@
 //! flow control), [`ecn`] (RED marking), [`ecmp`] (multipath hashing),
 //! [`topology`] (graphs and routing), [`workload`] (flows and generators),
 //! [`sim`] (hosts, switches and the loop), [`metrics`] (results and files),
-//! [`scenario`] (the TOML schema) and [`hpcc`] (the HPCC ns-3 simulator's
-//! input and output formats).
+//! [`scenario`] (the TOML schema), [`sweep`] (grids of scenarios, sharded
+//! across machines), [`plot`] (the figures of a run) and [`hpcc`] (the HPCC
+//! ns-3 simulator's input and output formats).
 
 pub mod cc;
 pub mod ecmp;
@@ -25,6 +26,7 @@ pub mod qlen;
 pub mod scenario;
 pub mod sim;
 pub mod stall;
+pub mod sweep;
 pub mod topology;
 pub mod workload;
 

@@ -1,5 +1,7 @@
 //! What a run measured, and the files it is written to: `fct.csv`,
-//! `summary.json`, `queues.csv`, `pfc.csv`.
+//! `summary.json`, `queues.csv`, `pfc.csv`, `flow_goodput.csv`. Every CSV
+//! goes through the `csv` crate, so a node name with a comma or a quote
+//! stays one field.
 //!
 //! Slowdown is FCT divided by the ideal FCT of the same flow alone on the
 //! fabric (see [`crate::sim::ideal_fct`]), the normalisation used by pFabric,
@@ -127,6 +129,12 @@ pub struct Report {
     pub qlen_mon: Option<String>,
     /// The §5.9 table, when hosts ran with a profile.
     pub host_path: Option<crate::host::PathTable>,
+    /// The sampling interval of `queues` and `flow_progress` (0: none).
+    /// A queue absent from a sample was empty then.
+    pub sample: Ps,
+    /// Most rows kept in `queues` and `pfc`: a log that long was cut short,
+    /// so an absent queue after its last row is unknown, not empty.
+    pub max_rows: usize,
 }
 
 /// Percentiles of one group of flows.
@@ -260,21 +268,45 @@ impl Report {
         }
     }
 
-    fn host_name(&self, h: u32) -> &str {
+    /// The name of host `h` (an index into the hosts).
+    pub fn host_name(&self, h: u32) -> &str {
         self.host_nodes
             .get(h as usize)
             .and_then(|&n| self.node_names.get(n as usize))
             .map_or("?", |s| s.as_str())
     }
 
+    /// The node at the other end of `node`'s port `port`.
+    pub fn peer_name(&self, node: u32, port: u16) -> &str {
+        self.ports
+            .iter()
+            .find(|p| p.node == node && p.port == port)
+            .and_then(|p| self.node_names.get(p.peer as usize))
+            .map_or("?", |s| s.as_str())
+    }
+
+    fn node_name(&self, node: u32) -> &str {
+        self.node_names
+            .get(node as usize)
+            .map_or("?", |s| s.as_str())
+    }
+
     /// `fct.csv`: one row per flow, times in ns.
     pub fn write_fct_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
-        writeln!(
-            w,
-            "flow_id,src,dst,size_bytes,start_ns,finish_ns,fct_ns,ideal_fct_ns,slowdown,status"
-        )?;
+        let mut w = csv_writer(w);
+        w.write_record([
+            "flow_id",
+            "src",
+            "dst",
+            "size_bytes",
+            "start_ns",
+            "finish_ns",
+            "fct_ns",
+            "ideal_fct_ns",
+            "slowdown",
+            "status",
+        ])?;
         for f in &self.flows {
-            let ns = |p: Ps| format!("{:.3}", p as f64 / 1e3);
             let (finish, fct, sd) = match (f.finish, f.fct(), f.slowdown()) {
                 (Some(a), Some(b), Some(s)) => (ns(a), ns(b), format!("{s:.4}")),
                 _ => (String::new(), String::new(), String::new()),
@@ -284,66 +316,97 @@ impl Report {
                 (Some(_), true) => "ok",
                 (Some(_), false) => "failed",
             };
-            writeln!(
-                w,
-                "{},{},{},{},{},{},{},{},{},{}",
-                f.id,
+            w.write_record([
+                f.id.to_string().as_str(),
                 self.host_name(f.src),
                 self.host_name(f.dst),
-                f.size,
-                ns(f.start),
-                finish,
-                fct,
-                ns(f.ideal),
-                sd,
-                status
-            )?;
+                &f.size.to_string(),
+                &ns(f.start),
+                &finish,
+                &fct,
+                &ns(f.ideal),
+                &sd,
+                status,
+            ])?;
         }
-        Ok(())
+        w.flush()
     }
 
-    /// `queues.csv`: sampled egress queue bytes per switch port and priority.
+    /// `queues.csv`: sampled egress queue bytes per switch port and
+    /// priority; a queue absent at a sampling instant was empty.
     pub fn write_queues_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
-        writeln!(w, "time_ns,switch,port,peer,prio,bytes")?;
-        let peer = |node: u32, port: u16| {
-            self.ports
-                .iter()
-                .find(|p| p.node == node && p.port == port)
-                .map_or("?", |p| self.node_names[p.peer as usize].as_str())
-        };
+        let mut w = csv_writer(w);
+        w.write_record(["time_ns", "switch", "port", "peer", "prio", "bytes"])?;
         for s in &self.queues {
-            writeln!(
-                w,
-                "{:.3},{},{},{},{},{}",
-                s.time as f64 / 1e3,
-                self.node_names[s.node as usize],
-                s.port,
-                peer(s.node, s.port),
-                s.prio,
-                s.bytes
-            )?;
+            w.write_record([
+                ns(s.time).as_str(),
+                self.node_name(s.node),
+                &s.port.to_string(),
+                self.peer_name(s.node, s.port),
+                &s.prio.to_string(),
+                &s.bytes.to_string(),
+            ])?;
         }
-        Ok(())
+        w.flush()
     }
 
     /// `pfc.csv`: every PFC happening, time-ordered.
     pub fn write_pfc_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
-        writeln!(w, "time_ns,node,port,prio,event")?;
+        let mut w = csv_writer(w);
+        w.write_record(["time_ns", "node", "port", "prio", "event"])?;
         for e in &self.pfc {
-            writeln!(
-                w,
-                "{:.3},{},{},{},{}",
-                e.time as f64 / 1e3,
-                self.node_names[e.node as usize],
-                e.port,
-                e.prio,
-                e.what
-            )?;
+            w.write_record([
+                ns(e.time).as_str(),
+                self.node_name(e.node),
+                &e.port.to_string(),
+                &e.prio.to_string(),
+                e.what,
+            ])?;
         }
-        Ok(())
+        w.flush()
     }
 
-    /// Writes fct.csv, queues.csv, pfc.csv and summary.json into `dir`
+    /// `flow_goodput.csv`: the raw samples behind the goodput plot, one row
+    /// per traced flow per sampling instant: bytes delivered so far, and
+    /// the goodput over the interval since the flow's previous sample.
+    pub fn write_goodput_csv(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let mut w = csv_writer(w);
+        w.write_record([
+            "time_ns",
+            "flow_id",
+            "src",
+            "dst",
+            "delivered_bytes",
+            "gbps",
+        ])?;
+        let mut last: std::collections::HashMap<u32, (Ps, u64)> = Default::default();
+        for &(t, f, b) in &self.flow_progress {
+            let gbps = match last.insert(f, (t, b)) {
+                Some((t0, b0)) if t > t0 => {
+                    format!(
+                        "{:.3}",
+                        (b - b0) as f64 * 8.0 / ((t - t0) as f64 / 1e12) / 1e9
+                    )
+                }
+                _ => String::new(),
+            };
+            let (src, dst) = self.flows.get(f as usize).map_or(("?", "?"), |fl| {
+                (self.host_name(fl.src), self.host_name(fl.dst))
+            });
+            w.write_record([
+                ns(t).as_str(),
+                &f.to_string(),
+                src,
+                dst,
+                &b.to_string(),
+                &gbps,
+            ])?;
+        }
+        w.flush()
+    }
+
+    /// Writes fct.csv, queues.csv, pfc.csv, flow_goodput.csv and
+    /// summary.json into `dir`
     /// (and pfc.pcap when PFC frames were captured).
     pub fn write_all(&self, dir: &Path, wall_seconds: f64) -> std::io::Result<Summary> {
         std::fs::create_dir_all(dir)?;
@@ -360,6 +423,9 @@ impl Report {
         f.flush()?;
         let mut f = open("pfc.csv")?;
         self.write_pfc_csv(&mut f)?;
+        f.flush()?;
+        let mut f = open("flow_goodput.csv")?;
+        self.write_goodput_csv(&mut f)?;
         f.flush()?;
         let s = self.summary(wall_seconds);
         let mut f = open("summary.json")?;
@@ -378,9 +444,82 @@ impl Report {
     }
 }
 
+/// Picoseconds as nanoseconds with three decimals, as every CSV writes time.
+fn ns(p: Ps) -> String {
+    format!("{:.3}", p as f64 / 1e3)
+}
+
+/// A CSV writer over `w`: fields quoted only when they must be (a comma,
+/// quote or line break in a node name), so ordinary rows read as before.
+fn csv_writer<W: Write>(w: W) -> csv::Writer<W> {
+    csv::WriterBuilder::new().from_writer(w)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_names_with_commas_and_quotes_stay_one_field() {
+        let r = Report {
+            now: 2_000_000,
+            events: 0,
+            counters: Counters::default(),
+            flows: vec![FlowResult {
+                id: 0,
+                src: 0,
+                dst: 1,
+                size: 1000,
+                start: 0,
+                finish: Some(1_500_000),
+                ideal: 1_000_000,
+                ok: true,
+                sport: 1,
+            }],
+            ports: Vec::new(),
+            pfc: vec![PfcEvent {
+                time: 1_000,
+                node: 2,
+                port: 1,
+                prio: 3,
+                what: "xoff_tx",
+            }],
+            queues: Vec::new(),
+            flow_progress: vec![(0, 0, 0), (1_000_000, 0, 1000)],
+            pfc_frames: Vec::new(),
+            node_names: vec!["rack 1, host \"a\"".into(), "b".into(), "sw,1".into()],
+            host_nodes: vec![0, 1],
+            sample: 1_000_000,
+            max_rows: 10,
+            qlen_mon: None,
+            host_path: None,
+        };
+        let mut out = Vec::new();
+        r.write_fct_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("0,\"rack 1, host \"\"a\"\"\",b,1000,"),
+            "{text}"
+        );
+        let mut rd = csv::Reader::from_reader(text.as_bytes());
+        let row = rd.records().next().unwrap().unwrap();
+        assert_eq!(row.len(), 10);
+        assert_eq!(&row[1], "rack 1, host \"a\"");
+        let mut out = Vec::new();
+        r.write_pfc_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(
+            text,
+            "time_ns,node,port,prio,event\n1.000,\"sw,1\",1,3,xoff_tx\n"
+        );
+        let mut out = Vec::new();
+        r.write_goodput_csv(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with("1000.000,0,\"rack 1, host \"\"a\"\"\",b,1000,8.000\n"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn nearest_rank() {

@@ -1576,6 +1576,8 @@ impl Simulator {
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
             qlen_mon: self.qlen.clone().map(QlenMonitor::finish),
             host_path: self.host_path_table(),
+            sample: self.cfg.sample,
+            max_rows: self.cfg.max_rows,
         }
     }
 }

@@ -49,7 +49,7 @@ sample_us = 1
     );
     let sc = Scenario::parse(&src, "cc_family.toml", Path::new("."), None).unwrap();
     let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
-    sim.run();
+    sim.run().expect("the run finishes every flow");
     sim.report()
 }
 
