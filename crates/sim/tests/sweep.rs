@@ -14,7 +14,7 @@ fn scenarios() -> PathBuf {
 fn small_sweep(dir: &Path) -> Sweep {
     let base = scenarios().join("incast.toml");
     let src = format!(
-        "base = {:?}\nseeds = [1, 2]\n[grid]\n\"cc.algorithm\" = [\"none\", \"hpcc\", \"timely\"]\n\"workload.0.size\" = [20000, 60000]\n",
+        "base = {:?}\nseeds = [1, 2]\n[grid]\n\"cc.algorithm\" = [\"none\", \"hpcc\", \"cubic\"]\n\"workload.0.size\" = [20000, 60000]\n",
         base.display().to_string()
     );
     let f = dir.join("s.toml");
@@ -81,7 +81,7 @@ fn shards_collected_equal_the_whole_sweep() {
         col("finished"),
     );
     for r in &whole.rows {
-        if r[alg] == "timely" {
+        if r[alg] == "cubic" {
             assert_eq!(r[status], "error");
             assert!(
                 r[error].starts_with("cc.algorithm: expected"),
