@@ -17,7 +17,7 @@
 //! opts.iters = Some(1000);
 //! let report = roce_perf::loopback(&opts)?;
 //! println!("{:.2} Gb/s", report.results[0].bw_gbps.unwrap_or(0.0));
-//! # Ok::<(), anyhow::Error>(())
+//! # Ok::<(), roce_perf::Error>(())
 //! ```
 
 pub mod ext;
@@ -30,7 +30,9 @@ pub mod wire;
 pub use results::{Baseline, Latency, Report, SideProfiles, SizeResult};
 pub use roce_verbs::EXCHANGE_PORT;
 
-use anyhow::{Context as _, Result, anyhow, bail};
+mod error;
+use error::fail;
+pub use error::{Error, Result};
 use roce_verbs::*;
 use serde::{Deserialize, Serialize};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
@@ -164,18 +166,22 @@ impl Options {
         self.inline_size.get_or_insert(default_inline(test));
         self.mtu.map(mtu_of).transpose()?;
         if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
-            bail!("-q, -t and --cq-mod must be at least 1");
+            fail!(Usage, "-q, -t and --cq-mod must be at least 1");
         }
         if self.baseline && !self.loopback {
-            bail!(
+            fail!(
+                Usage,
                 "--baseline measures loopback TCP and UDP beside the test; use it with --loopback"
             );
         }
         if self.duration.is_some() && test.kind == Kind::Lat {
-            bail!("-D/--duration is for bandwidth tests; latency tests take -n/--iters");
+            fail!(
+                Usage,
+                "-D/--duration is for bandwidth tests; latency tests take -n/--iters"
+            );
         }
         if self.loopback && self.server.is_some() {
-            bail!("--loopback runs both sides; give no SERVER");
+            fail!(Usage, "--loopback runs both sides; give no SERVER");
         }
         Ok(test)
     }
@@ -203,20 +209,25 @@ pub struct Test {
 
 impl Test {
     pub fn parse(s: &str) -> Result<Test> {
-        let (v, k) = s
-            .split_once(['_', '-'])
-            .ok_or_else(|| anyhow!("unknown test {s:?}: expected e.g. write_bw or read_lat"))?;
+        let (v, k) = s.split_once(['_', '-']).ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown test {s:?}: expected e.g. write_bw or read_lat"
+            ))
+        })?;
         let verb = match v {
             "send" => Verb::Send,
             "write" => Verb::Write,
             "read" => Verb::Read,
             "atomic" => Verb::Atomic,
-            _ => bail!("unknown test {s:?}: the verb is one of send, write, read, atomic"),
+            _ => fail!(
+                Usage,
+                "unknown test {s:?}: the verb is one of send, write, read, atomic"
+            ),
         };
         let kind = match k {
             "bw" => Kind::Bw,
             "lat" => Kind::Lat,
-            _ => bail!("unknown test {s:?}: the kind is bw or lat"),
+            _ => fail!(Usage, "unknown test {s:?}: the kind is bw or lat"),
         };
         Ok(Test { verb, kind })
     }
@@ -275,7 +286,10 @@ impl Server {
                 .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V4),
             opts.port,
         ))
-        .with_context(|| format!("listening on TCP port {}", opts.port))?;
+        .map_err(|e| Error::Io {
+            what: format!("listening on TCP port {}", opts.port),
+            source: e,
+        })?;
         Ok(Server {
             opts,
             test,
@@ -284,7 +298,10 @@ impl Server {
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
-        Ok(self.listener.local_addr()?)
+        self.listener.local_addr().map_err(|source| Error::Io {
+            what: "the listening socket".into(),
+            source,
+        })
     }
 
     pub fn test(&self) -> Test {
@@ -305,7 +322,7 @@ pub fn client(opts: &Options) -> Result<Report> {
     let server = opts
         .server
         .clone()
-        .ok_or_else(|| anyhow!("a client needs a SERVER to connect to"))?;
+        .ok_or_else(|| Error::Usage("a client needs a SERVER to connect to".into()))?;
     let mut r = session::client(&opts, test, &server, opts.bind)?;
     r.analyze(&opts);
     Ok(r)
@@ -320,19 +337,27 @@ pub fn loopback(opts: &Options) -> Result<Report> {
     let test = args.check()?;
     let server_ip = Ipv4Addr::new(127, 0, 0, 1);
     let client_ip = Ipv4Addr::new(127, 0, 0, 2);
-    let listener = TcpListener::bind((server_ip, 0)).context("listening on 127.0.0.1")?;
-    let port = listener.local_addr()?.port();
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| Error::Io { what, source }
+    };
+    let listener = TcpListener::bind((server_ip, 0)).map_err(io("listening on 127.0.0.1"))?;
+    let port = listener
+        .local_addr()
+        .map_err(io("listening on 127.0.0.1"))?
+        .port();
     let mut sargs = args.clone();
     sargs.pcap = None; // the client's capture holds the whole conversation
     sargs.seed = args.seed.wrapping_add(1);
     sargs.bind = Some(server_ip);
     let srv = std::thread::Builder::new()
         .name("perf-server".into())
-        .spawn(move || session::server(&sargs, test, &listener))?;
+        .spawn(move || session::server(&sargs, test, &listener))
+        .map_err(io("starting the server thread"))?;
     let report = session::client(&args, test, &format!("{server_ip}:{port}"), Some(client_ip));
     let served = srv
         .join()
-        .map_err(|_| anyhow!("the server thread panicked"))?;
+        .map_err(|_| Error::Run("the server thread panicked".into()))?;
     let mut report = report?;
     served?;
     if args.baseline || args.analyze {
@@ -371,8 +396,11 @@ pub(crate) fn sizes(args: &Options, t: Test) -> Vec<usize> {
 }
 
 pub(crate) fn mtu_of(bytes: u32) -> Result<Mtu> {
-    Mtu::from_bytes(bytes)
-        .ok_or_else(|| anyhow!("-m/--mtu {bytes}: the path MTU is 256, 512, 1024, 2048 or 4096"))
+    Mtu::from_bytes(bytes).ok_or_else(|| {
+        Error::Usage(format!(
+            "-m/--mtu {bytes}: the path MTU is 256, 512, 1024, 2048 or 4096"
+        ))
+    })
 }
 
 pub(crate) fn faults(args: &Options, seed: u64) -> Result<FaultConfig> {
@@ -384,7 +412,7 @@ pub(crate) fn faults(args: &Options, seed: u64) -> Result<FaultConfig> {
         ("ce-mark", args.ce_mark),
     ] {
         if !(0.0..=1.0).contains(&p) {
-            bail!("--{n} {p}: a probability is between 0 and 1");
+            fail!(Usage, "--{n} {p}: a probability is between 0 and 1");
         }
     }
     Ok(FaultConfig {

@@ -1,8 +1,7 @@
 //! The report: perftest's tables, or one JSON object.
 
 use crate::results::{Report, SizeResult, whole_round_trip};
-use crate::{Kind, Options, Test};
-use anyhow::Result;
+use crate::{Kind, Options, Result, Test};
 use std::fmt::Write as _;
 
 /// One line under the table: the kernel's figure and roce's ratio to it.

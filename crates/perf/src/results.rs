@@ -1,7 +1,7 @@
 //! What a run measured, per size, and the kernel's figure beside it.
 
+use crate::{Error, Result};
 use crate::{Kind, Test, Verb};
-use anyhow::{Context as _, Result};
 use roce_verbs::{Endpoint, StageProfile, Stats};
 use serde::Serialize;
 use std::time::Duration;
@@ -133,7 +133,10 @@ pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline
         Kind::Bw => {
             // As long as roce ran, within reason.
             let dur = Duration::from_secs_f64(r.seconds.clamp(0.5, 10.0));
-            let t = kernel::tcp_stream(r.size, dur).context("the TCP baseline")?;
+            let t = kernel::tcp_stream(r.size, dur).map_err(|source| Error::Io {
+                what: "the TCP baseline".into(),
+                source,
+            })?;
             Baseline {
                 kind: "tcp_stream",
                 tcp_gbps: Some(t.gbps()),
@@ -143,16 +146,23 @@ pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline
             }
         }
         Kind::Lat => {
-            let half = kernel::typical(
-                &kernel::udp_pingpong(r.size, r.iterations).context("the UDP baseline")?,
-            ) / 1000.0;
+            let half = kernel::typical(&kernel::udp_pingpong(r.size, r.iterations).map_err(
+                |source| Error::Io {
+                    what: "the UDP baseline".into(),
+                    source,
+                },
+            )?) / 1000.0;
             let whole = whole_round_trip(test);
             let udp = if whole { 2.0 * half } else { half };
             let shaped = if whole {
                 None
             } else {
-                let s = kernel::rc_shaped_pingpong(r.size, r.iterations)
-                    .context("the RC-shaped UDP baseline")?;
+                let s = kernel::rc_shaped_pingpong(r.size, r.iterations).map_err(|source| {
+                    Error::Io {
+                        what: "the RC-shaped UDP baseline".into(),
+                        source,
+                    }
+                })?;
                 Some(kernel::typical(&s) / 1000.0)
             };
             Baseline {

@@ -2,12 +2,13 @@
 //! and the measurement loops (perftest's `run_iter_bw` and `run_iter_lat_*`
 //! in shape).
 
+use crate::error::fail;
 use crate::ext::Msg;
 use crate::perftest::{BwReport, Gid, Keys};
 use crate::results::{Latency, Report, SideProfiles, SizeResult};
 use crate::wire::{Greeting, Wire};
 use crate::*;
-use anyhow::{Result, anyhow, bail};
+use crate::{Error, Result};
 use roce_verbs::*;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
@@ -40,7 +41,7 @@ fn open_ctx(ip: Ipv4Addr, args: &Options, cfg: EngineConfig) -> Result<Context> 
         Ok(c) => c,
         // Two stacks on one host cannot both own 4791: take a free port
         // unless the user asked for this one.
-        Err(Error::AddrInUse(_)) if udp_port.is_none() => {
+        Err(roce_verbs::Error::AddrInUse(_)) if udp_port.is_none() => {
             let c = Device::open_with(SocketAddr::new(IpAddr::V4(ip), 0), cfg)?;
             eprintln!(
                 "roce: note: UDP {addr} is in use; this side uses {} instead",
@@ -51,7 +52,8 @@ fn open_ctx(ip: Ipv4Addr, args: &Options, cfg: EngineConfig) -> Result<Context> 
         Err(e) => return Err(e.into()),
     };
     if let Some(x) = args.gid_index.filter(|&x| x != 0) {
-        bail!(
+        fail!(
+            Usage,
             "GID index {x} does not exist: this device's GID table holds one RoCEv2 GID, index 0 = {} (its IPv4 address, mapped)",
             std::net::Ipv6Addr::from(Gid::from_ip(IpAddr::V4(ip)).0)
         );
@@ -98,19 +100,22 @@ fn plain_peer(test: Test, args: &Options, ctx: &Context, hello: &Greeting) -> Re
             kind: Kind::Bw,
         })
     {
-        bail!(
+        fail!(
+            Unsupported,
             "the peer is perftest {v}, not roce perf: with a plain perftest peer roce follows perftest's sequence for write_bw only (so far); run roce perf on both sides for {}",
             test.name()
         );
     }
     if args.verify {
-        bail!(
+        fail!(
+            Unsupported,
             "--verify is roce's extension, and the peer is perftest {v}: run roce perf on both sides to verify"
         );
     }
     let port = ctx.local_addr().port();
     if port != ROCE_PORT {
-        bail!(
+        fail!(
+            Unsupported,
             "this side's engine is on UDP {port}, and a perftest peer sends to {ROCE_PORT} only: free UDP {ROCE_PORT} here (another RoCE stack holds it)"
         );
     }
@@ -224,9 +229,11 @@ pub(crate) fn client(
         Some(ip) => ip,
         None => match wire.local_addr().ip() {
             IpAddr::V4(v) => v,
-            IpAddr::V6(v) => v
-                .to_ipv4_mapped()
-                .ok_or_else(|| anyhow!("the connection to {server} is IPv6; give --bind IPV4"))?,
+            IpAddr::V6(v) => v.to_ipv4_mapped().ok_or_else(|| {
+                Error::Usage(format!(
+                    "the connection to {server} is IPv6; give --bind IPV4"
+                ))
+            })?,
         },
     };
     let sizes = sizes(args, test);
@@ -249,8 +256,8 @@ pub(crate) fn client(
         })?;
         match wire.recv::<Msg>()? {
             Msg::Welcome { udp_port } => (my_mtu, udp_port),
-            Msg::Refuse { why } => bail!("the server refused: {why}"),
-            m => bail!("unexpected reply from the server: {m:?}"),
+            Msg::Refuse { why } => fail!(Peer, "the server refused: {why}"),
+            m => fail!(Peer, "unexpected reply from the server: {m:?}"),
         }
     } else {
         plain_peer(test, args, &ctx, &hello)?;
@@ -281,8 +288,8 @@ pub(crate) fn client(
             wire.send(&Msg::Start { size, iters })?;
             match wire.recv::<Msg>()? {
                 Msg::Ready => {}
-                Msg::Refuse { why } => bail!("the server refused: {why}"),
-                m => bail!("unexpected message from the server: {m:?}"),
+                Msg::Refuse { why } => fail!(Peer, "the server refused: {why}"),
+                m => fail!(Peer, "unexpected message from the server: {m:?}"),
             }
         }
         let before = side.ctx.profile();
@@ -319,7 +326,7 @@ pub(crate) fn client(
                 counters,
                 profile,
             } => (verified, detail, counters, profile),
-            m => bail!("unexpected message from the server: {m:?}"),
+            m => fail!(Peer, "unexpected message from the server: {m:?}"),
         };
         server_counters = *counters;
         if mine.enabled {
@@ -401,7 +408,7 @@ pub(crate) fn spin_until(ctx: &Context, mut done: impl FnMut() -> Result<bool>) 
             let why = ctx
                 .last_send_error()
                 .map_or(String::new(), |e| format!(" (last send error: {e})"));
-            bail!("the peer stopped answering for {STALL:?}{why}");
+            fail!(Run, "the peer stopped answering for {STALL:?}{why}");
         }
     }
 }
@@ -438,7 +445,8 @@ pub(crate) fn wc_ok(wc: &Wc, ctx: &Context) -> Result<()> {
     let why = ctx
         .last_send_error()
         .map_or(String::new(), |e| format!(" (last send error: {e})"));
-    bail!(
+    fail!(
+        Run,
         "work request {:#x} completed with {}{why}",
         wc.wr_id,
         wc.status.name()
@@ -574,7 +582,10 @@ pub(crate) fn client_bw(
             }
             marks.push((now, completed));
         } else if now - last_progress > STALL {
-            bail!("no completion for {STALL:?}: the peer stopped answering");
+            fail!(
+                Run,
+                "no completion for {STALL:?}: the peer stopped answering"
+            );
         }
         if stopped && outstanding.iter().all(|&o| o == 0) {
             break;
@@ -712,7 +723,10 @@ pub(crate) fn client_lat(
                         u64::from_le_bytes(pattern(SERVER_SEED, 8).try_into().unwrap_or([0; 8]))
                             .wrapping_add(i);
                     if old != want {
-                        bail!("FETCH_AND_ADD {i} returned {old:#x}, expected {want:#x}");
+                        fail!(
+                            Run,
+                            "FETCH_AND_ADD {i} returned {old:#x}, expected {want:#x}"
+                        );
                     }
                 }
             }
@@ -742,9 +756,9 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         Some(ip) => ip,
         None => match wire.local_addr().ip() {
             IpAddr::V4(v) => v,
-            IpAddr::V6(v) => v
-                .to_ipv4_mapped()
-                .ok_or_else(|| anyhow!("the client connected over IPv6; give --bind IPV4"))?,
+            IpAddr::V6(v) => v.to_ipv4_mapped().ok_or_else(|| {
+                Error::Usage("the client connected over IPv6; give --bind IPV4".into())
+            })?,
         },
     };
     let cfg = engine_config(args, args.seed, args.pcap.clone())?;
@@ -763,11 +777,11 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                 udp_port,
                 ..
             } => (test, sizes, mtu, verify, qps, udp_port),
-            m => bail!("unexpected first message from the client: {m:?}"),
+            m => fail!(Peer, "unexpected first message from the client: {m:?}"),
         };
         let refuse = |wire: &mut Wire, why: String| -> Result<String> {
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
-            bail!("refused the client: {why}")
+            fail!(Peer, "refused the client: {why}")
         };
         if ctest != test {
             return refuse(
@@ -782,7 +796,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         if let Some(mine) = args.mtu.filter(|&m| m != cmtu) {
             return refuse(
                 &mut wire,
-                Error::MtuMismatch {
+                roce_verbs::Error::MtuMismatch {
                     local: mine,
                     remote: cmtu,
                 }
@@ -869,12 +883,12 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         let (size, iters) = match wire.recv::<Msg>()? {
             Msg::Start { size, iters } => (size, iters),
             Msg::Finish => break,
-            m => bail!("unexpected message from the client: {m:?}"),
+            m => fail!(Peer, "unexpected message from the client: {m:?}"),
         };
         if size > max {
             let why = format!("size {size} exceeds the announced {max}");
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
-            bail!("refused the client: {why}");
+            fail!(Peer, "refused the client: {why}");
         }
         side.mr.write(0, &pattern(SERVER_SEED, 2 * size))?;
         let recv = |id| RecvWr {
@@ -965,7 +979,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                         break;
                     }
                     if stall.idle_too_long(work) {
-                        bail!("the client stopped for {STALL:?}");
+                        fail!(Run, "the client stopped for {STALL:?}");
                     }
                 }
             }
@@ -973,7 +987,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         let mine = side.ctx.profile().since(&before);
         let count = match wire.recv::<Msg>()? {
             Msg::Done { count, .. } => count,
-            m => bail!("unexpected message from the client: {m:?}"),
+            m => fail!(Peer, "unexpected message from the client: {m:?}"),
         };
         // SEND completions may trail the client's last completion by a hair.
         if test.verb == Verb::Send && test.kind == Kind::Bw {

@@ -19,26 +19,26 @@ pub enum Role {
 /// What went wrong on the connection.
 #[derive(Debug, thiserror::Error)]
 pub enum WireError {
-    #[error("{peer}: {why}")]
+    #[error("out-of-band exchange with {peer}: {why}")]
     Connect { peer: String, why: String },
-    #[error("exchange with {peer}, {step}: the peer closed the connection")]
+    #[error("out-of-band exchange with {peer}, {step}: the peer closed the connection")]
     Closed {
         peer: SocketAddr,
         step: &'static str,
     },
-    #[error("exchange with {peer}, {step}: {source}")]
+    #[error("out-of-band exchange with {peer}, {step}: {source}")]
     Io {
         peer: SocketAddr,
         step: &'static str,
         source: std::io::Error,
     },
-    #[error("exchange with {peer}, {step}: {source}")]
+    #[error("out-of-band exchange with {peer}, {step}: {source}")]
     Perftest {
         peer: SocketAddr,
         step: &'static str,
         source: PerftestError,
     },
-    #[error("exchange with {peer}: unexpected message ({why}): {line}")]
+    #[error("out-of-band exchange with {peer}: unexpected message ({why}): {line}")]
     Json {
         peer: SocketAddr,
         why: String,
