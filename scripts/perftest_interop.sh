@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# roce perf against perftest's ib_write_bw over Linux rxe, both ways.
+# roce perf against perftest's ib_write_bw and ib_read_bw over Linux rxe, both ways.
 #
 # Needs root, perftest (`apt-get install perftest`), the rdma_rxe module and
 # iproute2's `rdma` tool. It makes a veth pair in two network namespaces:
@@ -57,23 +57,25 @@ wait_listen() {
 }
 
 fail=0
-echo "== 1. ib_write_bw server (rxe0), roce perf client"
-ip netns exec roce-ib ib_write_bw -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F &
-srv=$!
-wait_listen roce-ib
-if ! ip netns exec roce-sw "$ROCE" perf write_bw 10.77.0.1 -s "$SIZE" -n "$ITERS"; then
-  echo "FAILED: roce perf client against ib_write_bw"; fail=1
-fi
-wait "$srv" || { echo "FAILED: ib_write_bw server exited non-zero"; fail=1; }
+for t in write read; do
+  echo "== ib_${t}_bw server (rxe0), roce perf client"
+  ip netns exec roce-ib "ib_${t}_bw" -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F &
+  srv=$!
+  wait_listen roce-ib
+  if ! ip netns exec roce-sw "$ROCE" perf "${t}_bw" 10.77.0.1 -s "$SIZE" -n "$ITERS"; then
+    echo "FAILED: roce perf ${t}_bw client against ib_${t}_bw"; fail=1
+  fi
+  wait "$srv" || { echo "FAILED: ib_${t}_bw server exited non-zero"; fail=1; }
 
-echo "== 2. roce perf server, ib_write_bw client (rxe0)"
-ip netns exec roce-sw "$ROCE" perf write_bw -s "$SIZE" &
-srv=$!
-wait_listen roce-sw
-if ! ip netns exec roce-ib ib_write_bw -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F 10.77.0.2; then
-  echo "FAILED: ib_write_bw client against roce perf"; fail=1
-fi
-wait "$srv" || { echo "FAILED: roce perf server exited non-zero"; fail=1; }
+  echo "== roce perf server, ib_${t}_bw client (rxe0)"
+  ip netns exec roce-sw "$ROCE" perf "${t}_bw" -s "$SIZE" &
+  srv=$!
+  wait_listen roce-sw
+  if ! ip netns exec roce-ib "ib_${t}_bw" -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F 10.77.0.2; then
+    echo "FAILED: ib_${t}_bw client against roce perf"; fail=1
+  fi
+  wait "$srv" || { echo "FAILED: roce perf ${t}_bw server exited non-zero"; fail=1; }
+done
 
-[ "$fail" = 0 ] && echo "OK: roce perf and ib_write_bw faced each other both ways"
+[ "$fail" = 0 ] && echo "OK: roce perf and ib_write_bw / ib_read_bw faced each other both ways"
 exit "$fail"

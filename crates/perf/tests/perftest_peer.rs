@@ -211,9 +211,15 @@ fn roce_serves_a_perftest_write_bw_client() {
     drop(r.ctx);
 }
 
-#[test]
-fn roce_client_runs_write_bw_against_a_perftest_server() {
-    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 63), Ipv4Addr::new(127, 0, 0, 64));
+/// roce perf's client against a passive perftest server (write_bw.c and
+/// read_bw.c share the server's sequence); returns the server's view: the
+/// client's GID, the report it got, and the first 64 KiB of its buffer,
+/// which it filled with 0x5a before the run.
+fn client_against_a_perftest_server(
+    test: &str,
+    sip: Ipv4Addr,
+    cip: Ipv4Addr,
+) -> (roce_perf::Report, Endpoint, u64, u64, f64, Vec<u8>) {
     let l = TcpListener::bind((sip, 0)).unwrap();
     let addr = l.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
@@ -223,19 +229,22 @@ fn roce_client_runs_write_bw_against_a_perftest_server() {
         };
         p.greet();
         let (r, qp) = rdma(sip);
+        r.mr.write(0, &[0x5a; 65536]).unwrap();
         let _drive = r.ctx.spawn_progress(false);
         let (_qp, remote, mine) = connect(&mut p, &r, qp, sip);
         // Passive until the client's sync, then its report.
         p.xchg(&mine);
-        let w: Vec<Vec<u8>> = (0..5).map(|_| p.xchg(&[0u8; 8])).collect();
+        let w: Vec<[u8; 8]> = (0..5)
+            .map(|_| p.xchg(&[0u8; 8]).try_into().unwrap())
+            .collect();
         p.xchg(&mine);
-        let size = u64::from_be_bytes(w[0].clone().try_into().unwrap());
-        let iters = u64::from_be_bytes(w[1].clone().try_into().unwrap());
-        let avg = f64::from_bits(u64::from_be_bytes(w[3].clone().try_into().unwrap()));
+        let size = u64::from_be_bytes(w[0]);
+        let iters = u64::from_be_bytes(w[1]);
+        let avg = f64::from_bits(u64::from_be_bytes(w[3]));
         let landed = r.mr.read(0, 65536).unwrap();
         (remote, size, iters, avg, landed)
     });
-    let mut o = Options::new("write_bw");
+    let mut o = Options::new(test);
     o.server = Some(addr.to_string());
     o.bind = Some(cip);
     o.mtu = Some(1024);
@@ -243,6 +252,14 @@ fn roce_client_runs_write_bw_against_a_perftest_server() {
     o.iters = Some(40);
     let report = roce_perf::client(&o).unwrap();
     let (remote, size, iters, avg, landed) = peer.join().unwrap();
+    (report, remote, size, iters, avg, landed)
+}
+
+#[test]
+fn roce_client_runs_write_bw_against_a_perftest_server() {
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 63), Ipv4Addr::new(127, 0, 0, 64));
+    let (report, remote, size, iters, avg, landed) =
+        client_against_a_perftest_server("write_bw", sip, cip);
     assert_eq!(report.peer_version, "6.29");
     assert_eq!(remote.ip, cip);
     assert_eq!((size, iters), (65536, 40));
@@ -256,9 +273,22 @@ fn roce_client_runs_write_bw_against_a_perftest_server() {
     assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, 65536));
 }
 
+#[test]
+fn roce_client_runs_read_bw_against_a_perftest_server() {
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 66), Ipv4Addr::new(127, 0, 0, 67));
+    let (report, _, size, iters, _, landed) = client_against_a_perftest_server("read_bw", sip, cip);
+    assert_eq!((size, iters), (65536, 40));
+    assert_eq!(report.results[0].iterations, 40);
+    assert_eq!(
+        landed,
+        vec![0x5a; 65536],
+        "READ leaves the server's buffer alone"
+    );
+}
+
 /// A "server" that says what the test gives it after a perftest greeting
 /// and reports what the roce client made of it.
-fn client_error(gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
+fn client_error(test: &str, gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let addr = l.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
@@ -270,7 +300,7 @@ fn client_error(gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
             }
         }
     });
-    let mut o = Options::new("write_bw");
+    let mut o = Options::new(test);
     o.server = Some(addr.to_string());
     // Its own loopback address, so UDP 4791 (which a perftest peer needs) is free.
     o.bind = Some(Ipv4Addr::new(127, 0, 0, 65));
@@ -290,11 +320,11 @@ fn v(s: &str, n: usize) -> Vec<u8> {
 #[test]
 fn a_peer_we_do_not_understand_is_one_clear_error() {
     // roce perf's old JSON exchange where the version string belongs.
-    let e = client_error(None, vec![v("{\"Hello\":{\"te", 16)]);
+    let e = client_error("write_bw", None, vec![v("{\"Hello\":{\"te", 16)]);
     assert!(e.contains("version string is not perftest's"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
     // A perftest older than 5.70 (perftest refuses it too).
-    let e = client_error(None, vec![v("5.3", 16)]);
+    let e = client_error("write_bw", None, vec![v("5.3", 16)]);
     assert!(e.contains("5.70 or newer"), "{e}");
     // A key message that is not KEY_PRINT_FMT_GID.
     let greet = vec![
@@ -305,16 +335,20 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     ];
     let mut steps = greet.clone();
     steps.push(v("0000:0010:000011:abcdef:00001234", 108));
-    let e = client_error(None, steps);
+    let e = client_error("write_bw", None, steps);
     assert!(e.contains("key message is not perftest's"), "{e}");
     assert!(e.contains("23 ':'-terminated fields"), "{e}");
     // An MTU message that is not an ibv_mtu.
     let mut steps = greet[..3].to_vec();
     steps.push(b"7\0".to_vec());
-    let e = client_error(None, steps);
+    let e = client_error("write_bw", None, steps);
     assert!(e.contains("MTU message is not perftest's"), "{e}");
+    // A test whose perftest sequence roce does not follow with a plain peer.
+    let e = client_error("send_bw", None, greet.clone());
+    assert!(e.contains("write_bw, read_bw and atomic_bw only"), "{e}");
+    assert!(e.contains("run roce perf on both sides for send_bw"), "{e}");
     // A GID index this device does not have.
-    let e = client_error(Some(3), vec![]);
+    let e = client_error("write_bw", Some(3), vec![]);
     assert!(e.contains("GID index 3 does not exist"), "{e}");
     assert!(e.contains("::ffff:127.0.0.65"), "{e}");
 }
