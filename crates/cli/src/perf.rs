@@ -163,12 +163,18 @@ pub fn run(args: PerfArgs) -> Result<()> {
                 server.local_addr()?
             );
         }
-        let summary = server.serve()?;
+        let served = server.serve()?;
+        for n in &served.notes {
+            eprintln!("roce: note: {n}");
+        }
         if !opts.json {
-            eprintln!("{summary}");
+            eprintln!("{}", served.summary);
         }
         return Ok(());
     };
+    for n in &report.notes {
+        eprintln!("roce: note: {n}");
+    }
     print!("{}", report.render(&opts)?);
     if report.verified(&opts) == Some(false) {
         bail!("data verification failed");

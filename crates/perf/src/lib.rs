@@ -27,7 +27,7 @@ mod results;
 mod session;
 pub mod wire;
 
-pub use results::{Baseline, Latency, Report, SideProfiles, SizeResult};
+pub use results::{Baseline, Latency, Report, Served, SideProfiles, SizeResult};
 pub use roce_verbs::EXCHANGE_PORT;
 
 mod error;
@@ -309,8 +309,8 @@ impl Server {
     }
 
     /// Serves one client (a roce perf or a perftest `ib_*` client); returns
-    /// a one-line summary.
-    pub fn serve(&self) -> Result<String> {
+    /// its summary.
+    pub fn serve(&self) -> Result<Served> {
         session::server(&self.opts, self.test, &self.listener)
     }
 }
@@ -359,7 +359,8 @@ pub fn loopback(opts: &Options) -> Result<Report> {
         .join()
         .map_err(|_| Error::Run("the server thread panicked".into()))?;
     let mut report = report?;
-    served?;
+    let served = served?;
+    report.notes.splice(0..0, served.notes);
     if args.baseline || args.analyze {
         for r in &mut report.results {
             r.baseline = results::baseline_for(test, r)?;

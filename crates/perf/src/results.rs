@@ -176,6 +176,15 @@ pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline
     }))
 }
 
+/// What a server reports after serving one client.
+#[derive(Debug, Clone)]
+pub struct Served {
+    /// One line: the peer, the packets, the data check.
+    pub summary: String,
+    /// As [`Report::notes`].
+    pub notes: Vec<String>,
+}
+
 /// What the client measured, for the printer or the application.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -183,6 +192,9 @@ pub struct Report {
     /// The server's version string as perftest's exchange gave it (e.g.
     /// `5.70-roce1` for roce perf, `6.29` for an `ib_*` tool).
     pub peer_version: String,
+    /// What the caller should tell the user (e.g. an engine that moved off
+    /// UDP 4791 because another stack holds it), the server's first.
+    pub notes: Vec<String>,
     pub results: Vec<SizeResult>,
     pub local: Vec<Endpoint>,
     pub remote: Vec<Endpoint>,

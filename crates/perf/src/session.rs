@@ -5,7 +5,7 @@
 use crate::error::fail;
 use crate::ext::Msg;
 use crate::perftest::{BwReport, Gid, Keys};
-use crate::results::{Latency, Report, SideProfiles, SizeResult};
+use crate::results::{Latency, Report, Served, SideProfiles, SizeResult};
 use crate::wire::{Greeting, Wire};
 use crate::*;
 use crate::{Error, Result};
@@ -33,20 +33,22 @@ const OUT_READS: u16 = 4;
 
 /// Opens the engine on `ip` (UDP 4791, or a free port when 4791 is taken
 /// and the user did not ask for it).
-fn open_ctx(ip: Ipv4Addr, args: &Options, cfg: EngineConfig) -> Result<Context> {
+/// Returns the context and, when it moved off the port, a note saying so.
+fn open_ctx(ip: Ipv4Addr, args: &Options, cfg: EngineConfig) -> Result<(Context, Option<String>)> {
     let udp_port = args.udp_port;
     let port = udp_port.unwrap_or(ROCE_PORT);
     let addr = SocketAddr::new(IpAddr::V4(ip), port);
+    let mut note = None;
     let ctx = match Device::open_with(addr, cfg.clone()) {
         Ok(c) => c,
         // Two stacks on one host cannot both own 4791: take a free port
         // unless the user asked for this one.
         Err(roce_verbs::Error::AddrInUse(_)) if udp_port.is_none() => {
             let c = Device::open_with(SocketAddr::new(IpAddr::V4(ip), 0), cfg)?;
-            eprintln!(
-                "roce: note: UDP {addr} is in use; this side uses {} instead",
+            note = Some(format!(
+                "UDP {addr} is in use; this side uses {} instead",
                 c.local_addr()
-            );
+            ));
             c
         }
         Err(e) => return Err(e.into()),
@@ -58,7 +60,7 @@ fn open_ctx(ip: Ipv4Addr, args: &Options, cfg: EngineConfig) -> Result<Context> 
             std::net::Ipv6Addr::from(Gid::from_ip(IpAddr::V4(ip)).0)
         );
     }
-    Ok(ctx)
+    Ok((ctx, note))
 }
 
 /// Creates PD, CQ, one MR of `buf` bytes and `n` QPs in INIT.
@@ -239,7 +241,7 @@ pub(crate) fn client(
     let max = sizes.iter().copied().max().unwrap_or(8);
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
     let cfg = engine_config(args, args.seed, args.pcap.clone())?;
-    let ctx = open_ctx(ip, args, cfg)?;
+    let (ctx, note) = open_ctx(ip, args, cfg)?;
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
@@ -363,6 +365,7 @@ pub(crate) fn client(
     Ok(Report {
         test,
         peer_version: hello.version.text,
+        notes: note.into_iter().collect(),
         results,
         local,
         remote,
@@ -749,7 +752,7 @@ pub(crate) fn client_lat(
 }
 
 /// Serves one client; returns a one-line summary.
-pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Result<String> {
+pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Result<Served> {
     let mut wire = Wire::accept(listener)?;
     let ip = match args.bind {
         Some(ip) => ip,
@@ -761,7 +764,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         },
     };
     let cfg = engine_config(args, args.seed, args.pcap.clone())?;
-    let ctx = open_ctx(ip, args, cfg)?;
+    let (ctx, note) = open_ctx(ip, args, cfg)?;
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
@@ -778,7 +781,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             } => (test, sizes, mtu, verify, qps, udp_port),
             m => fail!(Peer, "unexpected first message from the client: {m:?}"),
         };
-        let refuse = |wire: &mut Wire, why: String| -> Result<String> {
+        let refuse = |wire: &mut Wire, why: String| -> Result<Served> {
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
             fail!(Peer, "refused the client: {why}")
         };
@@ -861,19 +864,22 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         let rep = close(&mut wire, test, &local[0], ip, none)?;
         side.ctx.flush_pcap()?;
         let s = side.ctx.stats();
-        return Ok(format!(
-            "roce perf {}: served perftest {} at {} ({} packets in, {} out); its report: {} B x {} at {:.2} MiB/s average, {:.2} peak, {:.6} Mpps",
-            test.name(),
-            hello.version.text,
-            wire.peer_addr(),
-            s.rx_packets,
-            s.tx_packets,
-            rep.size,
-            rep.iters,
-            rep.bw_avg,
-            rep.bw_peak,
-            rep.msg_rate
-        ));
+        return Ok(Served {
+            notes: note.into_iter().collect(),
+            summary: format!(
+                "roce perf {}: served perftest {} at {} ({} packets in, {} out); its report: {} B x {} at {:.2} MiB/s average, {:.2} peak, {:.6} Mpps",
+                test.name(),
+                hello.version.text,
+                wire.peer_addr(),
+                s.rx_packets,
+                s.tx_packets,
+                rep.size,
+                rep.iters,
+                rep.bw_avg,
+                rep.bw_peak,
+                rep.msg_rate
+            ),
+        });
     }
     let mut recvs_posted = vec![0u64; side.qps.len()];
     let mut recvs_used = vec![0u64; side.qps.len()];
@@ -1027,22 +1033,25 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     close(&mut wire, test, &local[0], ip, zeros)?;
     side.ctx.flush_pcap()?;
     let s = side.ctx.stats();
-    Ok(format!(
-        "roce perf {}: served {} ({} packets in, {} out{})",
-        test.name(),
-        wire.peer_addr(),
-        s.rx_packets,
-        s.tx_packets,
-        if verify {
-            if verified_all {
-                ", data verified"
+    Ok(Served {
+        notes: note.into_iter().collect(),
+        summary: format!(
+            "roce perf {}: served {} ({} packets in, {} out{})",
+            test.name(),
+            wire.peer_addr(),
+            s.rx_packets,
+            s.tx_packets,
+            if verify {
+                if verified_all {
+                    ", data verified"
+                } else {
+                    ", DATA MISMATCH"
+                }
             } else {
-                ", DATA MISMATCH"
+                ""
             }
-        } else {
-            ""
-        }
-    ))
+        ),
+    })
 }
 
 /// What the server checks after a size (None: all good).

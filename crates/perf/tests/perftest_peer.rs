@@ -202,7 +202,7 @@ fn roce_serves_a_perftest_write_bw_client() {
         assert_eq!(theirs, [0u8; 8], "a passive server reports zeros ({w:?})");
     }
     p.xchg(&mine);
-    let summary = served.join().unwrap().unwrap();
+    let summary = served.join().unwrap().unwrap().summary;
     assert!(summary.contains("served perftest 6.29"), "{summary}");
     assert!(
         summary.contains("65536 B x 32 at 100.25 MiB/s average, 123.50 peak"),
