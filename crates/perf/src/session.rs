@@ -128,6 +128,7 @@ fn plain_peer(test: Test, args: &Options, ctx: &Context, hello: &Greeting) -> Re
 /// remote endpoints and the connected QPs.
 fn connect_qps(
     wire: &mut Wire,
+    test: Test,
     ip: Ipv4Addr,
     mr: &Mr,
     prepared: Vec<PreparedQp>,
@@ -148,6 +149,16 @@ fn connect_qps(
     let mut remote = Vec::new();
     for e in &local {
         let k = wire.keys("QP keys", &keys(e))?;
+        // perftest's ctx_connect: the initiator depth is the peer's
+        // announced out_reads, which this side's QPs (built before the
+        // keys arrive) cannot lower.
+        if matches!(test.verb, Verb::Read | Verb::Atomic) && k.out_reads < OUT_READS {
+            fail!(
+                Unsupported,
+                "the peer accepts {} outstanding RDMA reads or atomics per QP, and roce's QPs issue up to {OUT_READS}: raise the peer's (perftest's -o) to {OUT_READS}",
+                k.out_reads
+            );
+        }
         remote.push(Endpoint {
             ip: k.gid.ipv4()?,
             udp_port: peer_udp,
@@ -267,7 +278,7 @@ pub(crate) fn client(
     };
     let buf = (2 * max).max(2 * hello.cycle_buffer as usize);
     let (pd, cq, mr, prepared) = create(&ctx, args, buf, nqp, mtu)?;
-    let (local, remote, qps) = connect_qps(&mut wire, ip, &mr, prepared, peer_udp)?;
+    let (local, remote, qps) = connect_qps(&mut wire, test, ip, &mr, prepared, peer_udp)?;
     let side = Side {
         ctx,
         _pd: pd,
@@ -835,7 +846,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     let max = sizes.iter().copied().max().unwrap_or(8);
     let buf = (2 * max).max(2 * hello.cycle_buffer as usize);
     let (pd, cq, mr, prepared) = create(&ctx, args, buf, nqp, cmtu)?;
-    let (local, remote, qps) = connect_qps(&mut wire, ip, &mr, prepared, peer_udp)?;
+    let (local, remote, qps) = connect_qps(&mut wire, test, ip, &mr, prepared, peer_udp)?;
     let side = Side {
         ctx,
         _pd: pd,

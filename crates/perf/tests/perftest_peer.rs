@@ -16,9 +16,13 @@ use std::time::Duration;
 /// perftest's `KEY_PRINT_FMT_GID`, as `sprintf` fills it, with its NUL:
 /// `%04x:%04x:%06x:%06x:%08x:%016llx:` + 16 × `%02x:` + `%08x:`.
 fn key_msg(qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
+    key_msg_reads(16, qpn, psn, rkey, vaddr, ip)
+}
+
+fn key_msg_reads(reads: u16, qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
     let mut s = format!(
-        "{:04x}:{:04x}:{qpn:06x}:{psn:06x}:{rkey:08x}:{vaddr:016x}:",
-        0, 16
+        "{:04x}:{reads:04x}:{qpn:06x}:{psn:06x}:{rkey:08x}:{vaddr:016x}:",
+        0
     );
     for b in ip.to_ipv6_mapped().octets() {
         s += &format!("{b:02x}:");
@@ -347,6 +351,18 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     let e = client_error("send_bw", None, greet.clone());
     assert!(e.contains("write_bw, read_bw and atomic_bw only"), "{e}");
     assert!(e.contains("run roce perf on both sides for send_bw"), "{e}");
+    // A READ responder that takes fewer outstanding reads than roce issues.
+    let mut steps = greet.clone();
+    steps.push(key_msg_reads(
+        1,
+        0x12,
+        0,
+        0x99,
+        0x1000,
+        Ipv4Addr::new(127, 0, 0, 1),
+    ));
+    let e = client_error("read_bw", None, steps);
+    assert!(e.contains("accepts 1 outstanding RDMA reads"), "{e}");
     // A GID index this device does not have.
     let e = client_error("write_bw", Some(3), vec![]);
     assert!(e.contains("GID index 3 does not exist"), "{e}");
