@@ -10,12 +10,17 @@
 //! check, `--verify`, counters and stage profiles). The RDMA itself goes
 //! over the verbs engine of `roce-verbs`.
 //!
-//! ```no_run
-//! // A 64 KiB RDMA WRITE bandwidth test between two engines on this host.
+//! ```
+//! // A 64 KiB RDMA WRITE bandwidth test between two engines on this host,
+//! // every byte checked.
 //! let mut opts = roce_perf::Options::new("write_bw");
 //! opts.size = Some(65536);
-//! opts.iters = Some(1000);
+//! opts.iters = Some(100);
+//! opts.verify = true;
+//! opts.udp_port = Some(0); // any free UDP port (4791 may be taken)
 //! let report = roce_perf::loopback(&opts)?;
+//! assert_eq!(report.verified(&opts), Some(true));
+//! assert_eq!(report.results[0].iterations, 100);
 //! println!("{:.2} Gb/s", report.results[0].bw_gbps.unwrap_or(0.0));
 //! # Ok::<(), roce_perf::Error>(())
 //! ```
