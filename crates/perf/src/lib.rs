@@ -26,10 +26,12 @@
 //! ```
 
 pub mod ext;
+mod loops;
 pub mod perftest;
 mod report;
 mod results;
 mod session;
+mod setup;
 pub mod wire;
 
 pub use results::{Baseline, Latency, Report, Served, SideProfiles, SizeResult};
