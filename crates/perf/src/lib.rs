@@ -1,0 +1,435 @@
+//! perftest for roce, as a library: what `roce perf` runs, for an
+//! application to embed a bandwidth or latency test.
+//!
+//! A server listens on TCP (perftest's 18515) and serves one client; a
+//! client connects; [`loopback`] runs both in one process (server on
+//! 127.0.0.1, client on 127.0.0.2). The TCP connection carries perftest's
+//! own exchange ([`perftest`], [`wire`]), so either side may be one of
+//! perftest's `ib_*` tools; between two roce peers a small extension
+//! ([`ext`]) follows it, for what only roce does (every size's start and
+//! check, `--verify`, counters and stage profiles). The RDMA itself goes
+//! over the verbs engine of `roce-verbs`.
+//!
+//! ```
+//! // A 64 KiB RDMA WRITE bandwidth test between two engines on this host,
+//! // every byte checked.
+//! let mut opts = roce_perf::Options::new("write_bw");
+//! opts.size = Some(65536);
+//! opts.iters = Some(100);
+//! opts.verify = true;
+//! opts.udp_port = Some(0); // any free UDP port (4791 may be taken)
+//! let report = roce_perf::loopback(&opts)?;
+//! assert_eq!(report.verified(&opts), Some(true));
+//! assert_eq!(report.results[0].iterations, 100);
+//! println!("{:.2} Gb/s", report.results[0].bw_gbps.unwrap_or(0.0));
+//! # Ok::<(), roce_perf::Error>(())
+//! ```
+
+pub mod ext;
+mod loops;
+pub mod perftest;
+mod report;
+mod results;
+mod session;
+mod setup;
+pub mod wire;
+
+pub use results::{Baseline, Latency, Report, Served, SideProfiles, SizeResult};
+pub use roce_verbs::EXCHANGE_PORT;
+
+mod error;
+use error::fail;
+pub use error::{Error, Result};
+use roce_verbs::*;
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything a run takes, named as perftest names its options (`roce
+/// perf`'s flags map one to one).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// send_bw, write_bw, read_bw, atomic_bw, send_lat, write_lat, read_lat, atomic_lat
+    pub test: String,
+    /// Server to connect to; without it, listen.
+    pub server: Option<String>,
+    /// Run server and client in this process over UDP on 127.0.0.1 and 127.0.0.2.
+    pub loopback: bool,
+    /// Message size in bytes (default 65536 for bandwidth, 2 for latency; atomics are 8).
+    pub size: Option<usize>,
+    /// Run every size from 2 bytes to 8 MiB.
+    pub all: bool,
+    /// Iterations per size (default 5000 for bandwidth, 1000 for latency).
+    pub iters: Option<u64>,
+    /// Run each bandwidth test for this many seconds instead of a number of iterations.
+    pub duration: Option<f64>,
+    /// Number of QPs (bandwidth tests).
+    pub qps: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
+    /// MTU, from the IP MTU of the interface holding the address, as rxe
+    /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
+    /// without -m takes the client's).
+    pub mtu: Option<u32>,
+    /// Send messages up to this size inline (default as perftest's: 220
+    /// for write_lat, 236 for send_lat, 0 for the others).
+    pub inline_size: Option<u32>,
+    /// Work requests in flight per QP.
+    pub tx_depth: u32,
+    /// Request a completion every this many work requests.
+    pub cq_mod: u32,
+    /// TCP port of the out-of-band exchange.
+    pub port: u16,
+    /// UDP port of the RoCE engine (default 4791; 0 picks a free one).
+    pub udp_port: Option<u16>,
+    /// Local IPv4 address for the engine (default: the one the TCP connection uses).
+    pub bind: Option<Ipv4Addr>,
+    /// GID index (perftest's `-x`): this device's GID table holds one
+    /// RoCEv2 GID, index 0, the IPv4-mapped address it is bound to.
+    pub gid_index: Option<u32>,
+    /// Check every byte end to end.
+    pub verify: bool,
+    /// Capture every frame this side sends and receives.
+    pub pcap: Option<PathBuf>,
+    /// Drop this fraction of sent packets.
+    pub loss: f64,
+    /// Reorder this fraction of sent packets.
+    pub reorder: f64,
+    /// Duplicate this fraction of sent packets.
+    pub dup: f64,
+    /// Flip one bit in this fraction of sent packets (after the ICRC).
+    pub corrupt: f64,
+    /// Mark this fraction of ECN-capable sent packets Congestion Experienced
+    /// (as a congested switch would), so the peer answers with CNPs.
+    pub ce_mark: f64,
+    /// Seed of the fault injector.
+    pub seed: u64,
+    /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
+    /// compare; by default they are used where the kernel has them. Give it
+    /// to both sides when they share a host.
+    pub no_offload: bool,
+    /// Print one JSON object instead of the table.
+    pub json: bool,
+    /// With --loopback: after each size, run what the kernel alone does with
+    /// it (a TCP stream of the same writes for the bandwidth tests, a UDP
+    /// ping-pong of the same size for the latency tests) and report roce's
+    /// ratio to it.
+    pub baseline: bool,
+    /// After each size, print where roce's own engines spent their time
+    /// (receive and send system calls, ICRC, RNIC logic, memory copy,
+    /// completions, idle polling), what each stage alone would carry, and
+    /// which stage binds; with --loopback beside the kernel's --baseline.
+    pub analyze: bool,
+    /// Do not account the engines' time per stage (to measure what the
+    /// accounting costs).
+    pub no_profile: bool,
+}
+
+impl Options {
+    /// `test` (e.g. `write_bw`) with perftest's defaults for the rest.
+    pub fn new(test: &str) -> Options {
+        Options {
+            test: test.to_string(),
+            server: None,
+            loopback: false,
+            size: None,
+            all: false,
+            iters: None,
+            duration: None,
+            qps: 1,
+            mtu: None,
+            inline_size: None,
+            tx_depth: 128,
+            cq_mod: 100,
+            port: EXCHANGE_PORT,
+            udp_port: None,
+            bind: None,
+            gid_index: None,
+            verify: false,
+            pcap: None,
+            loss: 0.0,
+            reorder: 0.0,
+            dup: 0.0,
+            corrupt: 0.0,
+            ce_mark: 0.0,
+            seed: 1,
+            no_offload: false,
+            json: false,
+            baseline: false,
+            analyze: false,
+            no_profile: false,
+        }
+    }
+
+    /// The inline size in effect ([`Options::check`] fills in the default).
+    pub(crate) fn inline(&self) -> u32 {
+        self.inline_size.unwrap_or(0)
+    }
+
+    /// Checks the options and fills in what depends on the test (the inline
+    /// size); returns the test.
+    pub fn check(&mut self) -> Result<Test> {
+        let test = Test::parse(&self.test)?;
+        self.inline_size.get_or_insert(default_inline(test));
+        self.mtu.map(mtu_of).transpose()?;
+        if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
+            fail!(Usage, "-q, -t and --cq-mod must be at least 1");
+        }
+        if self.baseline && !self.loopback {
+            fail!(
+                Usage,
+                "--baseline measures loopback TCP and UDP beside the test; use it with --loopback"
+            );
+        }
+        if self.duration.is_some() && test.kind == Kind::Lat {
+            fail!(
+                Usage,
+                "-D/--duration is for bandwidth tests; latency tests take -n/--iters"
+            );
+        }
+        if self.loopback && self.server.is_some() {
+            fail!(Usage, "--loopback runs both sides; give no SERVER");
+        }
+        Ok(test)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verb {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Kind {
+    Bw,
+    Lat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Test {
+    pub verb: Verb,
+    pub kind: Kind,
+}
+
+impl Test {
+    pub fn parse(s: &str) -> Result<Test> {
+        let (v, k) = s.split_once(['_', '-']).ok_or_else(|| {
+            Error::Usage(format!(
+                "unknown test {s:?}: expected e.g. write_bw or read_lat"
+            ))
+        })?;
+        let verb = match v {
+            "send" => Verb::Send,
+            "write" => Verb::Write,
+            "read" => Verb::Read,
+            "atomic" => Verb::Atomic,
+            _ => fail!(
+                Usage,
+                "unknown test {s:?}: the verb is one of send, write, read, atomic"
+            ),
+        };
+        let kind = match k {
+            "bw" => Kind::Bw,
+            "lat" => Kind::Lat,
+            _ => fail!(Usage, "unknown test {s:?}: the kind is bw or lat"),
+        };
+        Ok(Test { verb, kind })
+    }
+    pub fn name(&self) -> String {
+        let v = match self.verb {
+            Verb::Send => "send",
+            Verb::Write => "write",
+            Verb::Read => "read",
+            Verb::Atomic => "atomic",
+        };
+        let k = match self.kind {
+            Kind::Bw => "bw",
+            Kind::Lat => "lat",
+        };
+        format!("{v}_{k}")
+    }
+    pub fn title(&self) -> &'static str {
+        match (self.verb, self.kind) {
+            (Verb::Send, Kind::Bw) => "Send BW Test",
+            (Verb::Write, Kind::Bw) => "RDMA_Write BW Test",
+            (Verb::Read, Kind::Bw) => "RDMA_Read BW Test",
+            (Verb::Atomic, Kind::Bw) => "Atomic FETCH_AND_ADD BW Test",
+            (Verb::Send, Kind::Lat) => "Send Latency Test",
+            (Verb::Write, Kind::Lat) => "RDMA_Write Latency Test",
+            (Verb::Read, Kind::Lat) => "RDMA_Read Latency Test",
+            (Verb::Atomic, Kind::Lat) => "Atomic FETCH_AND_ADD Latency Test",
+        }
+    }
+}
+
+/// perftest's inline size when `-I` is not given: its RC defaults for
+/// the WRITE and SEND latency tests (`DEF_INLINE_WRITE`,
+/// `DEF_INLINE_SEND_RC_UC`), none for the rest.
+fn default_inline(test: Test) -> u32 {
+    match (test.verb, test.kind) {
+        (Verb::Write, Kind::Lat) => 220,
+        (Verb::Send, Kind::Lat) => 236,
+        _ => 0,
+    }
+}
+
+/// The server side: listens, then serves one client per [`Server::serve`].
+pub struct Server {
+    opts: Options,
+    test: Test,
+    listener: TcpListener,
+}
+
+impl Server {
+    /// Listens on `--bind` (or every address) at TCP `opts.port`.
+    pub fn bind(opts: &Options) -> Result<Server> {
+        let mut opts = opts.clone();
+        let test = opts.check()?;
+        let listener = TcpListener::bind(SocketAddr::new(
+            opts.bind
+                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V4),
+            opts.port,
+        ))
+        .map_err(|e| Error::Io {
+            what: format!("listening on TCP port {}", opts.port),
+            source: e,
+        })?;
+        Ok(Server {
+            opts,
+            test,
+            listener,
+        })
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.listener.local_addr().map_err(|source| Error::Io {
+            what: "the listening socket".into(),
+            source,
+        })
+    }
+
+    pub fn test(&self) -> Test {
+        self.test
+    }
+
+    /// Serves one client (a roce perf or a perftest `ib_*` client); returns
+    /// its summary.
+    pub fn serve(&self) -> Result<Served> {
+        session::server(&self.opts, self.test, &self.listener)
+    }
+}
+
+/// The client side: connects to `opts.server` and runs every size.
+pub fn client(opts: &Options) -> Result<Report> {
+    let mut opts = opts.clone();
+    let test = opts.check()?;
+    let server = opts
+        .server
+        .clone()
+        .ok_or_else(|| Error::Usage("a client needs a SERVER to connect to".into()))?;
+    let mut r = session::client(&opts, test, &server, opts.bind)?;
+    r.analyze(&opts);
+    Ok(r)
+}
+
+/// Both sides in this process over UDP on 127.0.0.1 and 127.0.0.2, with
+/// the kernel's baseline beside each size when `opts.baseline` or
+/// `opts.analyze` asks for it.
+pub fn loopback(opts: &Options) -> Result<Report> {
+    let mut args = opts.clone();
+    args.loopback = true;
+    let test = args.check()?;
+    let server_ip = Ipv4Addr::new(127, 0, 0, 1);
+    let client_ip = Ipv4Addr::new(127, 0, 0, 2);
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| Error::Io { what, source }
+    };
+    let listener = TcpListener::bind((server_ip, 0)).map_err(io("listening on 127.0.0.1"))?;
+    let port = listener
+        .local_addr()
+        .map_err(io("listening on 127.0.0.1"))?
+        .port();
+    let mut sargs = args.clone();
+    sargs.pcap = None; // the client's capture holds the whole conversation
+    sargs.seed = args.seed.wrapping_add(1);
+    sargs.bind = Some(server_ip);
+    let srv = std::thread::Builder::new()
+        .name("perf-server".into())
+        .spawn(move || session::server(&sargs, test, &listener))
+        .map_err(io("starting the server thread"))?;
+    let report = session::client(&args, test, &format!("{server_ip}:{port}"), Some(client_ip));
+    let served = srv
+        .join()
+        .map_err(|_| Error::Run("the server thread panicked".into()))?;
+    let mut report = report?;
+    let served = served?;
+    report.notes.splice(0..0, served.notes);
+    if args.baseline || args.analyze {
+        for r in &mut report.results {
+            r.baseline = results::baseline_for(test, r)?;
+        }
+    }
+    report.analyze(&args);
+    Ok(report)
+}
+
+/// The seed of the server's data pattern (see [`pattern`]).
+pub const SERVER_SEED: u8 = 0x77;
+/// The seed of the client's data pattern.
+pub const CLIENT_SEED: u8 = 0x11;
+/// How long a side waits for its peer to make progress before giving up.
+pub(crate) const STALL: Duration = Duration::from_secs(30);
+
+/// The bytes each side fills its buffer with, so `--verify` can tell
+/// whose data landed where.
+pub fn pattern(seed: u8, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) ^ (i >> 8) as u8)
+        .collect()
+}
+
+pub(crate) fn sizes(args: &Options, t: Test) -> Vec<usize> {
+    if t.verb == Verb::Atomic {
+        return vec![8];
+    }
+    if args.all {
+        return (1..=23).map(|e| 1usize << e).collect();
+    }
+    let d = if t.kind == Kind::Bw { 65536 } else { 2 };
+    vec![args.size.unwrap_or(d).max(1)]
+}
+
+pub(crate) fn mtu_of(bytes: u32) -> Result<Mtu> {
+    Mtu::from_bytes(bytes).ok_or_else(|| {
+        Error::Usage(format!(
+            "-m/--mtu {bytes}: the path MTU is 256, 512, 1024, 2048 or 4096"
+        ))
+    })
+}
+
+pub(crate) fn faults(args: &Options, seed: u64) -> Result<FaultConfig> {
+    for (n, p) in [
+        ("loss", args.loss),
+        ("reorder", args.reorder),
+        ("dup", args.dup),
+        ("corrupt", args.corrupt),
+        ("ce-mark", args.ce_mark),
+    ] {
+        if !(0.0..=1.0).contains(&p) {
+            fail!(Usage, "--{n} {p}: a probability is between 0 and 1");
+        }
+    }
+    Ok(FaultConfig {
+        loss: args.loss,
+        reorder: args.reorder,
+        dup: args.dup,
+        corrupt: args.corrupt,
+        ce_mark: args.ce_mark,
+        seed,
+        ..Default::default()
+    })
+}

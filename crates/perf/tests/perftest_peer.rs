@@ -1,0 +1,386 @@
+//! roce perf against a peer that speaks only perftest's exchange, as
+//! `ib_write_bw` 6.29 does over TCP (linux-rdma/perftest,
+//! src/perftest_communication.c and src/write_bw.c): every byte the peer
+//! sends is built here from perftest's format strings, not by roce's
+//! encoder, and every byte roce sends is checked against them. The peer's
+//! RDMA runs on a roce engine (this host has no rxe); the exchange is what
+//! is under test. `scripts/perftest_interop.sh` runs the real `ib_write_bw`
+//! where rxe exists.
+
+use roce_perf::{Options, Server};
+use roce_verbs::*;
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::Duration;
+
+/// perftest's `KEY_PRINT_FMT_GID`, as `sprintf` fills it, with its NUL:
+/// `%04x:%04x:%06x:%06x:%08x:%016llx:` + 16 × `%02x:` + `%08x:`.
+fn key_msg(qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
+    key_msg_reads(16, qpn, psn, rkey, vaddr, ip)
+}
+
+fn key_msg_reads(reads: u16, qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
+    let mut s = format!(
+        "{:04x}:{reads:04x}:{qpn:06x}:{psn:06x}:{rkey:08x}:{vaddr:016x}:",
+        0
+    );
+    for b in ip.to_ipv6_mapped().octets() {
+        s += &format!("{b:02x}:");
+    }
+    s += &format!("{:08x}:", 0);
+    let mut v = s.into_bytes();
+    v.push(0);
+    assert_eq!(v.len(), 108, "KEY_MSG_SIZE_GID");
+    v
+}
+
+/// What a perftest reader takes from a key message: QPN, PSN, rkey, VA, GID.
+fn parse_keys(b: &[u8]) -> (u32, u32, u32, u64, Ipv4Addr) {
+    assert_eq!(b.len(), 108);
+    assert_eq!(b[107], 0, "NUL-terminated");
+    let s = std::str::from_utf8(&b[..107]).unwrap();
+    let f: Vec<&str> = s.split(':').collect();
+    assert_eq!(f.len(), 24, "{s}");
+    assert_eq!(
+        [
+            f[0].len(),
+            f[1].len(),
+            f[2].len(),
+            f[3].len(),
+            f[4].len(),
+            f[5].len()
+        ],
+        [4, 4, 6, 6, 8, 16],
+        "widths of %04x:%04x:%06x:%06x:%08x:%016llx in {s}"
+    );
+    let h = |i: usize| u64::from_str_radix(f[i], 16).unwrap();
+    let gid: Vec<u8> = (6..22).map(|i| h(i) as u8).collect();
+    assert_eq!(
+        &gid[..12],
+        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff],
+        "IPv4-mapped GID"
+    );
+    let ip = Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]);
+    (h(2) as u32, h(3) as u32, h(4) as u32, h(5), ip)
+}
+
+/// One perftest peer's TCP side: the client writes first, the server reads first.
+struct Peer {
+    s: TcpStream,
+    client: bool,
+}
+
+impl Peer {
+    fn xchg(&mut self, mine: &[u8]) -> Vec<u8> {
+        let mut theirs = vec![0u8; mine.len()];
+        if self.client {
+            self.s.write_all(mine).unwrap();
+            self.s.read_exact(&mut theirs).unwrap();
+        } else {
+            self.s.read_exact(&mut theirs).unwrap();
+            self.s.write_all(mine).unwrap();
+        }
+        theirs
+    }
+
+    /// exchange_versions, check_sys_data, check_mtu as perftest 6.29.
+    fn greet(&mut self) {
+        let mut v = b"6.29".to_vec();
+        v.resize(16, 0);
+        let theirs = self.xchg(&v);
+        assert_eq!(&theirs[..11], b"5.70-roce1\0", "roce's version string");
+        assert_eq!(self.xchg(&4096u32.to_be_bytes()), 4096u32.to_be_bytes());
+        assert_eq!(self.xchg(&64u32.to_be_bytes()), 64u32.to_be_bytes());
+        // sprintf("%d", IBV_MTU_1024): "3" and its NUL.
+        assert_eq!(self.xchg(b"3\0"), b"3\0", "roce runs -m 1024 here");
+    }
+}
+
+/// A peer's verbs side on its own loopback address, UDP 4791.
+struct Rdma {
+    ctx: Context,
+    _pd: Pd,
+    cq: Cq,
+    mr: Mr,
+}
+
+fn rdma(ip: Ipv4Addr) -> (Rdma, PreparedQp) {
+    let ctx = Device::open_with(
+        SocketAddr::new(IpAddr::V4(ip), ROCE_PORT),
+        Default::default(),
+    )
+    .expect("UDP 4791 on this test's own loopback address");
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(256).unwrap();
+    let mr = pd.reg_mr(1 << 17, Access::ALL).unwrap();
+    let qp = pd.qp_builder(&cq).mtu(Mtu::Mtu1024).build().unwrap();
+    let r = Rdma {
+        ctx,
+        _pd: pd,
+        cq,
+        mr,
+    };
+    (r, qp)
+}
+
+/// Steps 4-5: keys, connect, keys again, the sync after RTR. Returns the
+/// connected QP, the peer's endpoint and this side's key message.
+fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: Ipv4Addr) -> (Qp, Endpoint, Vec<u8>) {
+    let me = qp.endpoint_with(&r.mr);
+    let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, ip);
+    let (qpn, psn, rkey, vaddr, rip) = parse_keys(&p.xchg(&mine));
+    let remote = Endpoint {
+        ip: rip,
+        udp_port: ROCE_PORT,
+        qpn,
+        psn,
+        mtu: 1024,
+        addr: vaddr,
+        len: 0,
+        rkey,
+    };
+    let qp = qp.connect(&remote).unwrap();
+    assert_eq!(
+        parse_keys(&p.xchg(&mine)).0,
+        qpn,
+        "keys again after connecting"
+    );
+    assert_eq!(parse_keys(&p.xchg(&mine)).0, qpn, "the sync after RTR");
+    (qp, remote, mine)
+}
+
+fn report_words(size: u64, iters: u64, peak: f64, avg: f64, rate: f64) -> [[u8; 8]; 5] {
+    [
+        size.to_be_bytes(),
+        iters.to_be_bytes(),
+        peak.to_bits().to_be_bytes(),
+        avg.to_bits().to_be_bytes(),
+        rate.to_bits().to_be_bytes(),
+    ]
+}
+
+#[test]
+fn roce_serves_a_perftest_write_bw_client() {
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 61), Ipv4Addr::new(127, 0, 0, 62));
+    let mut o = Options::new("write_bw");
+    o.bind = Some(sip);
+    o.port = 0;
+    o.mtu = Some(1024);
+    o.size = Some(65536);
+    let server = Server::bind(&o).unwrap();
+    let addr = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+
+    let mut p = Peer {
+        s: TcpStream::connect(addr).unwrap(),
+        client: true,
+    };
+    p.greet();
+    let (r, qp) = rdma(cip);
+    let (qp, remote, mine) = connect(&mut p, &r, qp, cip);
+    assert_eq!(
+        remote.ip, sip,
+        "the server's GID is its IPv4 address, mapped"
+    );
+    // run_iter_bw: WRITEs of 64 KiB to the server's VA.
+    r.mr.write(0, &[0xab; 65536]).unwrap();
+    for i in 0..32 {
+        let wr = SendWr::new(
+            i,
+            WrOpcode::RdmaWrite {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![r.mr.sge(0, 65536)],
+        );
+        qp.post_send(&wr).unwrap();
+        let wc = r.cq.wait(1, Duration::from_secs(20)).unwrap();
+        assert_eq!(wc[0].status, WcStatus::Success);
+    }
+    // The client is done: a sync, its report, the closing sync.
+    p.xchg(&mine);
+    for (w, theirs) in report_words(65536, 32, 123.5, 100.25, 0.0016)
+        .iter()
+        .map(|w| (w, p.xchg(w)))
+    {
+        assert_eq!(theirs, [0u8; 8], "a passive server reports zeros ({w:?})");
+    }
+    p.xchg(&mine);
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("served perftest 6.29"), "{summary}");
+    assert!(
+        summary.contains("65536 B x 32 at 100.25 MiB/s average, 123.50 peak"),
+        "{summary}"
+    );
+    drop(r.ctx);
+}
+
+/// roce perf's client against a passive perftest server (write_bw.c and
+/// read_bw.c share the server's sequence); returns the server's view: the
+/// client's GID, the report it got, and the first 64 KiB of its buffer,
+/// which it filled with 0x5a before the run.
+fn client_against_a_perftest_server(
+    test: &str,
+    sip: Ipv4Addr,
+    cip: Ipv4Addr,
+) -> (roce_perf::Report, Endpoint, u64, u64, f64, Vec<u8>) {
+    let l = TcpListener::bind((sip, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let mut p = Peer {
+            s: l.accept().unwrap().0,
+            client: false,
+        };
+        p.greet();
+        let (r, qp) = rdma(sip);
+        r.mr.write(0, &[0x5a; 65536]).unwrap();
+        let _drive = r.ctx.spawn_progress(false);
+        let (_qp, remote, mine) = connect(&mut p, &r, qp, sip);
+        // Passive until the client's sync, then its report.
+        p.xchg(&mine);
+        let w: Vec<[u8; 8]> = (0..5)
+            .map(|_| p.xchg(&[0u8; 8]).try_into().unwrap())
+            .collect();
+        p.xchg(&mine);
+        let size = u64::from_be_bytes(w[0]);
+        let iters = u64::from_be_bytes(w[1]);
+        let avg = f64::from_bits(u64::from_be_bytes(w[3]));
+        let landed = r.mr.read(0, 65536).unwrap();
+        (remote, size, iters, avg, landed)
+    });
+    let mut o = Options::new(test);
+    o.server = Some(addr.to_string());
+    o.bind = Some(cip);
+    o.mtu = Some(1024);
+    o.size = Some(65536);
+    o.iters = Some(40);
+    let report = roce_perf::client(&o).unwrap();
+    let (remote, size, iters, avg, landed) = peer.join().unwrap();
+    (report, remote, size, iters, avg, landed)
+}
+
+#[test]
+fn roce_client_runs_write_bw_against_a_perftest_server() {
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 63), Ipv4Addr::new(127, 0, 0, 64));
+    let (report, remote, size, iters, avg, landed) =
+        client_against_a_perftest_server("write_bw", sip, cip);
+    assert_eq!(report.peer_version, "6.29");
+    assert_eq!(remote.ip, cip);
+    assert_eq!((size, iters), (65536, 40));
+    let mine = &report.results[0];
+    assert_eq!(mine.iterations, 40);
+    assert_eq!(
+        Some(avg),
+        mine.bw_avg_mib,
+        "the report the server got is ours"
+    );
+    assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, 65536));
+}
+
+#[test]
+fn roce_client_runs_read_bw_against_a_perftest_server() {
+    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 66), Ipv4Addr::new(127, 0, 0, 67));
+    let (report, _, size, iters, _, landed) = client_against_a_perftest_server("read_bw", sip, cip);
+    assert_eq!((size, iters), (65536, 40));
+    assert_eq!(report.results[0].iterations, 40);
+    assert_eq!(
+        landed,
+        vec![0x5a; 65536],
+        "READ leaves the server's buffer alone"
+    );
+}
+
+/// A "server" that says what the test gives it after a perftest greeting
+/// and reports what the roce client made of it.
+fn client_error(test: &str, gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = l.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let Ok((mut s, _)) = l.accept() else { return };
+        for step in steps {
+            let mut b = vec![0u8; step.len()];
+            if s.read_exact(&mut b).is_err() || s.write_all(&step).is_err() {
+                return;
+            }
+        }
+    });
+    let mut o = Options::new(test);
+    o.server = Some(addr.to_string());
+    // Its own loopback address, so UDP 4791 (which a perftest peer needs) is free.
+    o.bind = Some(Ipv4Addr::new(127, 0, 0, 65));
+    o.mtu = Some(1024);
+    o.gid_index = gid_index;
+    let e = roce_perf::client(&o).unwrap_err();
+    peer.join().unwrap();
+    format!("{e:#}")
+}
+
+fn v(s: &str, n: usize) -> Vec<u8> {
+    let mut b = s.as_bytes().to_vec();
+    b.resize(n, 0);
+    b
+}
+
+#[test]
+fn a_peer_we_do_not_understand_is_one_clear_error() {
+    // roce perf's old JSON exchange where the version string belongs.
+    let e = client_error("write_bw", None, vec![v("{\"Hello\":{\"te", 16)]);
+    assert!(e.contains("version string is not perftest's"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    // A perftest older than 5.70 (perftest refuses it too).
+    let e = client_error("write_bw", None, vec![v("5.3", 16)]);
+    assert!(e.contains("5.70 or newer"), "{e}");
+    // A key message that is not KEY_PRINT_FMT_GID.
+    let greet = vec![
+        v("6.29", 16),
+        4096u32.to_be_bytes().to_vec(),
+        64u32.to_be_bytes().to_vec(),
+        b"3\0".to_vec(),
+    ];
+    let mut steps = greet.clone();
+    steps.push(v("0000:0010:000011:abcdef:00001234", 108));
+    let e = client_error("write_bw", None, steps);
+    assert!(e.contains("key message is not perftest's"), "{e}");
+    assert!(e.contains("23 ':'-terminated fields"), "{e}");
+    // An MTU message that is not an ibv_mtu.
+    let mut steps = greet[..3].to_vec();
+    steps.push(b"7\0".to_vec());
+    let e = client_error("write_bw", None, steps);
+    assert!(e.contains("MTU message is not perftest's"), "{e}");
+    // A test whose perftest sequence roce does not follow with a plain peer.
+    let e = client_error("send_bw", None, greet.clone());
+    assert!(e.contains("write_bw, read_bw and atomic_bw only"), "{e}");
+    assert!(e.contains("run roce perf on both sides for send_bw"), "{e}");
+    // A READ responder that takes fewer outstanding reads than roce issues.
+    let mut steps = greet.clone();
+    steps.push(key_msg_reads(
+        1,
+        0x12,
+        0,
+        0x99,
+        0x1000,
+        Ipv4Addr::new(127, 0, 0, 1),
+    ));
+    let e = client_error("read_bw", None, steps);
+    assert!(e.contains("accepts 1 outstanding RDMA reads"), "{e}");
+    // A GID index this device does not have.
+    let e = client_error("write_bw", Some(3), vec![]);
+    assert!(e.contains("GID index 3 does not exist"), "{e}");
+    assert!(e.contains("::ffff:127.0.0.65"), "{e}");
+}
+
+/// An application embeds a latency test: both sides in-process, results
+/// as values.
+#[test]
+fn an_application_embeds_a_latency_test() {
+    let mut o = Options::new("write_lat");
+    o.udp_port = Some(0);
+    o.iters = Some(50);
+    o.verify = true;
+    let r = roce_perf::loopback(&o).unwrap();
+    assert_eq!(r.peer_version, roce_perf::perftest::ROCE_VERSION);
+    assert_eq!(r.verified(&o), Some(true));
+    let l = r.results[0].latency_us.expect("latency figures");
+    assert!(l.min <= l.typical && l.typical <= l.max);
+    assert!(r.render(&o).unwrap().contains("RDMA_Write Latency Test"));
+}
