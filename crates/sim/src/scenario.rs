@@ -671,7 +671,7 @@ fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), Scena
             };
             // mlx5's dce_tcp_g G means g = 1 − G/1024 (α ← (G/1024)·α + (1 − G/1024)).
             let dce_g = match c.dce_tcp_g {
-                Some(v) if !(v >= 0.0 && v < 1024.0) => {
+                Some(v) if !(0.0..1024.0).contains(&v) => {
                     return Err(ck.err("dce_tcp_g", format!("expected 0..=1023, got {v}")));
                 }
                 v => v.map(|v| 1.0 - v / 1024.0),
@@ -767,7 +767,7 @@ fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), Scena
                 d.cut_scale = 1.0 / f64::from(1u32 << (gd - 10));
             }
             if let Some(v) = c.initial_alpha_value {
-                if !(v >= 1.0 && v <= 1023.0) {
+                if !(1.0..=1023.0).contains(&v) {
                     return Err(
                         ck.err("initial_alpha_value", format!("expected 1..=1023, got {v}"))
                     );
@@ -842,8 +842,7 @@ fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), Scena
             CcConfig::Timely(t)
         }
         "dctcp" => {
-            let mut d = DctcpSettings::default();
-            d.window = match c.variant.as_deref() {
+            let window = match c.variant.as_deref() {
                 None | Some("rate") => false,
                 Some("window") => true,
                 Some(v) => {
@@ -852,6 +851,10 @@ fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), Scena
                         format!("expected \"rate\" or \"window\", got \"{v}\""),
                     ));
                 }
+            };
+            let mut d = DctcpSettings {
+                window,
+                ..DctcpSettings::default()
             };
             d.g = ck.frac("g", c.g)?.unwrap_or(d.g);
             d.initial_alpha = match c.initial_alpha {
@@ -882,8 +885,10 @@ fn build_cc(ctx: &Ctx<'_>, c: &CcTable) -> Result<(CcConfig, Option<u64>), Scena
             CcConfig::Dctcp(d)
         }
         "swift" => {
-            let mut w = SwiftSettings::default();
-            w.base_target_ns = ck.us("base_target_us", c.base_target_us)?;
+            let mut w = SwiftSettings {
+                base_target_ns: ck.us("base_target_us", c.base_target_us)?,
+                ..SwiftSettings::default()
+            };
             if let Some(h) = c.hop_scale_us {
                 if !nonneg(h) {
                     return Err(ck.err("hop_scale_us", format!("expected ≥ 0 µs, got {h}")));
