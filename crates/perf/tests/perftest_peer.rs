@@ -130,7 +130,7 @@ fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: Ipv4Addr) -> (Qp, Endpoin
     let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, ip);
     let (qpn, psn, rkey, vaddr, rip) = parse_keys(&p.xchg(&mine));
     let remote = Endpoint {
-        ip: rip,
+        ip: std::net::IpAddr::V4(rip),
         udp_port: ROCE_PORT,
         qpn,
         psn,
