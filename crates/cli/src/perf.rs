@@ -113,6 +113,11 @@ pub struct PerfArgs {
     /// accounting costs).
     #[arg(long = "no-profile")]
     pub no_profile: bool,
+    /// How the engines wait when idle: busy (spin), adaptive (spin, then
+    /// block in epoll) or event (block at once). Default: adaptive for
+    /// bandwidth tests, busy for latency tests (as perftest's are).
+    #[arg(long)]
+    pub poll: Option<roce_verbs::PollMode>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -442,6 +447,7 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
         pcap,
         offload: !args.no_offload,
         profile: !args.no_profile,
+        poll: args.poll.unwrap_or_default().into(),
         ..Default::default()
     })
 }
@@ -449,6 +455,10 @@ fn engine_config(args: &PerfArgs, seed: u64, pcap: Option<PathBuf>) -> Result<En
 pub fn run(mut args: PerfArgs) -> Result<()> {
     let test = Test::parse(&args.test)?;
     args.inline_size.get_or_insert(default_inline(test));
+    args.poll.get_or_insert(match test.kind {
+        Kind::Bw => roce_verbs::PollMode::Adaptive,
+        Kind::Lat => roce_verbs::PollMode::Busy,
+    });
     args.mtu.map(mtu_of).transpose()?;
     if args.qps == 0 || args.tx_depth == 0 || args.cq_mod == 0 {
         bail!("-q, -t and --cq-mod must be at least 1");
@@ -1298,6 +1308,8 @@ fn server(args: &PerfArgs, test: Test, listener: &TcpListener) -> Result<String>
                 // engine until the client says it is done.
                 let mut spins = 0u32;
                 let mut stall = Stall::default();
+                // A blocked engine wakes when the client says it is done.
+                let _watch = side.ctx.watch_fd(&ctl)?;
                 loop {
                     let work = side.ctx.progress()?;
                     if test.verb == Verb::Send {
