@@ -783,7 +783,10 @@ impl Engine {
         mode: Option<PollMode>,
         limit: Option<Duration>,
     ) -> Option<SleepPlan> {
-        if !self.pacer.may_sleep(mode.unwrap_or(self.pacer.config().mode)) {
+        if !self
+            .pacer
+            .may_sleep(mode.unwrap_or(self.pacer.config().mode))
+        {
             return None;
         }
         self.plan_wait(limit)

@@ -48,9 +48,7 @@ pub use fault::{FaultConfig, FaultStats};
 pub use poll::{PollConfig, PollMode};
 pub use profile::{Analysis, Stage, StageProfile, analyze};
 pub use stats::Stats;
-pub use verbs::{
-    Context, Cq, Device, FdWatch, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder,
-};
+pub use verbs::{Context, Cq, Device, FdWatch, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder};
 
 pub use roce_rnic::{
     Access, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags, SendWr, Sge, UdDest, Wc,

@@ -133,7 +133,10 @@ fn a_datagram_wakes_a_blocked_engine() {
             .unwrap();
         ok_wc(&wcs);
         assert_eq!(b.mr.read(0, 5000).unwrap(), msg, "{mode}");
-        assert!(b.ctx.with_engine(|e| e.sleeps()) > 0, "{mode}: b never slept");
+        assert!(
+            b.ctx.with_engine(|e| e.sleeps()) > 0,
+            "{mode}: b never slept"
+        );
         let st = a.ctx.stats();
         assert_eq!(st.timeouts, 0, "{mode}: the ACK came by timer: {st:?}");
     }

@@ -61,7 +61,11 @@ impl Epoll {
     /// Blocks until a watched descriptor is ready or `timeout` passes
     /// (`None`: no limit). Returns the ready tokens' count in `out`; 0 on a
     /// timeout or a signal (the caller goes round again either way).
-    pub fn wait(&self, out: &mut [libc::epoll_event], timeout: Option<Duration>) -> io::Result<usize> {
+    pub fn wait(
+        &self,
+        out: &mut [libc::epoll_event],
+        timeout: Option<Duration>,
+    ) -> io::Result<usize> {
         let max = out.len().clamp(1, 64) as libc::c_int;
         let epfd = self.fd.as_raw_fd();
         let r = if !self.no_pwait2.load(Ordering::Relaxed) {
@@ -161,7 +165,10 @@ pub fn thread_cpu_time() -> Duration {
     unsafe {
         libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
     }
-    Duration::new(ts.tv_sec.max(0) as u64, ts.tv_nsec.clamp(0, 999_999_999) as u32)
+    Duration::new(
+        ts.tv_sec.max(0) as u64,
+        ts.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
 }
 
 #[cfg(test)]
