@@ -7,6 +7,9 @@
 //! with the DSCP/ECN of each packet. Nothing blocks: progress is driven by
 //! whoever polls (the application's `poll_cq`, a blocking wait, or a
 //! progress thread), the way a user-space verbs provider busy-polls.
+//! Whether the poller then spins or blocks in `epoll` when a round finds
+//! nothing is [`EngineConfig::poll`]'s choice ([`crate::poll`],
+//! [`Engine::park`], and the `Context` calls that drive the engine).
 //!
 //! # UDP GSO and GRO
 //!

@@ -309,7 +309,7 @@ impl Pacer {
 
     /// Adapts the spin budget to what the thread was given while awake:
     /// `cpu` of `wall`. A thread that had its core (a share of at least
-    /// [`CONTENDED_SHARE`]) may spin again, the budget doubling back to
+    /// `CONTENDED_SHARE`, 0.8) may spin again, the budget doubling back to
     /// `cfg.spin`; one the scheduler kept taking its core from halves it,
     /// down to nothing (then it blocks at the first empty round, as in
     /// [`PollMode::Event`]). Spinning pays only on a core of one's own:

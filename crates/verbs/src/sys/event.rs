@@ -2,7 +2,7 @@
 //! `epoll` instance, an `eventfd` other threads ring, and the calling
 //! thread's CPU clock. Thin safe wrappers in the style of the parent
 //! module: every pointer handed to the kernel lives for the call, and
-//! every descriptor is an [`OwnedFd`] closed on drop.
+//! every descriptor is an `OwnedFd` closed on drop.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
