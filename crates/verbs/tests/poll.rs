@@ -114,9 +114,11 @@ fn a_timer_wakes_a_blocked_engine() {
 fn a_datagram_wakes_a_blocked_engine() {
     // `b`'s progress thread blocks with nothing to do; `a`'s WRITE (and,
     // on `a`'s side, `b`'s ACK) must wake the engine it arrives at, or
-    // the WRITE is retried to exhaustion and fails.
+    // the WRITE is retried to exhaustion and fails. The retransmission
+    // timeout (4.096 µs × 2^18, about 1 s) is far beyond a loaded
+    // scheduler's delay, so a retransmission means a missed wake-up.
     for mode in [PollMode::Event, PollMode::Adaptive] {
-        let (a, b) = pair_in(mode, mode, 14);
+        let (a, b) = pair_in(mode, mode, 18);
         let _drive_b = b.ctx.spawn_progress(false);
         until_blocked(&b.ctx);
         let msg = pattern(3, 5000);
