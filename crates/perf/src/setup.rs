@@ -226,6 +226,7 @@ pub(crate) fn engine_config(
         pcap,
         offload: !args.no_offload,
         profile: !args.no_profile,
+        poll: args.poll.unwrap_or_default().into(),
         ..Default::default()
     })
 }
