@@ -655,7 +655,7 @@ fn dcqcn_fixed_point(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError
 /// RTT here is "low" and TIMELY is plain additive increase), and δ =
 /// 100 Mb/s, HAI 500 Mb/s so 100 Gb/s is reached in milliseconds.
 const TIMELY_CC: &str =
-    "algorithm = \"timely\"\nt_low_us = 2\nrate_ai_mbps = 100\nrate_hai_mbps = 500";
+    "algorithm = \"timely\"\nt_low_us = 2\nt_high_us = 50\nrate_ai_mbps = 100\nrate_hai_mbps = 500";
 
 /// Two TIMELY flows, the second starting `lag_us` after the first (so the
 /// two begin the shared phase at different rates).
@@ -674,9 +674,15 @@ fn timely_run(name: &str, lag_us: f64, stop: f64) -> Result<Report, ValidateErro
 }
 
 fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
-    let stop = if fast { 3_000.0 } else { 30_000.0 };
-    let lags = [0.0, if fast { 500.0 } else { 5_000.0 }];
+    // The lagging flow's shares settle within about 5 ms of its start.
+    let stop = if fast { 12_000.0 } else { 40_000.0 };
+    let lags: &[f64] = if fast {
+        &[0.0, 1_000.0]
+    } else {
+        &[0.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0]
+    };
     let mut fractions = Vec::new();
+    let mut noise = 0f64;
     let mut series = Vec::new();
     let mut jains = Vec::new();
     for (i, lag) in lags.iter().enumerate() {
@@ -684,9 +690,14 @@ fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
         let r = timely_run(&name, *lag, stop)?;
         let from = ps_us(lag + (stop - lag) / 2.0);
         let s = shares(&r, from, ps_us(stop));
-        let total: f64 = s.iter().sum();
-        fractions.push(s.first().copied().unwrap_or(0.0) / total.max(1.0));
-        jains.push((jain(&s), s));
+        let frac = |v: &[f64]| v.first().copied().unwrap_or(0.0) / v.iter().sum::<f64>().max(1.0);
+        fractions.push(frac(&s));
+        // Within-run drift: the share over the window's two halves.
+        let mid = ps_us(lag + 3.0 * (stop - lag) / 4.0);
+        let drift = (frac(&shares(&r, from, mid)) - frac(&shares(&r, mid, ps_us(stop)))).abs();
+        noise = f64::max(noise, drift);
+        let q = mean_queue(&queue_trace(&r, 0, from, ps_us(stop)));
+        jains.push((jain(&s), s, q, r.counters.pfc_xoff_tx));
         for (label, pts) in goodput_series(&r, 100 * PS_PER_US) {
             series.push((format!("second flow +{lag} µs: {label}"), pts));
         }
@@ -709,12 +720,15 @@ fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
     )?;
     let scen = |i: usize| {
         format!(
-            "star, 2 senders → host 0, TIMELY (T_low 2 µs, δ 100 Mb/s, HAI 500 Mb/s, else the paper's), ACK per packet; second flow starts {} µs after the first; {stop} µs; shares over the second half of the shared phase: {}",
+            "star, 2 senders → host 0, TIMELY (T_low 2 µs, T_high 50 µs, δ 100 Mb/s, HAI 500 Mb/s, else the paper's), ACK per packet; second flow starts {} µs after the first; {stop} µs; shares over the second half of the shared phase: {}, mean queue {:.0} KB, {} PFC pauses in the run",
             lags[i],
-            fmt_gbps(&jains[i].1)
+            fmt_gbps(&jains[i].1),
+            jains[i].2 / 1e3,
+            jains[i].3
         )
     };
-    let gap = (fractions[0] - fractions[1]).abs();
+    let gap = fractions.iter().copied().fold(f64::MIN, f64::max)
+        - fractions.iter().copied().fold(f64::MAX, f64::min);
     Ok(vec![
         Check::new(
             "timely_shares",
@@ -729,14 +743,19 @@ fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
         ),
         Check::new(
             "timely_no_unique_fixed_point",
-            "difference between the first flow's share of the bottleneck when the flows start together and when the second starts later",
+            "spread (max − min) of the first flow's share of the bottleneck across runs that differ only in when the second flow starts (so the shared phase begins at different rates)",
             0.0,
-            "TIMELY has no unique fixed point: at any rate split with a flat RTT the gradient is zero, so different starting rates end at different shares (Zhu et al., CoNEXT 2016, §4: TIMELY's fluid model has infinitely many fixed points); a unique fixed point would make this difference 0",
+            "TIMELY has no unique fixed point, so different starting rates end at different shares (Zhu et al., CoNEXT 2016, §4; the abstract: TIMELY \"can converge to stable regime with arbitrary unfairness\"); a unique fixed point would make this spread 0 up to measurement noise",
             gap,
             "",
-            "> 0.05 (the shares must differ)".into(),
-            (0.05, 1.0),
-            format!("{}; {}", scen(0), scen(1)),
+            format!(
+                "≥ 3 × the largest within-run drift of that share (between the two halves of a run's window: {noise:.4}), and ≥ 0.01"
+            ),
+            (f64::max(3.0 * noise, 0.01), 1.0),
+            format!(
+                "{}. The splits differ persistently but by a few per cent of the link, not arbitrarily: this simulator's TIMELY updates once per round trip (HPCC ns-3 CC_MODE 7), so both flows take equal additive steps, whereas the paper's analysis has each flow update once per completed segment",
+                (0..lags.len()).map(scen).collect::<Vec<_>>().join("; ")
+            ),
         ),
     ])
 }
@@ -1021,6 +1040,10 @@ fn num(v: f64, unit: &str) -> String {
     }
 }
 
+fn verdict(c: &Check) -> &'static str {
+    if c.pass { "PASS" } else { "**FAIL**" }
+}
+
 /// `validation.md`: a summary table, then each check's detail and plot.
 pub fn markdown(v: &Validation, command: &str) -> String {
     let mut s = String::new();
@@ -1049,7 +1072,7 @@ pub fn markdown(v: &Validation, command: &str) -> String {
             num(c.expected, &c.unit),
             num(c.measured, &c.unit),
             c.tolerance,
-            if c.pass { "PASS" } else { "**FAIL**" }
+            verdict(c)
         );
     }
     for c in &v.checks {
@@ -1070,11 +1093,8 @@ pub fn markdown(v: &Validation, command: &str) -> String {
             num(c.hi, &c.unit)
         );
         let _ = writeln!(s, "- **Scenario:** {}", c.scenario);
-        let _ = writeln!(
-            s,
-            "- **Result:** {}\n",
-            if c.pass { "PASS" } else { "**FAIL**" }
-        );
+        let _ = writeln!(s, "- **Result:** {}", verdict(c));
+        let _ = writeln!(s);
         let _ = writeln!(s, "![{}]({}.png)", c.name, c.plot);
     }
     s
