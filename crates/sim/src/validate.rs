@@ -569,6 +569,14 @@ fn dcqcn_fixed_point(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError
     // Long enough for α (τ'/g) to settle many times over; the average is
     // over the second half.
     let stop = if fast { 6_000.0 } else { 60_000.0 };
+    // The model averages out DCQCN's sawtooth and has no fast recovery or
+    // hyper increase; the full runs land within 10 % of it. The fast runs
+    // (6 ms, of which the start-up transient takes 1–2) have not settled.
+    let (tol, lo, hi) = if fast {
+        ("×/÷ 2 (fast: 6 ms runs, not fully settled)", 0.5, 2.0)
+    } else {
+        ("±25 %", 0.75, 1.25)
+    };
     let mut checks = Vec::new();
     let mut model_pts = Vec::new();
     let mut sim_pts = Vec::new();
@@ -623,8 +631,8 @@ fn dcqcn_fixed_point(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError
             ),
             q,
             "B",
-            "×/÷ 2 (the model averages out the sawtooth and has no fast recovery or hyper increase)".into(),
-            (fp.queue / 2.0, fp.queue * 2.0),
+            tol.into(),
+            (fp.queue * lo, fp.queue * hi),
             format!(
                 "star, {n} senders → host 0 started together, {stop} µs, {}; RED 5/200 KB/1 %; utilisation {util:.3}",
                 dcqcn_cc(fast).replace('\n', ", ")
