@@ -951,17 +951,68 @@ fn swift_delay(fast: bool, out: &Path) -> Result<Check, ValidateError> {
 // HPCC-format incast, every CC_MODE
 // ---------------------------------------------------------------------------
 
-/// Where the HPCC-format validation configs live.
-fn hpcc_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/validate")
+/// The HPCC-format validation inputs (`scenarios/validate/` and the
+/// `scenarios/hpcc/` files they name), built into the binary so an
+/// installed `roce validate` needs no source tree.
+const HPCC_INPUTS: [(&str, &str); 7] = [
+    (
+        "validate/config_incast8_mode1.txt",
+        include_str!("../../../scenarios/validate/config_incast8_mode1.txt"),
+    ),
+    (
+        "validate/config_incast8_mode3.txt",
+        include_str!("../../../scenarios/validate/config_incast8_mode3.txt"),
+    ),
+    (
+        "validate/config_incast8_mode7.txt",
+        include_str!("../../../scenarios/validate/config_incast8_mode7.txt"),
+    ),
+    (
+        "validate/config_incast8_mode8.txt",
+        include_str!("../../../scenarios/validate/config_incast8_mode8.txt"),
+    ),
+    (
+        "hpcc/topo_star9.txt",
+        include_str!("../../../scenarios/hpcc/topo_star9.txt"),
+    ),
+    (
+        "hpcc/flow_incast8.txt",
+        include_str!("../../../scenarios/hpcc/flow_incast8.txt"),
+    ),
+    (
+        "hpcc/trace.txt",
+        include_str!("../../../scenarios/hpcc/trace.txt"),
+    ),
+];
+
+fn io_error(path: &Path, source: std::io::Error) -> ValidateError {
+    ValidateError::Io {
+        path: path.into(),
+        source,
+    }
+}
+
+/// Writes [`HPCC_INPUTS`] under `out/hpcc_inputs/` (the configs' relative
+/// paths resolve there, as in the repository) and returns its `validate/`.
+fn hpcc_dir(out: &Path) -> Result<PathBuf, ValidateError> {
+    let root = out.join("hpcc_inputs");
+    for (rel, text) in HPCC_INPUTS {
+        let path = root.join(rel);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(dir, e))?;
+        }
+        std::fs::write(&path, text).map_err(|e| io_error(&path, e))?;
+    }
+    Ok(root.join("validate"))
 }
 
 fn hpcc_cc_modes(out: &Path) -> Result<Vec<Check>, ValidateError> {
     let mut checks = Vec::new();
     let mut series = Vec::new();
+    let dir = hpcc_dir(out)?;
     for mode in [1u32, 3, 7, 8] {
         let name = format!("hpcc_cc_mode_{mode}");
-        let path = hpcc_dir().join(format!("config_incast8_mode{mode}.txt"));
+        let path = dir.join(format!("config_incast8_mode{mode}.txt"));
         let e = Experiment::load(&path, None).map_err(|source| ValidateError::Hpcc {
             name: name.clone(),
             source,
