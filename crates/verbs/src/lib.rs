@@ -51,6 +51,6 @@ pub use stats::Stats;
 pub use verbs::{Ah, Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq};
 
 pub use roce_rnic::{
-    Access, AsyncEvent, Counters, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags,
-    SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
+    Access, AsyncEvent, Counters, IrnConfig, Mtu, QpAttr, QpState, QpType, Recovery, RecvWr,
+    RnicConfig, SendFlags, SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };
