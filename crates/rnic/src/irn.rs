@@ -107,13 +107,16 @@ pub(crate) struct Held {
 pub(crate) enum HeldData {
     Bytes(Vec<u8>),
     Virtual(u32),
+    /// Already placed at its offset in the message (this many bytes): only
+    /// the header waits, for the in-order bookkeeping (MSN, completions, ACKs).
+    Placed(u32),
 }
 
 impl Held {
     pub fn payload(&self) -> crate::memory::PayloadRef<'_> {
         match &self.data {
             HeldData::Bytes(b) => crate::memory::PayloadRef::Bytes(b),
-            HeldData::Virtual(n) => crate::memory::PayloadRef::Virtual(*n),
+            HeldData::Virtual(n) | HeldData::Placed(n) => crate::memory::PayloadRef::Virtual(*n),
         }
     }
 }

@@ -406,6 +406,8 @@ pub struct Qp {
     pub(crate) episode: Option<Episode>,
     /// Responder: out-of-order request packets held, by PSN.
     pub(crate) held: BTreeMap<u32, Held>,
+    /// Responder: the request being executed was placed on arrival.
+    pub(crate) placed: bool,
 }
 
 impl Qp {
@@ -459,6 +461,7 @@ impl Qp {
             sacked: BTreeSet::new(),
             episode: None,
             held: BTreeMap::new(),
+            placed: false,
         }
     }
 

@@ -577,6 +577,9 @@ impl Qp {
                 let wait = u64::from(RNR_TIMER_US[usize::from(timer & 31)]) * 1000;
                 self.rnr_until = Some(now + wait);
                 self.rto_deadline = None;
+                // The responder refused `psn` and dropped it, however it
+                // had reported holding it: resend from there as if nothing were held.
+                self.sacked.clear();
                 self.rewind(psn, ctx);
             }
             (_, Syndrome::Nak(NakCode::PsnSequenceError)) if self.irn() => {

@@ -147,7 +147,10 @@ impl Qp {
             return;
         }
         while let Some(h) = self.held.remove(&self.epsn.value()) {
-            if !self.execute_in_order(h.src, &h.repr, h.payload(), ctx) {
+            self.placed = matches!(h.data, crate::irn::HeldData::Placed(_));
+            let ok = self.execute_in_order(h.src, &h.repr, h.payload(), ctx);
+            self.placed = false;
+            if !ok {
                 return;
             }
         }
@@ -157,6 +160,50 @@ impl Qp {
         if gap && self.state != QpState::Err {
             self.queue_ack();
         }
+    }
+
+    /// IRN direct placement of an out-of-order MIDDLE or LAST packet of
+    /// the WRITE in progress. RoCE carries a WRITE's address only in its
+    /// FIRST packet (IRN §4.2 adds it to every packet); within the message
+    /// in progress the PSN gives the offset instead: packet `psn` lands
+    /// `(psn − ePSN) × MTU` bytes past the next byte expected, inside the
+    /// range the FIRST packet's RETH was checked for, whose length tells
+    /// where the message ends. What fits no WRITE in progress is held whole.
+    /// Returns the bytes placed.
+    fn irn_place(
+        &mut self,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<u32> {
+        use Opcode::*;
+        let mtu = u64::from(self.mtu.bytes());
+        let plen = payload.len() as u64;
+        let last = matches!(
+            t.bth.opcode,
+            RcSendLast | RcSendLastImm | RcSendLastInv | RcWriteLast | RcWriteLastImm
+        );
+        if !last && plen != mtu {
+            return None;
+        }
+        let skip = u64::from(t.bth.psn.distance_from(self.epsn)) * mtu;
+        match (&self.in_msg, t.bth.opcode) {
+            (
+                Some(InMsg::Write { va, remaining, .. }),
+                RcWriteMiddle | RcWriteLast | RcWriteLastImm,
+            ) => {
+                let end = skip + plen;
+                if end > *remaining || (last && end != *remaining) || (!last && end == *remaining) {
+                    return None;
+                }
+                ctx.mem.write(va + skip, payload).ok()?;
+            }
+            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
+            // may already belong to the next message (IRN §4.3 adds a
+            // message sequence number for this), so SENDs are held whole.
+            _ => return None,
+        }
+        Some(plen as u32)
     }
 
     /// IRN: a request past a gap. Held (up to a BDP beyond the gap, which is
@@ -175,16 +222,23 @@ impl Qp {
         if psn.distance_from(self.epsn) >= cap {
             return;
         }
-        self.held
-            .entry(psn.value())
-            .or_insert_with(|| crate::irn::Held {
-                src,
-                repr: *t,
-                data: match payload {
+        if !self.held.contains_key(&psn.value()) {
+            let data = match self.irn_place(t, payload, ctx) {
+                Some(n) => crate::irn::HeldData::Placed(n),
+                None => match payload {
                     PayloadRef::Bytes(b) => crate::irn::HeldData::Bytes(b.to_vec()),
                     PayloadRef::Virtual(n) => crate::irn::HeldData::Virtual(n),
                 },
-            });
+            };
+            self.held.insert(
+                psn.value(),
+                crate::irn::Held {
+                    src,
+                    repr: *t,
+                    data,
+                },
+            );
+        }
         ctx.counters.naks_tx += 1;
         self.resp_q.push_back(RespItem::Nak {
             psn: self.epsn,
@@ -414,7 +468,8 @@ impl Qp {
             if needs_recv && !self.has_recv(ctx) {
                 return Err(Reject::Rnr);
             }
-            if plen > 0 && ctx.mem.write(va, payload).is_err() {
+            let placed = std::mem::take(&mut self.placed);
+            if plen > 0 && !placed && ctx.mem.write(va, payload).is_err() {
                 return Err(Reject::Nak(NakCode::RemoteAccessError));
             }
             ctx.counters.rx_payload_bytes += plen;
