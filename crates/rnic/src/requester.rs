@@ -733,10 +733,13 @@ impl Qp {
             self.retries_left -= 1;
             let una = self.una;
             if self.irn() {
-                // After a timeout the SACK scoreboard is not trusted (RFC 2018
-                // §8): an ACK lost after the responder used what it held would
-                // otherwise leave nothing to resend and nothing to re-ACK.
-                self.sacked.clear();
+                // A timeout resends the oldest unacknowledged packet even if
+                // reported held: when the ACK for what the responder used
+                // was lost, its duplicate is what draws a fresh ACK.
+                // Everything else reported held stays skipped; clearing the
+                // whole scoreboard (as RFC 2018 §8 suggests for TCP) resent
+                // a BDP of duplicates per timeout on real sockets.
+                self.sacked.remove(&una.value());
             }
             self.rewind(una, ctx);
             self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);

@@ -240,10 +240,12 @@ impl Engine {
         if rnic_cfg.irn == roce_rnic::IrnConfig::default() {
             // IRN's BDP-FC bound on real sockets: what the receive buffer
             // holds (the same window go-back-N gets), and timeouts for a
-            // software stack whose RTT is scheduling, not wire, time.
+            // software stack whose RTT is scheduling, not wire, time: a
+            // spurious IRN timeout resends every packet not reported held,
+            // so RTO_high is what perftest's timeout 12 gives go-back-N.
             rnic_cfg.irn.bdp_pkts = rnic_cfg.max_outstanding_pkts;
-            rnic_cfg.irn.rto_low_ns = 1_000_000;
-            rnic_cfg.irn.rto_high_ns = 4_000_000;
+            rnic_cfg.irn.rto_low_ns = 4_000_000;
+            rnic_cfg.irn.rto_high_ns = 16_000_000;
         }
         let wall_origin_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
