@@ -73,6 +73,10 @@ pub struct PerfArgs {
     /// Reorder this fraction of sent packets.
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
+    /// Loss recovery: gbn (go-back-N, what RoCE NICs speak) or irn
+    /// (selective repeat, Mittal et al. SIGCOMM 2018). Give the same to both sides.
+    #[arg(long, default_value = "gbn", value_parser = parse_recovery)]
+    pub recovery: roce_verbs::Recovery,
     /// Duplicate this fraction of sent packets.
     #[arg(long, default_value_t = 0.0)]
     pub dup: f64,
@@ -144,6 +148,7 @@ impl From<PerfArgs> for Options {
             corrupt: a.corrupt,
             ce_mark: a.ce_mark,
             seed: a.seed,
+            recovery: a.recovery,
             no_offload: a.no_offload,
             json: a.json,
             baseline: a.baseline,
@@ -186,4 +191,8 @@ pub fn run(args: PerfArgs) -> Result<()> {
         bail!("data verification failed");
     }
     Ok(())
+}
+
+fn parse_recovery(s: &str) -> Result<roce_verbs::Recovery, String> {
+    s.parse()
 }

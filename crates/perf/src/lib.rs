@@ -104,6 +104,8 @@ pub struct Options {
     pub ce_mark: f64,
     /// Seed of the fault injector.
     pub seed: u64,
+    /// Loss recovery of the QPs: go-back-N or IRN (both sides must agree).
+    pub recovery: roce_verbs::Recovery,
     /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
     /// compare; by default they are used where the kernel has them. Give it
     /// to both sides when they share a host.
@@ -157,6 +159,7 @@ impl Options {
             corrupt: 0.0,
             ce_mark: 0.0,
             seed: 1,
+            recovery: roce_verbs::Recovery::GoBackN,
             no_offload: false,
             json: false,
             baseline: false,

@@ -86,6 +86,7 @@ pub(crate) fn create(
                 .max_recv_wr(1024)
                 .max_inline_data(inline)
                 .timeout(12)
+                .recovery(args.recovery)
                 .build()?,
         );
     }

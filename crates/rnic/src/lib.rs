@@ -16,6 +16,7 @@ pub mod clock;
 pub mod cq;
 pub mod error;
 pub mod fuzzing;
+pub mod irn;
 pub mod memory;
 pub mod mr;
 pub mod pair;
@@ -33,6 +34,7 @@ pub use cc::{
 };
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
+pub use irn::{IrnConfig, Recovery};
 pub use memory::{
     GATHER_MAX, Gather, Memory, Payload, PayloadRef, RealMemory, Resolved, VirtualMemory,
 };
@@ -89,6 +91,8 @@ pub struct RnicConfig {
     /// The port's active MTU: the largest UD message (UD is never
     /// segmented, IBA 9.7.2 / C9-3; RC QPs take their path MTU at RTR).
     pub port_mtu: Mtu,
+    /// IRN's BDP and timeouts, for QPs created with [`Recovery::Irn`].
+    pub irn: IrnConfig,
 }
 
 impl Default for RnicConfig {
@@ -109,6 +113,7 @@ impl Default for RnicConfig {
             max_inline_data: 1024,
             match_source_port: false,
             port_mtu: Mtu::Mtu1024,
+            irn: IrnConfig::default(),
         }
     }
 }
@@ -514,6 +519,7 @@ impl<M: Memory> Rnic<M> {
         let qpn = self.next_qpn;
         self.next_qpn += 1;
         let mut qp = Qp::new(qpn, init, cc);
+        qp.irn_cfg = self.cfg.irn;
         if init.qp_type == QpType::Ud {
             qp.mtu = self.cfg.port_mtu;
         }
@@ -632,9 +638,10 @@ impl<M: Memory> Rnic<M> {
         match to {
             QpState::Err => qp.enter_error(&mut ctx),
             QpState::Reset => {
-                let (init, filed) = (qp.init, qp.filed);
+                let (init, filed, irn_cfg) = (qp.init, qp.filed, qp.irn_cfg);
                 let cc = std::mem::replace(&mut qp.cc, Box::new(NoCc));
                 *qp = Qp::new(qpn, init, cc);
+                qp.irn_cfg = irn_cfg;
                 // Still filed in the timer index under its old deadline.
                 qp.filed = filed;
             }
@@ -716,6 +723,7 @@ impl<M: Memory> Rnic<M> {
                 first_psn: None,
                 npkts: 0,
                 acked: 0,
+                got: Vec::new(),
                 done: false,
                 status: WcStatus::Success,
                 signaled: wr.flags.signaled,

@@ -419,6 +419,7 @@ impl Pair {
         init.max_send_wr = o.max_send_wr;
         init.max_recv_wr = o.max_recv_wr;
         init.sq_sig_all = o.sq_sig_all;
+        init.recovery = o.recovery;
         let qpn = r.create_qp(init)?;
         Ok(Endpoint {
             pd,
@@ -470,6 +471,8 @@ pub struct RcOptions {
     pub mr_access: Access,
     pub qp_access: Access,
     pub qkey: u32,
+    /// Loss recovery of the RC QPs (both sides).
+    pub recovery: crate::Recovery,
 }
 
 impl Default for RcOptions {
@@ -490,6 +493,7 @@ impl Default for RcOptions {
             mr_access: Access::ALL,
             qp_access: Access::ALL,
             qkey: 0x1111_1111,
+            recovery: crate::Recovery::GoBackN,
         }
     }
 }

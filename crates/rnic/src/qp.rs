@@ -4,13 +4,14 @@
 use crate::cc::CongestionControl;
 use crate::cq::{Cq, CqHandle};
 use crate::error::{Result, VerbsError};
+use crate::irn::{Episode, Held, IrnConfig, Recovery};
 use crate::memory::{Memory, Payload};
 use crate::mr::{MrTable, PdHandle};
 use crate::srq::{Srq, SrqHandle};
 use crate::types::{Access, Mtu, Nanos, QpType, RecvWr, SendWr, Wc, WcStatus};
 use crate::{AsyncEvent, Counters, RnicConfig};
 use roce_wire::Psn;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
 
 /// QP states (`ibv_qp_state`).
@@ -42,6 +43,9 @@ pub struct QpInitAttr {
     pub max_inline_data: u32,
     /// Every send WQE generates a completion, signaled or not.
     pub sq_sig_all: bool,
+    /// Loss recovery (RC): go-back-N, or IRN's selective retransmission.
+    /// Both ends of a connection must use the same mode.
+    pub recovery: Recovery,
 }
 
 impl QpInitAttr {
@@ -59,6 +63,7 @@ impl QpInitAttr {
             max_recv_sge: 4,
             max_inline_data: 64,
             sq_sig_all: false,
+            recovery: Recovery::GoBackN,
         }
     }
 }
@@ -253,6 +258,8 @@ pub(crate) struct SendWqe {
     pub signaled: bool,
     /// Local SGEs checked (lkey, PD, bounds, access) on first transmission.
     pub checked: bool,
+    /// IRN READ: which response packets have been placed (empty otherwise).
+    pub got: Vec<bool>,
 }
 
 impl SendWqe {
@@ -294,6 +301,9 @@ pub(crate) struct ReadJob {
     pub va: u64,
     pub remaining: u64,
     pub msn: u32,
+    /// Response index to stop before (`npkts`, or less for a READ re-request
+    /// that asks for a missing range only).
+    pub end: u32,
     /// A replay for a duplicate request (does not hold a new resource).
     pub replay: bool,
 }
@@ -388,6 +398,16 @@ pub struct Qp {
     pub(crate) ece_pending: bool,
     /// The ACK being processed echoed a CE mark.
     pub(crate) ece_rx: bool,
+    // IRN (see `crate::irn`).
+    pub(crate) irn_cfg: IrnConfig,
+    /// Requester: PSNs the responder reported holding, beyond `una`.
+    pub(crate) sacked: BTreeSet<u32>,
+    /// Requester: the recovery episode under way.
+    pub(crate) episode: Option<Episode>,
+    /// Responder: out-of-order request packets held, by PSN.
+    pub(crate) held: BTreeMap<u32, Held>,
+    /// Responder: the request being executed was placed on arrival.
+    pub(crate) placed: bool,
 }
 
 impl Qp {
@@ -437,6 +457,11 @@ impl Qp {
             last_cnp: None,
             ece_pending: false,
             ece_rx: false,
+            irn_cfg: IrnConfig::default(),
+            sacked: BTreeSet::new(),
+            episode: None,
+            held: BTreeMap::new(),
+            placed: false,
         }
     }
 
@@ -473,6 +498,31 @@ impl Qp {
     /// Retransmission timeout: 4.096 µs × 2^timeout (IBA 9.7.6.1.3); 0 = infinite.
     pub fn rto_ns(&self) -> Option<Nanos> {
         (self.timeout != 0).then(|| 4096u64 << self.timeout.min(31))
+    }
+
+    /// The loss-recovery mode this QP was created with.
+    pub fn recovery(&self) -> Recovery {
+        self.init.recovery
+    }
+
+    pub(crate) fn irn(&self) -> bool {
+        self.init.recovery == Recovery::Irn && self.init.qp_type == QpType::Rc
+    }
+
+    /// The timeout to arm now: IBA's for go-back-N; IRN's RTO_low while
+    /// at most N packets are in flight and RTO_high otherwise (IRN §3.1).
+    /// A QP whose `timeout` is 0 (infinite) keeps no timer in either mode.
+    pub(crate) fn rto_now(&self, in_flight: u32) -> Option<Nanos> {
+        let base = self.rto_ns()?;
+        if !self.irn() {
+            return Some(base);
+        }
+        let c = self.irn_cfg;
+        Some(if in_flight <= c.rto_low_pkts {
+            c.rto_low_ns
+        } else {
+            c.rto_high_ns
+        })
     }
 
     /// Applies `attr` for a transition to `to`, validating it first.

@@ -41,6 +41,16 @@ impl Qp {
         if now < self.next_send_at {
             return None;
         }
+        if self.irn() {
+            // Retransmissions first, and never held back by BDP-FC: they
+            // are what lets the window move (IRN §3.2).
+            if let Some(t) = self.irn_retransmit(now, ctx) {
+                return Some(t);
+            }
+            if self.state == QpState::Err {
+                return None;
+            }
+        }
         loop {
             let (i, k) = self.cursor;
             let w = self.sq.get(i)?;
@@ -63,7 +73,14 @@ impl Qp {
             if window.is_some_and(|win| self.inflight_bytes >= win && self.inflight_bytes > 0) {
                 return None;
             }
-            return self.emit_packet(now, i, k, ctx);
+            // BDP-FC (IRN §3.2): no new packet beyond a BDP past the oldest unacknowledged.
+            if self.irn()
+                && self.max_sent_psn_after(self.cursor_psn())
+                && self.cursor_psn().distance_from(self.una) >= self.irn_cfg.bdp_pkts.max(1)
+            {
+                return None;
+            }
+            return self.emit_packet(now, i, k, u32::MAX, ctx);
         }
     }
 
@@ -118,6 +135,7 @@ impl Qp {
             }
         }
         let psn = self.next_psn;
+        let irn = self.irn();
         let w = &mut self.sq[i];
         w.first_psn = Some(psn);
         w.npkts = npkts;
@@ -127,6 +145,9 @@ impl Qp {
             w.status = st;
             self.retire(ctx);
             return None;
+        }
+        if irn && matches!(w.wr.opcode, WrOpcode::RdmaRead { .. }) {
+            w.got = vec![false; npkts as usize];
         }
         self.next_psn = psn.add(npkts);
         Some(true)
@@ -150,7 +171,16 @@ impl Qp {
         Some(out)
     }
 
-    fn emit_packet(&mut self, now: Nanos, i: usize, k: u32, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+    /// Emits packet `k` of WQE `i`; a READ request asks for at most `span`
+    /// response packets from there (IRN re-requests a missing range only).
+    fn emit_packet(
+        &mut self,
+        now: Nanos,
+        i: usize,
+        k: u32,
+        span: u32,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<Transmit> {
         let mtu = u64::from(self.mtu.bytes());
         let (op, len, first_psn, npkts, solicited) = {
             let w = &self.sq[i];
@@ -180,7 +210,10 @@ impl Qp {
                 t.reth = Some(RethRepr {
                     va: remote_addr.wrapping_add(off),
                     rkey,
-                    dma_len: len.saturating_sub(off) as u32,
+                    dma_len: len
+                        .saturating_sub(off)
+                        .min(u64::from(span).saturating_mul(mtu))
+                        as u32,
                 });
                 t.bth.ack_req = true;
                 next_cursor = (i + 1, 0);
@@ -311,7 +344,7 @@ impl Qp {
             self.una = self.next_psn;
             self.retire(ctx);
         } else if self.rto_deadline.is_none() {
-            self.rto_deadline = self.rto_ns().map(|d| now + d);
+            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
         }
         Some(Transmit {
             dst,
@@ -343,6 +376,13 @@ impl Qp {
     /// Moves the transmit cursor back to `psn` (go-back-N). A no-op when the
     /// cursor is already at or before `psn`: that resend is under way.
     pub(crate) fn rewind(&mut self, psn: Psn, ctx: &mut Ctx<'_>) {
+        if self.irn() {
+            // IRN never goes back: resend what is missing from `psn` on.
+            let end = self.max_sent.map_or(psn, Psn::next);
+            self.irn_note_loss(psn, end, true);
+            ctx.counters.rewinds += 1;
+            return;
+        }
         if !self.cursor_psn().after(psn) {
             return;
         }
@@ -412,7 +452,14 @@ impl Qp {
             self.inflight_bytes = self.inflight_bytes.saturating_sub(fb.acked_bytes);
             self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             self.cc.on_ack_feedback(now, &fb);
-            self.rto_deadline = self.rto_ns().map(|d| now + d);
+            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
+            if self.irn() {
+                let una = self.una;
+                self.sacked.retain(|&p| !Psn::new(p).before(una));
+                if self.episode.is_some_and(|e| e.until.before(una)) {
+                    self.episode = None;
+                }
+            }
         }
         if self.outstanding() == 0 {
             self.rto_deadline = None;
@@ -440,7 +487,12 @@ impl Qp {
                 // An ACK that covers an unanswered READ/ATOMIC: its responses
                 // were lost (IBA 9.7.5.1.3, implied NAK) — ask again.
                 let resume = first.add(self.sq[i].acked);
-                self.rewind(resume, ctx);
+                if self.irn() {
+                    // Only this READ's missing responses (or the atomic) are asked for again.
+                    self.irn_note_loss(resume, last.next(), false);
+                } else {
+                    self.rewind(resume, ctx);
+                }
                 break;
             }
             if !last.after(p) {
@@ -525,7 +577,15 @@ impl Qp {
                 let wait = u64::from(RNR_TIMER_US[usize::from(timer & 31)]) * 1000;
                 self.rnr_until = Some(now + wait);
                 self.rto_deadline = None;
+                // The responder refused `psn` and dropped it, however it
+                // had reported holding it: resend from there as if nothing were held.
+                self.sacked.clear();
                 self.rewind(psn, ctx);
+            }
+            (_, Syndrome::Nak(NakCode::PsnSequenceError)) if self.irn() => {
+                ctx.counters.naks_rx += 1;
+                self.ack_upto(now, psn.sub(1), ctx);
+                self.irn_on_sack(now, psn, Psn::new(aeth.msn), ctx);
             }
             (_, Syndrome::Nak(code)) => {
                 ctx.counters.naks_rx += 1;
@@ -585,6 +645,10 @@ impl Qp {
         };
         let first = self.sq[i].first_psn.unwrap_or(psn);
         let expected = first.add(self.sq[i].acked);
+        if self.irn() && !self.sq[i].got.is_empty() {
+            self.irn_read_response(now, i, t, payload, ctx);
+            return;
+        }
         if psn != expected {
             if psn.after(expected) {
                 ctx.counters.out_of_sequence += 1;
@@ -668,8 +732,17 @@ impl Qp {
             }
             self.retries_left -= 1;
             let una = self.una;
+            if self.irn() {
+                // A timeout resends the oldest unacknowledged packet even if
+                // reported held: when the ACK for what the responder used
+                // was lost, its duplicate is what draws a fresh ACK.
+                // Everything else reported held stays skipped; clearing the
+                // whole scoreboard (as RFC 2018 §8 suggests for TCP) resent
+                // a BDP of duplicates per timeout on real sockets.
+                self.sacked.remove(&una.value());
+            }
             self.rewind(una, ctx);
-            self.rto_deadline = self.rto_ns().map(|d| now + d);
+            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
         }
     }
 
@@ -765,6 +838,9 @@ impl Qp {
             .retain(|r| matches!(r, crate::qp::RespItem::Nak { .. }));
         self.sent_log.clear();
         self.inflight_bytes = 0;
+        self.sacked.clear();
+        self.episode = None;
+        self.held.clear();
     }
 }
 
@@ -814,5 +890,202 @@ fn data_opcode(op: WrOpcode, first: bool, last: bool, ud: bool) -> Opcode {
         (WrOpcode::SendWithInv(_), true, true) => RcSendOnlyInv,
         (_, false, true) => RcSendLast,
         (_, true, true) => RcSendOnly,
+    }
+}
+
+/// IRN's requester side (Mittal et al., SIGCOMM 2018, §3.1; see `crate::irn`).
+impl Qp {
+    /// Notes that the PSNs in `[from, end)` not reported held are lost.
+    /// Within an episode the range only grows (each packet is resent once
+    /// per episode); `restart` (a timeout or an RNR NAK) begins a new one.
+    pub(crate) fn irn_note_loss(&mut self, from: Psn, end: Psn, restart: bool) {
+        let until = self.max_sent.unwrap_or(self.una);
+        match &mut self.episode {
+            Some(e) if !restart => {
+                if end.after(e.end) {
+                    e.end = end;
+                }
+                if until.after(e.until) {
+                    e.until = until;
+                }
+            }
+            _ => {
+                self.episode = Some(crate::irn::Episode {
+                    next: from,
+                    end,
+                    until,
+                })
+            }
+        }
+    }
+
+    /// A PSN-sequence-error NAK under IRN: `cum` is the first PSN the
+    /// responder lacks, `trigger` the one it holds that made it say so.
+    fn irn_on_sack(&mut self, now: Nanos, cum: Psn, trigger: Psn, ctx: &mut Ctx<'_>) {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        let outstanding = self.outstanding();
+        if !cum.in_window(self.una, outstanding) {
+            ctx.counters.stale_acks += 1;
+            return;
+        }
+        if trigger.after(cum) && trigger.in_window(self.una, outstanding) {
+            self.sacked.insert(trigger.value());
+        }
+        if self.episode.is_none() {
+            // One congestion signal per loss episode, not one per NAK.
+            self.cc.on_nak(now);
+        }
+        let end = if trigger.after(cum) {
+            trigger
+        } else {
+            cum.next()
+        };
+        self.irn_note_loss(cum, end, false);
+    }
+
+    /// The next selective retransmission of the current episode, if any.
+    fn irn_retransmit(&mut self, now: Nanos, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+        loop {
+            let e = self.episode?;
+            let mut next = e.next;
+            if next.before(self.una) {
+                next = self.una;
+            }
+            if !next.before(e.end) {
+                self.episode = Some(crate::irn::Episode { next, ..e });
+                return None;
+            }
+            let skip = |q: &mut Qp, to: Psn| {
+                q.episode = Some(crate::irn::Episode { next: to, ..e });
+            };
+            let Some(i) = self.sq.iter().position(|w| {
+                !w.done
+                    && w.first_psn.is_some_and(|f| !next.before(f))
+                    && w.last_psn().is_some_and(|l| !next.after(l))
+            }) else {
+                skip(self, next.next());
+                continue;
+            };
+            let w = &self.sq[i];
+            // A held SEND/WRITE packet needs no resend; a held READ or
+            // ATOMIC request still owes its response, so it is never skipped.
+            if self.sacked.contains(&next.value()) && !w.wr.opcode.is_read_or_atomic() {
+                skip(self, next.next());
+                continue;
+            }
+            let first = w.first_psn?;
+            let (npkts, acked) = (w.npkts, w.acked);
+            let k = next.distance_from(first);
+            let (k, span) = match w.wr.opcode {
+                WrOpcode::RdmaRead { .. } => {
+                    let missing = |j: u32| !w.got.get(j as usize).copied().unwrap_or(true);
+                    let Some(k0) = (k.max(acked)..npkts).find(|&j| missing(j)) else {
+                        skip(self, first.add(npkts));
+                        continue;
+                    };
+                    if !first.add(k0).before(e.end) {
+                        skip(self, first.add(k0));
+                        continue;
+                    }
+                    let limit = e.end.distance_from(first).min(npkts);
+                    let span = (k0..limit).take_while(|&j| missing(j)).count() as u32;
+                    (k0, span.max(1))
+                }
+                _ if w.wr.opcode.is_atomic() => (0, 1),
+                _ if k < acked => {
+                    skip(self, first.add(acked));
+                    continue;
+                }
+                _ => (k, 1),
+            };
+            skip(self, first.add(k + span));
+            let cursor = self.cursor;
+            let t = self.emit_packet(now, i, k, span, ctx);
+            if self.state != QpState::Err {
+                self.cursor = cursor;
+            }
+            return t;
+        }
+    }
+
+    /// An IRN READ response: placed at its offset whatever the order;
+    /// a response past a gap marks the responses before it lost.
+    fn irn_read_response(
+        &mut self,
+        now: Nanos,
+        i: usize,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let psn = t.bth.psn;
+        let Some(first) = self.sq[i].first_psn else {
+            return;
+        };
+        let idx = psn.distance_from(first);
+        if self.sq[i].got.get(idx as usize).copied().unwrap_or(true) {
+            ctx.counters.duplicates += 1;
+            return;
+        }
+        // Responses imply the ACK of everything before the READ.
+        if i > 0 {
+            self.ack_upto(now, first.sub(1), ctx);
+        }
+        let Some(i) = self
+            .sq
+            .iter()
+            .position(|w| w.first_psn == Some(first) && !w.done)
+        else {
+            return;
+        };
+        let mtu = u64::from(self.mtu.bytes());
+        let (npkts, len, acked) = (self.sq[i].npkts, self.sq[i].len, self.sq[i].acked);
+        let want = if npkts == 1 {
+            Opcode::RcReadResponseOnly
+        } else if idx == 0 {
+            Opcode::RcReadResponseFirst
+        } else if idx + 1 == npkts {
+            Opcode::RcReadResponseLast
+        } else {
+            Opcode::RcReadResponseMiddle
+        };
+        let off = u64::from(idx) * mtu;
+        let expect_len = mtu.min(len - off.min(len));
+        if t.bth.opcode != want || payload.len() as u64 != expect_len {
+            self.fail_wqe(i, WcStatus::BadRespErr, ctx);
+            return;
+        }
+        let mut done_bytes = 0usize;
+        let mut failed = false;
+        for (_, addr, n) in sge_pieces(&self.sq[i].wr.sg_list, off, payload.len() as u64) {
+            let n = n as usize;
+            if ctx.mem.write(addr, payload.slice(done_bytes, n)).is_err() {
+                failed = true;
+                break;
+            }
+            done_bytes += n;
+        }
+        if failed {
+            self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+            return;
+        }
+        let w = &mut self.sq[i];
+        w.got[idx as usize] = true;
+        while w.acked < npkts && w.got[w.acked as usize] {
+            w.acked += 1;
+        }
+        if w.acked == npkts {
+            w.done = true;
+            w.status = WcStatus::Success;
+            w.got = Vec::new();
+        }
+        if idx > acked {
+            ctx.counters.out_of_sequence += 1;
+            self.irn_note_loss(first.add(acked), psn, false);
+        }
+        self.refresh_una(now);
+        self.retire(ctx);
     }
 }

@@ -65,33 +65,17 @@ impl Qp {
             self.ece_pending |= ctx.cfg.ecn_echo;
         }
         let psn = t.bth.psn;
+        if psn.after(self.epsn) && self.irn() {
+            self.irn_hold(src, t, payload, ctx);
+            return;
+        }
         if psn == self.epsn {
             self.nak_gap = false;
-            match self.execute(src, t, payload, ctx) {
-                Ok(()) => {}
-                Err(Reject::Rnr) => {
-                    ctx.counters.rnr_naks_tx += 1;
-                    self.nak_gap = true;
-                    let timer = self.min_rnr_timer;
-                    self.resp_q.push_back(RespItem::Nak {
-                        psn,
-                        msn: self.msn,
-                        syndrome: Syndrome::RnrNak { timer },
-                    });
-                }
-                Err(Reject::Nak(code)) => {
-                    ctx.counters.naks_tx += 1;
-                    self.resp_q.push_back(RespItem::Nak {
-                        psn,
-                        msn: self.msn,
-                        syndrome: Syndrome::Nak(code),
-                    });
-                    // Class B–D errors: the responder's QP goes to ERR after the NAK.
-                    let keep = std::mem::take(&mut self.resp_q);
-                    self.enter_error(ctx);
-                    self.resp_q = keep;
-                }
+            if self.irn() {
+                self.irn_in_order(src, t, payload, ctx);
+                return;
             }
+            self.execute_in_order(src, t, payload, ctx);
         } else if psn.after(self.epsn) {
             ctx.counters.out_of_sequence += 1;
             if !self.nak_gap {
@@ -107,6 +91,160 @@ impl Qp {
             ctx.counters.duplicates += 1;
             self.duplicate(t, ctx);
         }
+    }
+
+    /// Executes the request at the expected PSN and answers a failed check
+    /// with its NAK. `false` when the request was refused.
+    fn execute_in_order(
+        &mut self,
+        src: SocketAddr,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        let psn = t.bth.psn;
+        match self.execute(src, t, payload, ctx) {
+            Ok(()) => true,
+            Err(Reject::Rnr) => {
+                ctx.counters.rnr_naks_tx += 1;
+                self.nak_gap = true;
+                let timer = self.min_rnr_timer;
+                self.resp_q.push_back(RespItem::Nak {
+                    psn,
+                    msn: self.msn,
+                    syndrome: Syndrome::RnrNak { timer },
+                });
+                false
+            }
+            Err(Reject::Nak(code)) => {
+                ctx.counters.naks_tx += 1;
+                self.resp_q.push_back(RespItem::Nak {
+                    psn,
+                    msn: self.msn,
+                    syndrome: Syndrome::Nak(code),
+                });
+                // Class B–D errors: the responder's QP goes to ERR after the NAK.
+                let keep = std::mem::take(&mut self.resp_q);
+                self.enter_error(ctx);
+                self.resp_q = keep;
+                false
+            }
+        }
+    }
+
+    /// IRN: the expected request arrived; execute it, then every held
+    /// packet it makes consecutive, and acknowledge the new cumulative PSN
+    /// at once when a gap closed (IRN §3.1).
+    fn irn_in_order(
+        &mut self,
+        src: SocketAddr,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let gap = !self.held.is_empty();
+        if !self.execute_in_order(src, t, payload, ctx) {
+            return;
+        }
+        while let Some(h) = self.held.remove(&self.epsn.value()) {
+            self.placed = matches!(h.data, crate::irn::HeldData::Placed(_));
+            let ok = self.execute_in_order(h.src, &h.repr, h.payload(), ctx);
+            self.placed = false;
+            if !ok {
+                return;
+            }
+        }
+        // Held packets an executed READ's PSN range swallowed are stale.
+        let epsn = self.epsn;
+        self.held.retain(|&p, _| Psn::new(p).after(epsn));
+        if gap && self.state != QpState::Err {
+            self.queue_ack();
+        }
+    }
+
+    /// IRN direct placement of an out-of-order MIDDLE or LAST packet of
+    /// the WRITE in progress. RoCE carries a WRITE's address only in its
+    /// FIRST packet (IRN §4.2 adds it to every packet); within the message
+    /// in progress the PSN gives the offset instead: packet `psn` lands
+    /// `(psn − ePSN) × MTU` bytes past the next byte expected, inside the
+    /// range the FIRST packet's RETH was checked for, whose length tells
+    /// where the message ends. What fits no WRITE in progress is held whole.
+    /// Returns the bytes placed.
+    fn irn_place(
+        &mut self,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<u32> {
+        use Opcode::*;
+        let mtu = u64::from(self.mtu.bytes());
+        let plen = payload.len() as u64;
+        let last = matches!(
+            t.bth.opcode,
+            RcSendLast | RcSendLastImm | RcSendLastInv | RcWriteLast | RcWriteLastImm
+        );
+        if !last && plen != mtu {
+            return None;
+        }
+        let skip = u64::from(t.bth.psn.distance_from(self.epsn)) * mtu;
+        match (&self.in_msg, t.bth.opcode) {
+            (
+                Some(InMsg::Write { va, remaining, .. }),
+                RcWriteMiddle | RcWriteLast | RcWriteLastImm,
+            ) => {
+                let end = skip + plen;
+                if end > *remaining || (last && end != *remaining) || (!last && end == *remaining) {
+                    return None;
+                }
+                ctx.mem.write(va + skip, payload).ok()?;
+            }
+            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
+            // may already belong to the next message (IRN §4.3 adds a
+            // message sequence number for this), so SENDs are held whole.
+            _ => return None,
+        }
+        Some(plen as u32)
+    }
+
+    /// IRN: a request past a gap. Held (up to a BDP beyond the gap, which is
+    /// all BDP-FC lets a requester send) and answered with a SACK-style NAK:
+    /// the first missing PSN, and in the AETH MSN field the PSN that triggered it.
+    fn irn_hold(
+        &mut self,
+        src: SocketAddr,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let psn = t.bth.psn;
+        ctx.counters.out_of_sequence += 1;
+        let cap = self.irn_cfg.bdp_pkts.max(ctx.cfg.max_outstanding_pkts);
+        if psn.distance_from(self.epsn) >= cap {
+            return;
+        }
+        if !self.held.contains_key(&psn.value()) {
+            let data = match self.irn_place(t, payload, ctx) {
+                Some(n) => crate::irn::HeldData::Placed(n),
+                None => match payload {
+                    PayloadRef::Bytes(b) => crate::irn::HeldData::Bytes(b.to_vec()),
+                    PayloadRef::Virtual(n) => crate::irn::HeldData::Virtual(n),
+                },
+            };
+            self.held.insert(
+                psn.value(),
+                crate::irn::Held {
+                    src,
+                    repr: *t,
+                    data,
+                },
+            );
+        }
+        ctx.counters.naks_tx += 1;
+        self.resp_q.push_back(RespItem::Nak {
+            psn: self.epsn,
+            msn: psn.value(),
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+        });
     }
 
     fn queue_ack(&mut self) {
@@ -330,7 +468,8 @@ impl Qp {
             if needs_recv && !self.has_recv(ctx) {
                 return Err(Reject::Rnr);
             }
-            if plen > 0 && ctx.mem.write(va, payload).is_err() {
+            let placed = std::mem::take(&mut self.placed);
+            if plen > 0 && !placed && ctx.mem.write(va, payload).is_err() {
                 return Err(Reject::Nak(NakCode::RemoteAccessError));
             }
             ctx.counters.rx_payload_bytes += plen;
@@ -395,6 +534,7 @@ impl Qp {
                     va: r.va,
                     remaining: len,
                     msn: self.msn,
+                    end: npkts,
                     replay: false,
                 }));
                 self.epsn = self.epsn.add(npkts);
@@ -479,16 +619,27 @@ impl Qp {
                     .resp_q
                     .iter()
                     .any(|x| matches!(x, RespItem::Read(j) if same(j) && !j.replay));
-                self.resp_q
-                    .retain(|x| !matches!(x, RespItem::Read(j) if same(j)));
+                // IRN asks again for missing ranges only, possibly several
+                // of one READ: each is answered and none supersedes another.
+                let irn = self.irn();
+                if !irn {
+                    self.resp_q
+                        .retain(|x| !matches!(x, RespItem::Read(j) if same(j)));
+                }
+                // The new request's length bounds the replay (IBA 9.7.5.1.5:
+                // respond as the re-issued request asks).
+                let asked = t.reth.map_or(u64::MAX, |r| u64::from(r.dma_len));
+                let remaining = len.saturating_sub(off).min(asked);
+                let span = (remaining.div_ceil(mtu).max(1) as u32).min(npkts - k);
                 self.resp_q.push_back(RespItem::Read(ReadJob {
                     psn,
                     index: k,
                     npkts,
                     va: va + off,
-                    remaining: len.saturating_sub(off),
+                    remaining,
                     msn: self.msn,
-                    replay: !had_original,
+                    end: k + span,
+                    replay: irn || !had_original,
                 }));
             }
         } else if op.is_atomic() {
@@ -627,7 +778,7 @@ impl Qp {
                     // The region vanished under the read (deregistered): stop.
                     return None;
                 }
-                if !last {
+                if j.index + 1 < j.end {
                     j.psn = j.psn.next();
                     j.index += 1;
                     j.va += n;

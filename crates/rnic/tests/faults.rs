@@ -34,8 +34,21 @@ fn run(
     mtu: Mtu,
     psn_a: u32,
 ) -> std::result::Result<(), TestCaseError> {
+    run_with(ops, link, mtu, psn_a, Recovery::GoBackN).map(|_| ())
+}
+
+/// [`run`] with a loss-recovery mode; returns A's counters, or `None` when
+/// the run ended in (acceptable) retry exhaustion.
+fn run_with(
+    ops: &[Op],
+    link: LinkConfig,
+    mtu: Mtu,
+    psn_a: u32,
+    recovery: Recovery,
+) -> std::result::Result<Option<Counters>, TestCaseError> {
     let mut p = Pair::new(link);
     let o = RcOptions {
+        recovery,
         mtu,
         buf_len: (ops.len() as u64 * SLOT + 64) as usize,
         psn_a,
@@ -162,7 +175,7 @@ fn run(
         );
         prop_assert!(link.loss > 0.0 || link.corrupt > 0.0);
         prop_assert_eq!(p.a.qp_state(a.qpn).unwrap(), QpState::Err);
-        return Ok(());
+        return Ok(None);
     }
     // Completions: every WR exactly once, in order.
     let ids: Vec<u64> = wa.iter().map(|w| w.wr_id).collect();
@@ -199,7 +212,7 @@ fn run(
         p.b.counters().atomics_executed,
         ops.iter().filter(|o| matches!(o, Op::FetchAdd(_))).count() as u64
     );
-    Ok(())
+    Ok(Some(p.a.counters()))
 }
 
 fn mtu_of(i: u8) -> Mtu {
@@ -222,6 +235,22 @@ proptest! {
     ) {
         let link = LinkConfig { seed, loss, reorder, dup, corrupt, ..LinkConfig::default() };
         run(&ops, link, mtu_of(mtu), psn_a)?;
+    }
+
+    /// IRN (selective repeat) keeps the same exactly-once, in-order contract.
+    #[test]
+    fn irn_exactly_once_under_faults(
+        ops in proptest::collection::vec(arb_op(), 1..24),
+        seed: u64,
+        loss in 0.0f64..0.10,
+        reorder in 0.0f64..0.10,
+        dup in 0.0f64..0.10,
+        corrupt in 0.0f64..0.03,
+        mtu in 0u8..3,
+        psn_a in prop_oneof![Just(Psn::MASK - 5), Just(Psn::MASK - 40), 0u32..Psn::MASK],
+    ) {
+        let link = LinkConfig { seed, loss, reorder, dup, corrupt, ..LinkConfig::default() };
+        run_with(&ops, link, mtu_of(mtu), psn_a, Recovery::Irn)?;
     }
 }
 
@@ -499,4 +528,70 @@ fn regression_invalid_request_after_rewind() {
         ..LinkConfig::default()
     };
     run(&ops, link, Mtu::Mtu4096, 16777210).unwrap();
+}
+
+/// IRN against go-back-N on the same faulty links (IRN §5): every byte
+/// exactly once in both, and selective repeat resends fewer packets.
+#[test]
+fn irn_delivers_with_fewer_retransmissions_than_go_back_n() {
+    let ops: Vec<Op> = (0..40)
+        .map(|i| match i % 5 {
+            0 => Op::Send(5000),
+            1 => Op::Write(9000),
+            2 => Op::Read(7000),
+            3 => Op::WriteImm(2000),
+            _ => Op::FetchAdd(i as u64 + 1),
+        })
+        .collect();
+    let (mut gbn, mut irn) = (0u64, 0u64);
+    for seed in 0..8 {
+        let link = LinkConfig {
+            seed,
+            loss: 0.02,
+            reorder: 0.02,
+            dup: 0.02,
+            ..LinkConfig::default()
+        };
+        let g = run_with(&ops, link, Mtu::Mtu1024, 0x100, Recovery::GoBackN)
+            .unwrap()
+            .expect("go-back-N finishes");
+        let r = run_with(&ops, link, Mtu::Mtu1024, 0x100, Recovery::Irn)
+            .unwrap()
+            .expect("IRN finishes");
+        gbn += g.retransmits;
+        irn += r.retransmits;
+    }
+    eprintln!("retransmitted packets over 8 seeds: go-back-N {gbn}, IRN {irn}");
+    assert!(irn > 0, "the links lost packets, IRN must have resent some");
+    assert!(
+        irn < gbn,
+        "IRN resent {irn} packets, go-back-N {gbn}: selective repeat should resend fewer"
+    );
+}
+
+/// Heavy loss, reordering and duplication: IRN must finish every run
+/// (no retry exhaustion) with every byte right.
+#[test]
+fn irn_finishes_under_heavy_faults() {
+    let ops: Vec<Op> = (0..30)
+        .map(|i| match i % 4 {
+            0 => Op::Write(8000),
+            1 => Op::Read(8000),
+            2 => Op::Send(5000),
+            _ => Op::FetchAdd(3),
+        })
+        .collect();
+    for seed in 0..6 {
+        let link = LinkConfig {
+            seed,
+            loss: 0.05,
+            reorder: 0.05,
+            dup: 0.05,
+            ..LinkConfig::default()
+        };
+        let c = run_with(&ops, link, Mtu::Mtu256, Psn::MASK - 20, Recovery::Irn)
+            .unwrap()
+            .expect("IRN finishes");
+        assert!(c.naks_rx > 0, "out-of-order arrivals are reported by NAK");
+    }
 }

@@ -89,6 +89,13 @@ struct Transport {
     ifg_bytes: Option<u64>,
     message_bytes: Option<u64>,
     signal_every: Option<u32>,
+    /// "gbn" (go-back-N) or "irn".
+    recovery: Option<String>,
+    /// IRN's BDP-FC limit in packets.
+    bdp_pkts: Option<u32>,
+    /// IRN's two retransmission timeouts.
+    rto_low_us: Option<f64>,
+    rto_high_us: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -1023,6 +1030,34 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
             return Err(ctx.err(loc("transport", "message_bytes"), "expected at least 1"));
         }
         cfg.message_bytes = Some(m);
+    }
+    if let Some(r) = &t.recovery {
+        cfg.recovery = r
+            .parse()
+            .map_err(|e: String| ctx.err(loc("transport", "recovery"), e))?;
+    }
+    if let Some(n) = t.bdp_pkts {
+        if n == 0 {
+            return Err(ctx.err(loc("transport", "bdp_pkts"), "expected at least 1"));
+        }
+        cfg.rnic.irn.bdp_pkts = n;
+    }
+    for (key, v, slot) in [
+        ("rto_low_us", t.rto_low_us, &mut cfg.rnic.irn.rto_low_ns),
+        ("rto_high_us", t.rto_high_us, &mut cfg.rnic.irn.rto_high_ns),
+    ] {
+        if let Some(us) = v {
+            if !(us > 0.0 && us.is_finite()) {
+                return Err(ctx.err(loc("transport", key), "expected a positive time"));
+            }
+            *slot = (us * 1e3) as u64;
+        }
+    }
+    if cfg.rnic.irn.rto_low_ns > cfg.rnic.irn.rto_high_ns {
+        return Err(ctx.err(
+            loc("transport", "rto_low_us"),
+            "RTO_low must not exceed RTO_high",
+        ));
     }
     if let Some(k) = t.signal_every {
         if k == 0 {

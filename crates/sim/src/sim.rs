@@ -88,6 +88,8 @@ pub struct SimConfig {
     /// Local ACK timeout exponent (4.096 µs × 2^timeout).
     pub qp_timeout: u8,
     pub retry_cnt: u8,
+    /// Loss recovery of every flow's QPs (`[transport] recovery`).
+    pub recovery: roce_rnic::Recovery,
     pub buffer: BufferConfig,
     pub ecn: EcnPolicy,
     pub scheduler: Scheduler,
@@ -140,6 +142,7 @@ impl Default for SimConfig {
             rnic: RnicConfig::default(),
             qp_timeout: 14,
             retry_cnt: 7,
+            recovery: roce_rnic::Recovery::GoBackN,
             buffer: BufferConfig::default(),
             ecn: EcnPolicy::Off,
             scheduler: Scheduler::Strict,
@@ -661,6 +664,7 @@ impl Simulator {
         let mtu = self.cfg.mtu;
         let dscp = self.cfg.data_prio << 3;
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
+        let recovery = self.cfg.recovery;
         let (msgs, msg_len) = self.messages(spec.size);
         let depth = 4.max(msgs as u32);
         let setup = |h: &mut Host,
@@ -672,6 +676,7 @@ impl Simulator {
             let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
             init.max_send_wr = depth;
             init.max_recv_wr = depth;
+            init.recovery = recovery;
             let qpn = match cc {
                 Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
                 None => h.rnic.create_qp(init)?,

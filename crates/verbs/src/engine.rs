@@ -249,6 +249,16 @@ impl Engine {
         if rnic_cfg.max_outstanding_pkts == RnicConfig::default().max_outstanding_pkts {
             rnic_cfg.max_outstanding_pkts = window_for(sock.recv_buffer_size().unwrap_or(0));
         }
+        if rnic_cfg.irn == roce_rnic::IrnConfig::default() {
+            // IRN's BDP-FC bound on real sockets: what the receive buffer
+            // holds (the same window go-back-N gets), and timeouts for a
+            // software stack whose RTT is scheduling, not wire, time: a
+            // spurious IRN timeout resends every packet not reported held,
+            // so RTO_high is what perftest's timeout 12 gives go-back-N.
+            rnic_cfg.irn.bdp_pkts = rnic_cfg.max_outstanding_pkts;
+            rnic_cfg.irn.rto_low_ns = 4_000_000;
+            rnic_cfg.irn.rto_high_ns = 16_000_000;
+        }
         let wall_origin_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);

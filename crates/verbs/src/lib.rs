@@ -56,6 +56,6 @@ pub use verbs::{
 };
 
 pub use roce_rnic::{
-    Access, AsyncEvent, Counters, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags,
-    SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
+    Access, AsyncEvent, Counters, IrnConfig, Mtu, QpAttr, QpState, QpType, Recovery, RecvWr,
+    RnicConfig, SendFlags, SendWr, Sge, SrqHandle, UdDest, Wc, WcOpcode, WcStatus, WrOpcode,
 };

@@ -26,7 +26,7 @@ use crate::poll::{PollMode, Waiter};
 use crate::stats::Stats;
 use roce_rnic::{
     Access, AsyncEvent, Counters, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
-    RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
+    Recovery, RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
 };
 use std::net::{IpAddr, SocketAddr};
 use std::ops::{Deref, DerefMut};
@@ -797,6 +797,7 @@ pub struct QpBuilder<'a> {
     max_rd_atomic: u8,
     qkey: u32,
     srq: Option<&'a Srq>,
+    recovery: Recovery,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -826,7 +827,15 @@ impl<'a> QpBuilder<'a> {
             max_rd_atomic: 4,
             qkey: 0x1111_1111,
             srq: None,
+            recovery: Recovery::GoBackN,
         }
+    }
+    /// Loss recovery (RC): go-back-N (the default, what every RoCE NIC
+    /// speaks) or IRN's selective repeat (Mittal et al., SIGCOMM 2018).
+    /// Both ends of a connection must choose the same.
+    pub fn recovery(mut self, r: Recovery) -> Self {
+        self.recovery = r;
+        self
     }
     /// Takes receives from `srq` instead of a receive queue of its own
     /// (`ibv_qp_init_attr.srq`); the QP's `post_recv` is then refused.
@@ -927,6 +936,7 @@ impl<'a> QpBuilder<'a> {
         init.max_recv_sge = self.max_sge;
         init.max_inline_data = self.max_inline_data;
         init.sq_sig_all = self.sq_sig_all;
+        init.recovery = self.recovery;
         init.srq = self.srq.map(|s| s.0.h);
         let mut e = ctx.lock();
         let qpn = e.rnic.create_qp(init)?;

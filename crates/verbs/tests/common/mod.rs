@@ -26,6 +26,7 @@ pub struct Opts {
     pub mtu: Mtu,
     pub timeout: u8,
     pub depth: u32,
+    pub recovery: Recovery,
 }
 
 impl Default for Opts {
@@ -39,6 +40,7 @@ impl Default for Opts {
             mtu: Mtu::Mtu1024,
             timeout: 10,
             depth: 256,
+            recovery: Recovery::GoBackN,
         }
     }
 }
@@ -60,6 +62,7 @@ fn half(addr: SocketAddr, cfg: EngineConfig, o: &Opts) -> Half {
         .qp_builder(&cq)
         .mtu(o.mtu)
         .timeout(o.timeout)
+        .recovery(o.recovery)
         .max_send_wr(o.depth)
         .max_recv_wr(o.depth)
         .build()
