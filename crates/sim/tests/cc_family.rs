@@ -104,6 +104,18 @@ fn every_flow_finishes_with_every_algorithm() {
             STEP_K100,
             "",
         ),
+        // ConnectX's byte counter (`rpg_byte_reset` 32767 B) raises the
+        // rate every few microseconds at 100 Gb/s.
+        (
+            "algorithm = \"dcqcn\"\npreset = \"connectx\"",
+            STEP_K100,
+            "",
+        ),
+        (
+            "algorithm = \"dcqcn\"\npreset = \"connectx\"\nrpg_byte_reset = 0",
+            STEP_K100,
+            "",
+        ),
         ("algorithm = \"hpcc\"", NO_ECN, "ack_every = 1"),
         ("algorithm = \"timely\"", NO_ECN, "ack_every = 1"),
         (
