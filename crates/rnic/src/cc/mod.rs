@@ -15,6 +15,7 @@ use crate::types::Nanos;
 pub mod dcqcn;
 pub mod dctcp;
 pub mod hpcc;
+pub mod params;
 pub(crate) mod sample;
 pub mod swift;
 pub mod timely;
@@ -22,6 +23,9 @@ pub mod timely;
 pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig, DctcpVariant};
 pub use hpcc::{Hpcc, HpccConfig};
+pub use params::{
+    CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, SwiftSettings,
+};
 pub use sample::{AckFeedback, RttSample};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
