@@ -19,6 +19,7 @@
 //! [`Mr`]. That is the safe owned-buffer form; no user pointer is ever lent
 //! to the device, so this layer has no `unsafe` at all.
 
+use crate::cc::CcSettings;
 use crate::endpoint::Endpoint;
 use crate::engine::{Engine, EngineConfig, ROCE_PORT};
 use crate::error::{Error, Result};
@@ -659,6 +660,7 @@ pub struct QpBuilder<'a> {
     max_rd_atomic: u8,
     qkey: u32,
     srq: Option<&'a Srq>,
+    cc: Option<CcSettings>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -688,12 +690,19 @@ impl<'a> QpBuilder<'a> {
             max_rd_atomic: 4,
             qkey: 0x1111_1111,
             srq: None,
+            cc: None,
         }
     }
     /// Takes receives from `srq` instead of a receive queue of its own
     /// (`ibv_qp_init_attr.srq`); the QP's `post_recv` is then refused.
     pub fn srq(mut self, srq: &'a Srq) -> Self {
         self.srq = Some(srq);
+        self
+    }
+    /// This QP's congestion control, instead of the context's default
+    /// ([`crate::EngineConfig::cc`]).
+    pub fn cc(mut self, cc: CcSettings) -> Self {
+        self.cc = Some(cc);
         self
     }
     pub fn recv_cq(mut self, cq: &'a Cq) -> Self {
@@ -791,7 +800,8 @@ impl<'a> QpBuilder<'a> {
         init.sq_sig_all = self.sq_sig_all;
         init.srq = self.srq.map(|s| s.0.h);
         let mut e = ctx.lock();
-        let qpn = e.rnic.create_qp(init)?;
+        let cc = self.cc.unwrap_or(e.cc).controller(self.mtu.bytes() as u64);
+        let qpn = e.rnic.create_qp_with_cc(init, cc)?;
         let attr = match self.qp_type {
             QpType::Rc => QpAttr::init(self.access),
             QpType::Ud => QpAttr::init_ud(self.qkey),
@@ -980,6 +990,11 @@ impl Qp {
     }
     pub fn context(&self) -> &Context {
         self.pd.context()
+    }
+    /// What this QP's congestion control has done: CNP-driven and other
+    /// rate cuts, the current and the lowest rate.
+    pub fn cc_stats(&self) -> Option<roce_rnic::CcStats> {
+        self.pd.context().lock().rnic.cc_stats(self.qpn)
     }
     /// The SRQ this QP takes its receives from, if any.
     pub fn srq(&self) -> Option<&Srq> {

@@ -64,6 +64,11 @@ pub trait CongestionControl: Send {
     fn window_bytes(&self) -> Option<u64> {
         None
     }
+    /// Multiplicative cuts of the rate or window so far (what `roce perf`
+    /// reports beside the CNPs that provoked them).
+    fn rate_cuts(&self) -> u64 {
+        0
+    }
 }
 
 /// No congestion control: line rate, no window.
