@@ -25,6 +25,7 @@
 //! # Ok::<(), roce_perf::Error>(())
 //! ```
 
+pub mod cc;
 pub mod ext;
 mod loops;
 pub mod perftest;
@@ -102,6 +103,16 @@ pub struct Options {
     /// Mark this fraction of ECN-capable sent packets Congestion Experienced
     /// (as a congested switch would), so the peer answers with CNPs.
     pub ce_mark: f64,
+    /// Mark received ECN-capable packets CE by RED over the receive
+    /// socket's backlog: `KMIN,KMAX,PMAX` (bytes, `K`/`M` suffixes).
+    pub ce_red: Option<String>,
+    /// Congestion control of every QP: none, dcqcn, timely, swift, dctcp.
+    pub cc: String,
+    /// `KEY=VALUE` parameters of `cc`, named as the simulator's `[cc]` table.
+    pub cc_params: Vec<String>,
+    /// Line rate (Gb/s) rate-based controllers start from (default: the
+    /// interface's speed, else 100).
+    pub cc_line_rate: Option<f64>,
     /// Seed of the fault injector.
     pub seed: u64,
     /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
@@ -152,6 +163,10 @@ impl Options {
             dup: 0.0,
             corrupt: 0.0,
             ce_mark: 0.0,
+            ce_red: None,
+            cc: "none".into(),
+            cc_params: Vec::new(),
+            cc_line_rate: None,
             seed: 1,
             no_offload: false,
             json: false,
@@ -190,6 +205,9 @@ impl Options {
         if self.loopback && self.server.is_some() {
             fail!(Usage, "--loopback runs both sides; give no SERVER");
         }
+        cc::choice(self)?;
+        cc::line_rate_bps(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+        cc::red(self)?;
         Ok(test)
     }
 }
