@@ -301,6 +301,11 @@ impl Engine {
         self.local
     }
 
+    /// See [`FaultInjector::set_ce_mark`].
+    pub fn set_ce_mark(&mut self, p: f64) {
+        self.faults.set_ce_mark(p);
+    }
+
     pub fn fd(&self) -> RawFd {
         self.sock.as_raw_fd()
     }

@@ -181,6 +181,13 @@ impl Context {
         }
     }
 
+    /// Marks this fraction of ECN-capable packets sent from now on CE
+    /// ([`crate::FaultConfig::ce_mark`]): a congestion episode that starts
+    /// and ends within one run.
+    pub fn set_ce_mark(&self, p: f64) {
+        self.lock().set_ce_mark(p);
+    }
+
     pub fn stats(&self) -> Stats {
         self.lock().stats()
     }
