@@ -67,14 +67,10 @@ impl CcSettings {
     }
 }
 
-/// The line rate of the interface holding `ip`, from
-/// `/sys/class/net/IF/speed` (Mb/s); `None` where the kernel reports none
-/// (loopback, some virtual devices).
+/// The line rate of the interface holding `ip`, as ethtool reports it;
+/// `None` where the kernel reports none (loopback, some virtual devices).
 pub fn interface_speed_bps(ip: IpAddr) -> Option<u64> {
-    let name = crate::sys::interface_name(ip)?;
-    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
-    let mbps: i64 = text.trim().parse().ok()?;
-    (mbps > 0).then(|| mbps as u64 * 1_000_000)
+    crate::sys::interface_speed_mbps(ip).map(|m| u64::from(m) * 1_000_000)
 }
 
 /// The line rate to assume on `ip`: its interface's speed, else
