@@ -980,3 +980,54 @@ impl CcPlan {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_every_algorithm_can_be_set_by_name() {
+        for (alg, keys) in CC_KEYS {
+            for k in *keys {
+                let mut p = CcParams::new(alg);
+                let v = match *k {
+                    "preset" => "hpcc-ns3",
+                    "variant" => "rate",
+                    "clamp_target_rate" => "true",
+                    _ => "1",
+                };
+                p.set(k, v).unwrap_or_else(|e| panic!("{alg}.{k}: {e}"));
+                assert_eq!(p.present(), vec![*k], "{alg}.{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn set_then_build_names_the_key_at_fault() {
+        let mut p = CcParams::new("dcqcn");
+        p.set("rp_timer_us", "300").unwrap();
+        p.set("preset", "\"connectx\"").unwrap();
+        let CcConfig::Dcqcn(d) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(d.rp_timer_ns, 300_000);
+        let e = CcParams::new("dcqcn").set("nope", "1").unwrap_err();
+        assert_eq!(e.key, "nope");
+        let e = CcParams::new("dcqcn")
+            .set("byte_counter", "-3")
+            .unwrap_err();
+        assert_eq!(e.key, "byte_counter");
+        let mut p = CcParams::new("timely");
+        p.set("t_low_us", "900").unwrap();
+        assert_eq!(p.build().unwrap_err().key, "t_low_us");
+        let mut p = CcParams::new("swift");
+        p.set("g", "0.5").unwrap();
+        let e = p.build().unwrap_err();
+        assert_eq!(e.key, "g");
+        assert!(
+            e.msg.contains("not a parameter of algorithm \"swift\""),
+            "{e}"
+        );
+        assert_eq!(CcParams::new("bbr").build().unwrap_err().key, "algorithm");
+    }
+}
