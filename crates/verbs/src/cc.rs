@@ -89,8 +89,12 @@ mod tests {
         let cc = CcParams::new("dcqcn").build().unwrap().cc;
         let mut c = CcSettings::new(cc, 10_000_000_000).controller(4096);
         assert_eq!(c.name(), "dcqcn");
-        assert_eq!(c.rate_bps(), Some(10_000_000_000));
+        // At the line rate DCQCN does not pace.
+        assert_eq!(c.rate_bps(), None);
         c.on_cnp(1_000);
+        // The cut comes at the reaction point's next decrease check.
+        let t = c.next_tick().expect("a decrease check is due");
+        c.on_tick(t);
         assert!(c.rate_bps().unwrap() < 10_000_000_000);
         assert_eq!(c.rate_cuts(), 1);
     }
