@@ -100,6 +100,14 @@ pub struct PerfArgs {
     /// to (default: the interface's speed, else 100 — loopback has none).
     #[arg(long = "cc-line-rate", value_name = "GBPS")]
     pub cc_line_rate: Option<f64>,
+    /// Limit every QP to this rate in Gb/s (the NIC's per-QP shaper, as
+    /// ibv_modify_qp_rate_limit sets it), under any --cc.
+    #[arg(long = "rate-limit", value_name = "GBPS")]
+    pub rate_limit: Option<f64>,
+    /// DSCP of the CNPs this side sends (default 48, ConnectX's), so a
+    /// fabric can give them their own priority queue.
+    #[arg(long = "cnp-dscp", value_name = "DSCP")]
+    pub cnp_dscp: Option<u8>,
     /// Seed of the fault injector.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -159,6 +167,8 @@ impl From<PerfArgs> for Options {
             cc: a.cc,
             cc_params: a.cc_param,
             cc_line_rate: a.cc_line_rate,
+            rate_limit: a.rate_limit,
+            cnp_dscp: a.cnp_dscp,
             seed: a.seed,
             no_offload: a.no_offload,
             json: a.json,

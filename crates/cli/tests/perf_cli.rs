@@ -824,6 +824,40 @@ fn cc_dcqcn_cuts_on_ce_marks_and_json_says_so() {
 }
 
 #[test]
+fn a_rate_limit_paces_every_qp_under_its_congestion_control() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "50",
+        "-s",
+        "65536",
+        "-q",
+        "2",
+        "--udp-port",
+        "0",
+        "--cc",
+        "dcqcn",
+        "--rate-limit",
+        "0.5",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    let qps = v["cc"]["qps"].as_array().unwrap();
+    assert_eq!(qps.len(), 2, "{v}");
+    for q in qps {
+        // Capped from the start (no marks: no cuts); a QP that sent was
+        // paced at the cap.
+        assert_eq!(q["rate_gbps"].as_f64(), Some(0.5), "{v}");
+        assert_eq!(q["rate_cuts"].as_u64(), Some(0), "{v}");
+        assert!(q["min_rate_gbps"].as_f64().is_none_or(|r| r == 0.5), "{v}");
+    }
+    assert_eq!(v["cc"]["min_rate_gbps"].as_f64(), Some(0.5), "{v}");
+}
+
+#[test]
 fn cc_bad_input_is_one_clear_error_naming_it() {
     for (args, want) in [
         (&["--cc", "bbr"][..], "--cc bbr: unknown algorithm"),
@@ -855,6 +889,11 @@ fn cc_bad_input_is_one_clear_error_naming_it() {
             &["--cc-line-rate=0"][..],
             "--cc-line-rate 0: expected a positive rate",
         ),
+        (
+            &["--rate-limit=0"][..],
+            "--rate-limit 0: expected a positive rate",
+        ),
+        (&["--cnp-dscp", "64"][..], "--cnp-dscp 64: a DSCP is 0..=63"),
         (
             &["--ce-red", "1M,64K,0.1"][..],
             "--ce-red 1M,64K,0.1: RED thresholds: expected KMIN < KMAX",

@@ -75,7 +75,22 @@ pub(crate) fn line_rate_bps(args: &Options, ip: IpAddr) -> Result<u64> {
 /// The engine's default QP congestion control for a side on `ip`.
 pub(crate) fn settings(args: &Options, ip: IpAddr) -> Result<(CcSettings, Option<u64>)> {
     let (cc, cnp) = choice(args)?;
-    Ok((CcSettings::new(cc, line_rate_bps(args, ip)?), cnp))
+    let mut s = CcSettings::new(cc, line_rate_bps(args, ip)?);
+    s.rate_limit_bps = match args.rate_limit {
+        Some(g) if !(g.is_finite() && g > 0.0) => {
+            fail!(Usage, "--rate-limit {g}: expected a positive rate in Gb/s")
+        }
+        g => g.map(|g| (g * 1e9).round().max(1.0) as u64),
+    };
+    Ok((s, cnp))
+}
+
+/// `--cnp-dscp`: a DSCP is six bits.
+pub(crate) fn cnp_dscp(args: &Options) -> Result<Option<u8>> {
+    match args.cnp_dscp {
+        Some(d) if d > 63 => fail!(Usage, "--cnp-dscp {d}: a DSCP is 0..=63"),
+        d => Ok(d),
+    }
 }
 
 /// `--ce-red KMIN,KMAX,PMAX`.

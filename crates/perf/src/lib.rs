@@ -113,6 +113,10 @@ pub struct Options {
     /// Line rate (Gb/s) rate-based controllers start from (default: the
     /// interface's speed, else 100).
     pub cc_line_rate: Option<f64>,
+    /// Per-QP rate limit in Gb/s (the NIC's shaper, under any `cc`).
+    pub rate_limit: Option<f64>,
+    /// DSCP of the CNPs this side sends (ConnectX's default: 48).
+    pub cnp_dscp: Option<u8>,
     /// Seed of the fault injector.
     pub seed: u64,
     /// Turn UDP GSO and GRO off (one datagram per socket message), e.g. to
@@ -167,6 +171,8 @@ impl Options {
             cc: "none".into(),
             cc_params: Vec::new(),
             cc_line_rate: None,
+            rate_limit: None,
+            cnp_dscp: None,
             seed: 1,
             no_offload: false,
             json: false,
@@ -208,6 +214,8 @@ impl Options {
         cc::choice(self)?;
         cc::line_rate_bps(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
         cc::red(self)?;
+        cc::settings(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+        cc::cnp_dscp(self)?;
         Ok(test)
     }
 }

@@ -227,6 +227,9 @@ pub(crate) fn engine_config(
     if let Some(ns) = cnp_interval {
         rnic.cnp_interval_ns = ns;
     }
+    if let Some(d) = crate::cc::cnp_dscp(args)? {
+        rnic.cnp_dscp = d;
+    }
     Ok(EngineConfig {
         rnic,
         faults: faults(args, seed)?,

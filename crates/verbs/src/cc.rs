@@ -10,6 +10,7 @@
 //! marks in ACKs when `RnicConfig::ecn_echo` is on (DCTCP).
 
 use roce_rnic::CongestionControl;
+use roce_rnic::cc::RateLimit;
 use roce_rnic::cc::{CcConfig, CcPlan};
 use std::net::IpAddr;
 
@@ -31,6 +32,8 @@ pub struct CcSettings {
     pub line_rate_bps: u64,
     /// The base RTT where a controller's defaults come from the fabric.
     pub base_rtt_ns: u64,
+    /// A per-QP rate limit on top of the controller (the NIC's shaper).
+    pub rate_limit_bps: Option<u64>,
 }
 
 impl Default for CcSettings {
@@ -39,6 +42,7 @@ impl Default for CcSettings {
             config: CcConfig::None,
             line_rate_bps: DEFAULT_LINE_RATE_BPS,
             base_rtt_ns: DEFAULT_BASE_RTT_NS,
+            rate_limit_bps: None,
         }
     }
 }
@@ -58,7 +62,12 @@ impl CcSettings {
     /// Swift's hop scaling sees 0 hops.
     pub fn controller(&self, mss: u64) -> Box<dyn CongestionControl> {
         let line = self.line_rate_bps.max(1);
-        CcPlan::new(&self.config, line, || self.base_rtt_ns, mss.max(1)).controller(line, || 0)
+        let c =
+            CcPlan::new(&self.config, line, || self.base_rtt_ns, mss.max(1)).controller(line, || 0);
+        match self.rate_limit_bps {
+            Some(cap_bps) => Box::new(RateLimit { inner: c, cap_bps }),
+            None => c,
+        }
     }
 
     /// Receivers must echo CE marks in their ACKs (DCTCP).
@@ -106,6 +115,26 @@ mod tests {
         assert!(!s.ecn_echo());
         let d = CcSettings::new(CcParams::new("dctcp").build().unwrap().cc, 1);
         assert!(d.ecn_echo());
+    }
+
+    #[test]
+    fn a_rate_limit_caps_the_controller_and_keeps_its_cuts() {
+        let mut s = CcSettings::new(CcParams::new("dcqcn").build().unwrap().cc, 10_000_000_000);
+        s.rate_limit_bps = Some(2_000_000_000);
+        let mut c = s.controller(4096);
+        assert_eq!((c.name(), c.rate_bps()), ("dcqcn", Some(2_000_000_000)));
+        // Cuts below the cap show through it.
+        for k in 0..8 {
+            c.on_cnp(1_000 + k * 100_000);
+            while let Some(t) = c.next_tick().filter(|&t| t <= 1_000 + k * 100_000 + 50_000) {
+                c.on_tick(t);
+            }
+        }
+        assert!(c.rate_bps().unwrap() < 2_000_000_000, "{:?}", c.rate_bps());
+        assert!(c.rate_cuts() >= 1);
+        let mut n = CcSettings::default();
+        n.rate_limit_bps = Some(1_000_000);
+        assert_eq!(n.controller(1024).rate_bps(), Some(1_000_000));
     }
 
     #[test]

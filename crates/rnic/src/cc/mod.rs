@@ -81,6 +81,57 @@ impl CongestionControl for NoCc {
     }
 }
 
+/// A per-QP rate limit over another controller (`ibv_modify_qp_rate_limit`,
+/// the NIC's per-QP shaper): the QP never goes faster than `cap_bps`,
+/// whatever its congestion control allows.
+pub struct RateLimit {
+    pub inner: Box<dyn CongestionControl>,
+    pub cap_bps: u64,
+}
+
+impl CongestionControl for RateLimit {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn on_send(&mut self, now: Nanos, bytes: usize) {
+        self.inner.on_send(now, bytes)
+    }
+    fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
+        self.inner.on_ack(now, acked_bytes, rtt)
+    }
+    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+        self.inner.on_ack_feedback(now, fb)
+    }
+    fn on_cnp(&mut self, now: Nanos) {
+        self.inner.on_cnp(now)
+    }
+    fn on_nak(&mut self, now: Nanos) {
+        self.inner.on_nak(now)
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.inner.on_timeout(now)
+    }
+    fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+        self.inner.on_int(now, hops)
+    }
+    fn on_tick(&mut self, now: Nanos) {
+        self.inner.on_tick(now)
+    }
+    fn next_tick(&self) -> Option<Nanos> {
+        self.inner.next_tick()
+    }
+    fn rate_bps(&self) -> Option<u64> {
+        let cap = self.cap_bps.max(1);
+        Some(self.inner.rate_bps().map_or(cap, |r| r.min(cap)))
+    }
+    fn window_bytes(&self) -> Option<u64> {
+        self.inner.window_bytes()
+    }
+    fn rate_cuts(&self) -> u64 {
+        self.inner.rate_cuts()
+    }
+}
+
 /// A fixed rate, handy for tests and for rate-limited QPs.
 #[derive(Debug, Clone, Copy)]
 pub struct FixedRate(pub u64);
