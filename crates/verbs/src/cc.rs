@@ -132,8 +132,10 @@ mod tests {
         }
         assert!(c.rate_bps().unwrap() < 2_000_000_000, "{:?}", c.rate_bps());
         assert!(c.rate_cuts() >= 1);
-        let mut n = CcSettings::default();
-        n.rate_limit_bps = Some(1_000_000);
+        let n = CcSettings {
+            rate_limit_bps: Some(1_000_000),
+            ..CcSettings::default()
+        };
         assert_eq!(n.controller(1024).rate_bps(), Some(1_000_000));
     }
 
