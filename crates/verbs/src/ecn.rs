@@ -15,6 +15,10 @@
 //! datagram's length, not the queue. The charge counts each datagram's
 //! buffer (`truesize`), so Kmin and Kmax are in those bytes, as the socket
 //! buffer size is.
+//!
+//! With UDP GRO on, one receive may hold several datagrams coalesced; the
+//! marker judges the receive, so they are marked (or not) together, as a
+//! burst leaving one queue would be.
 
 use crate::sys::RecvMeta;
 use rand_chacha::ChaCha8Rng;
