@@ -5,6 +5,7 @@ mod decode;
 mod demo;
 mod perf;
 mod sim;
+mod validate;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -41,6 +42,8 @@ enum Cmd {
     Sim(sim::SimArgs),
     /// Name the hop that binds a workload, DDR to DDR, on a hardware profile (seed §5.9).
     Analyze(analyze::AnalyzeArgs),
+    /// Check the congestion controllers against their papers' models (writes validation.md).
+    Validate(validate::ValidateArgs),
 }
 
 #[derive(Subcommand)]
@@ -90,6 +93,12 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Perf(args) => perf::run(args),
         Cmd::Sim(args) => sim::run(args),
         Cmd::Analyze(args) => analyze::run(args),
+        Cmd::Validate(args) => {
+            if !validate::run(args)? {
+                std::process::exit(2);
+            }
+            Ok(())
+        }
     }
 }
 

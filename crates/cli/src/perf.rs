@@ -135,6 +135,11 @@ pub struct PerfArgs {
     /// accounting costs).
     #[arg(long = "no-profile")]
     pub no_profile: bool,
+    /// How the engines wait when idle: busy (spin), adaptive (spin, then
+    /// block in epoll) or event (block at once). Default: adaptive for
+    /// bandwidth tests, busy for latency tests (as perftest's are).
+    #[arg(long)]
+    pub poll: Option<roce_verbs::PollMode>,
 }
 
 impl From<PerfArgs> for Options {
@@ -175,6 +180,7 @@ impl From<PerfArgs> for Options {
             baseline: a.baseline,
             analyze: a.analyze,
             no_profile: a.no_profile,
+            poll: a.poll,
         }
     }
 }

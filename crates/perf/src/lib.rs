@@ -138,6 +138,10 @@ pub struct Options {
     /// Do not account the engines' time per stage (to measure what the
     /// accounting costs).
     pub no_profile: bool,
+    /// How the engines wait when idle: busy (spin), adaptive (spin, then
+    /// block in epoll) or event (block at once). `None`: adaptive for
+    /// bandwidth tests, busy for latency tests (as perftest's are).
+    pub poll: Option<roce_verbs::PollMode>,
 }
 
 impl Options {
@@ -179,6 +183,7 @@ impl Options {
             baseline: false,
             analyze: false,
             no_profile: false,
+            poll: None,
         }
     }
 
@@ -192,6 +197,10 @@ impl Options {
     pub fn check(&mut self) -> Result<Test> {
         let test = Test::parse(&self.test)?;
         self.inline_size.get_or_insert(default_inline(test));
+        self.poll.get_or_insert(match test.kind {
+            Kind::Bw => roce_verbs::PollMode::Adaptive,
+            Kind::Lat => roce_verbs::PollMode::Busy,
+        });
         self.mtu.map(mtu_of).transpose()?;
         if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
             fail!(Usage, "-q, -t and --cq-mod must be at least 1");

@@ -298,6 +298,8 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     if !roce {
         // perftest's write_bw server: passive until the client's sync.
         let mut spins = 0u32;
+        // A blocked engine wakes when the client speaks.
+        let _watch = side.ctx.watch_fd(&wire)?;
         loop {
             side.ctx.progress()?;
             spins = spins.wrapping_add(1);
@@ -415,6 +417,8 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                 // engine until the client says it is done.
                 let mut spins = 0u32;
                 let mut stall = Stall::default();
+                // A blocked engine wakes when the client says it is done.
+                let _watch = side.ctx.watch_fd(&wire)?;
                 loop {
                     let work = side.ctx.progress()?;
                     if test.verb == Verb::Send {

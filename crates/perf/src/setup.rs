@@ -238,6 +238,7 @@ pub(crate) fn engine_config(
         profile: !args.no_profile,
         cc,
         ecn_red: crate::cc::red(args)?,
+        poll: args.poll.unwrap_or_default().into(),
         ..Default::default()
     })
 }

@@ -57,6 +57,14 @@ pub struct Wire {
     role: Role,
 }
 
+/// The connection's socket, so a device blocked in `epoll` wakes when the
+/// peer speaks ([`roce_verbs::Context::watch_fd`]).
+impl std::os::fd::AsRawFd for Wire {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.writer.as_raw_fd()
+    }
+}
+
 impl Wire {
     fn from_stream(s: TcpStream, role: Role) -> Result<Wire, WireError> {
         let io = |peer: String, e: std::io::Error| WireError::Connect {

@@ -7,7 +7,7 @@
 //! [`topology`] (graphs and routing), [`workload`] (flows and generators),
 //! [`sim`] (hosts, switches and the loop), [`metrics`] (results and files),
 //! [`scenario`] (the TOML schema), [`sweep`] (grids of scenarios, sharded
-//! across machines), [`plot`] (the figures of a run) and [`hpcc`] (the HPCC
+//! across machines), [`plot`] (the figures of a run), [`validate`] (the `roce validate` suite) and [`hpcc`] (the HPCC
 //! ns-3 simulator's input and output formats).
 
 pub mod cc;
@@ -28,6 +28,7 @@ pub mod sim;
 pub mod stall;
 pub mod sweep;
 pub mod topology;
+pub mod validate;
 pub mod workload;
 
 pub use cc::{CcConfig, HpccSettings};

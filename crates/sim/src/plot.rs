@@ -308,6 +308,28 @@ fn write(dir: &Path, stem: &str, c: &Chart<'_>) -> Result<Vec<PathBuf>, PlotErro
     render!(dir, stem, |root| draw(root, c))
 }
 
+/// A line chart of named series on linear axes starting at y = 0 (one
+/// series per line; a constant series draws a reference level such as a
+/// model's prediction), written as `<stem>.png` and `<stem>.svg`.
+pub fn write_lines(
+    dir: &Path,
+    stem: &str,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: Vec<(String, Vec<(f64, f64)>)>,
+) -> Result<Vec<PathBuf>, PlotError> {
+    register();
+    let c = Chart {
+        title,
+        x: x_desc,
+        y: y_desc,
+        points: series.iter().all(|(_, v)| v.len() <= 32),
+        series,
+    };
+    write(dir, stem, &c)
+}
+
 /// A round number of µs near `x` (1, 2 or 5 × a power of ten).
 fn nice_us(x: f64) -> f64 {
     if x.is_nan() || x <= 0.0 {

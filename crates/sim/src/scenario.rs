@@ -20,6 +20,7 @@ use roce_rnic::Mtu;
 use roce_rnic::cc::CcParams;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
 
 /// A scenario mistake, located.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,6 +212,26 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
 }
 
+/// 1-based line of byte offset `at` in `src`.
+fn byte_line(src: &str, at: usize) -> usize {
+    src.as_bytes()[..at.min(src.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The span of `key` in `table`, or in its sub-tables (depth first).
+fn key_span(table: &DeTable<'_>, key: &str) -> Option<std::ops::Range<usize>> {
+    if let Some((k, _)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == key) {
+        return Some(k.span());
+    }
+    table.iter().find_map(|(_, v)| match v.get_ref() {
+        DeValue::Table(t) => key_span(t, key),
+        _ => None,
+    })
+}
+
 /// Where a field lives in the file: `[section]` or the `index`-th
 /// `[[section]]`, and the key.
 struct Loc<'a> {
@@ -226,50 +247,41 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The 1-based line of `loc.key` in its section (or the section header,
-    /// or line 1).
+    /// The 1-based line of `loc.key` in its section (or in one of the
+    /// section's sub-tables, such as `[switch.ecn]` for `switch`), else of
+    /// the section itself, else line 1 — read from toml's spanned document,
+    /// so it is the line the parser saw, however the file is laid out
+    /// (dotted keys, inline tables, comments).
     fn line_of(&self, loc: &Loc<'_>) -> usize {
-        let mut cur = String::new();
-        let mut occurrence: Option<usize> = None;
-        let mut counts: std::collections::HashMap<String, usize> = Default::default();
-        let mut header_line = None;
-        for (i, raw) in self.src.lines().enumerate() {
-            let l = raw.trim();
-            if let Some(h) = l.strip_prefix("[[").and_then(|x| x.split("]]").next()) {
-                cur = h.trim().to_string();
-                let c = counts.entry(cur.clone()).or_insert(0);
-                occurrence = Some(*c);
-                *c += 1;
-            } else if let Some(h) = l.strip_prefix('[').and_then(|x| x.split(']').next()) {
-                cur = h.trim().to_string();
-                occurrence = None;
-            } else {
-                let top = cur.split('.').next().unwrap_or("");
-                let in_section = top == loc.section
-                    && (loc.index.is_none() || occurrence == loc.index || cur != loc.section);
-                if in_section {
-                    let key = l.split('=').next().unwrap_or("").trim();
-                    if key == loc.key {
-                        return i + 1;
+        let Ok(doc) = DeTable::parse(self.src) else {
+            return 1;
+        };
+        let mut table: &DeTable<'_> = doc.get_ref();
+        let mut at: Option<std::ops::Range<usize>> = None;
+        for part in loc.section.split('.').filter(|p| !p.is_empty()) {
+            let Some((key, value)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == part)
+            else {
+                return at.map_or(1, |s| byte_line(self.src, s.start));
+            };
+            at = Some(key.span());
+            table = match value.get_ref() {
+                DeValue::Table(t) => t,
+                DeValue::Array(items) => {
+                    let item = items.get(loc.index.unwrap_or(0));
+                    match item.map(|i| (i.span(), i.get_ref())) {
+                        Some((span, DeValue::Table(t))) => {
+                            at = Some(span);
+                            t
+                        }
+                        _ => return at.map_or(1, |s| byte_line(self.src, s.start)),
                     }
                 }
-                continue;
-            }
-            if header_line.is_none()
-                && cur == loc.section
-                && (loc.index.is_none() || occurrence == loc.index)
-            {
-                header_line = Some(i + 1);
-            }
+                _ => return at.map_or(1, |s| byte_line(self.src, s.start)),
+            };
         }
-        if loc.section.is_empty() {
-            for (i, raw) in self.src.lines().enumerate() {
-                if raw.trim().split('=').next().unwrap_or("").trim() == loc.key {
-                    return i + 1;
-                }
-            }
-        }
-        header_line.unwrap_or(1)
+        key_span(table, loc.key)
+            .or(at)
+            .map_or(1, |s| byte_line(self.src, s.start))
     }
 
     fn err(&self, loc: Loc<'_>, msg: impl Into<String>) -> ScenarioError {
@@ -1137,6 +1149,15 @@ mod tests {
         assert_eq!((e.line, e.field.as_str()), (2, "transport.mtu"), "{e}");
         let e = parse("[topology\nkind").unwrap_err();
         assert_eq!(e.line, 1);
+        // Lines come from toml's spans, so layouts a line-by-line reader
+        // would miss are found too: dotted keys at the top level, an
+        // inline table, a key after a comment that mentions it.
+        let e = parse("topology.kind = \"star\"\n# hosts = 3 would do\ntopology.hosts = 1\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "topology.hosts"), "{e}");
+        let e = parse("topology = { kind = \"star\", hosts = 2 }\n\ntransport = { mtu = 1500 }\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "transport.mtu"), "{e}");
     }
 
     #[test]

@@ -1676,37 +1676,26 @@ impl<T> std::ops::IndexMut<usize> for Slab<T> {
 }
 
 /// `madvise(MADV_HUGEPAGE)` on the whole pages inside `len` bytes at `ptr`
-/// (Linux on x86-64; a no-op elsewhere). Only a hint: where transparent
-/// huge pages are off or the call fails, nothing changes but speed.
+/// (Linux; a no-op elsewhere). Only a hint: where transparent huge pages
+/// are off or the call fails, nothing changes but speed.
 fn advise_huge<T>(ptr: *const T, len: usize) {
-    #[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+    #[cfg(target_os = "linux")]
     {
         const PAGE: usize = 4096;
-        const SYS_MADVISE: usize = 28;
-        const MADV_HUGEPAGE: usize = 14;
         let start = (ptr as usize).next_multiple_of(PAGE);
         let end = (ptr as usize + len) & !(PAGE - 1);
         if end < start + (2 << 20) {
             return;
         }
-        // SAFETY: madvise with MADV_HUGEPAGE only sets a flag on the
-        // mapping of these pages, which lie inside an allocation we own;
-        // it never changes their contents. The syscall clobbers rcx and
-        // r11 and returns in rax (ignored: the advice is optional).
+        // SAFETY: MADV_HUGEPAGE only sets a flag on the mapping of these
+        // whole pages, which lie inside an allocation we own; it never
+        // changes their contents. The result is ignored: the advice is
+        // optional.
         unsafe {
-            std::arch::asm!(
-                "syscall",
-                inlateout("rax") SYS_MADVISE => _,
-                in("rdi") start,
-                in("rsi") end - start,
-                in("rdx") MADV_HUGEPAGE,
-                lateout("rcx") _,
-                lateout("r11") _,
-                options(nostack),
-            );
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
         }
     }
-    #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+    #[cfg(not(target_os = "linux"))]
     let _ = (ptr, len);
 }
 

@@ -7,6 +7,9 @@
 //! with the DSCP/ECN of each packet. Nothing blocks: progress is driven by
 //! whoever polls (the application's `poll_cq`, a blocking wait, or a
 //! progress thread), the way a user-space verbs provider busy-polls.
+//! Whether the poller then spins or blocks in `epoll` when a round finds
+//! nothing is [`EngineConfig::poll`]'s choice ([`crate::poll`],
+//! [`Engine::park`], and the `Context` calls that drive the engine).
 //!
 //! # UDP GSO and GRO
 //!
@@ -43,6 +46,7 @@ use crate::ecn::{RedConfig, RedMarker};
 use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
 use crate::packet::{self, IdentDelta, OutDatagram, RxError};
+use crate::poll::{Pacer, PollConfig, PollMode, SleepPlan, Waiter};
 use crate::profile::{Profiler, Stage, StageProfile};
 use crate::stats::Stats;
 use crate::sys::{self, MAX_GSO_SEGMENTS, RecvBatch, RecvMeta, SendBatch, setsockopt_int};
@@ -55,7 +59,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The RoCEv2 UDP port.
 pub const ROCE_PORT: u16 = roce_wire::udp::ROCEV2_PORT;
@@ -83,6 +87,9 @@ pub struct EngineConfig {
     pub cc: CcSettings,
     /// Mark received packets CE by RED over the socket's backlog ([`crate::ecn`]).
     pub ecn_red: Option<RedConfig>,
+    /// How the engine waits when idle: spin, block in `epoll`, or spin
+    /// then block ([`crate::poll`]; adaptive by default).
+    pub poll: PollConfig,
 }
 
 impl Default for EngineConfig {
@@ -97,6 +104,7 @@ impl Default for EngineConfig {
             profile: true,
             cc: CcSettings::default(),
             ecn_red: None,
+            poll: PollConfig::default(),
         }
     }
 }
@@ -129,6 +137,10 @@ pub struct Engine {
     prof: Profiler,
     pub(crate) cc: CcSettings,
     red: Option<RedMarker>,
+    /// What a blocked engine waits on, shared with the threads that wake it.
+    waiter: Arc<Waiter>,
+    /// Idle rounds so far, and whether they allow blocking.
+    pacer: Pacer,
 }
 
 /// Packets a QP may keep unacknowledged, from the socket's receive buffer.
@@ -271,6 +283,7 @@ impl Engine {
         } else {
             0
         };
+        let waiter = Arc::new(Waiter::new(fd).map_err(io("setting up epoll for"))?);
         Ok(Engine {
             rnic: Rnic::new(rnic_cfg, RealMemory::zero_copy()),
             sock,
@@ -294,6 +307,8 @@ impl Engine {
             prof: Profiler::new(cfg.profile),
             cc: cfg.cc,
             red: cfg.ecn_red.map(|r| RedMarker::new(r, cfg.faults.seed)),
+            waiter,
+            pacer: Pacer::new(cfg.poll),
         })
     }
 
@@ -386,6 +401,7 @@ impl Engine {
         } else {
             self.prof.lap(Stage::Completion);
             self.prof.count(Stage::Completion, v.len() as u64);
+            self.pacer.note(true);
         }
         v
     }
@@ -454,6 +470,7 @@ impl Engine {
                 break;
             }
         }
+        self.pacer.note(work);
         Ok(work)
     }
 
@@ -467,7 +484,11 @@ impl Engine {
             self.rnic.handle_timeout(now);
             work = true;
         }
-        Ok(self.transmit(now)? | work)
+        let work = self.transmit(now)? | work;
+        if work {
+            self.pacer.note(true);
+        }
+        Ok(work)
     }
 
     fn on_datagram(&mut self, now: u64, i: usize) {
@@ -775,6 +796,75 @@ impl Engine {
             .flatten()
             .min()
             .map(|t| t.saturating_sub(now))
+    }
+
+    /// The descriptors this engine blocks on, for threads that share it.
+    pub fn waiter(&self) -> &Arc<Waiter> {
+        &self.waiter
+    }
+
+    /// The progress mode and its knobs.
+    pub fn poll_config(&self) -> PollConfig {
+        self.pacer.config()
+    }
+
+    /// Times the engine blocked since it opened.
+    pub fn sleeps(&self) -> u64 {
+        self.pacer.sleeps
+    }
+
+    /// Decides, after the rounds so far, whether the caller may block now
+    /// (in `mode`, the engine's own when `None`) and for how long (at most
+    /// `limit`). When it may, the caller is counted as a sleeper: it must
+    /// release the engine without ringing and call [`Waiter::sleep`] with
+    /// the plan, then [`slept`](Self::slept) (see [`crate::poll`]).
+    pub fn plan_sleep(
+        &mut self,
+        mode: Option<PollMode>,
+        limit: Option<Duration>,
+    ) -> Option<SleepPlan> {
+        if !self
+            .pacer
+            .may_sleep(mode.unwrap_or(self.pacer.config().mode))
+        {
+            return None;
+        }
+        self.plan_wait(limit)
+    }
+
+    /// As [`plan_sleep`](Self::plan_sleep), whatever the rounds so far
+    /// (an explicit wait such as [`Context::wait_for_work`](crate::Context::wait_for_work)).
+    pub fn plan_wait(&mut self, limit: Option<Duration>) -> Option<SleepPlan> {
+        let now = self.now();
+        let timer = [self.rnic.poll_timeout(), self.faults.next_release()]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| t.saturating_sub(now));
+        let timeout = self.pacer.timeout(timer, limit)?;
+        Some(self.waiter.prepare(SleepPlan {
+            timeout,
+            // The last send found the socket buffer full.
+            want_out: !self.pending.is_empty(),
+        }))
+    }
+
+    /// Records that the caller slept (the next empty round may block again).
+    pub fn slept(&mut self) {
+        self.pacer.slept();
+    }
+
+    /// Blocks while the engine is idle, for an owner that drives it alone
+    /// (no other thread can change it while this holds `&mut self`):
+    /// nothing in busy mode or while the spin budget lasts; otherwise until
+    /// a datagram arrives, a timer is due, or `limit`. True when it blocked.
+    pub fn park(&mut self, limit: Option<Duration>) -> bool {
+        let Some(plan) = self.plan_sleep(None, limit) else {
+            return false;
+        };
+        self.waiter.sleep(plan);
+        self.slept();
+        true
     }
 }
 

@@ -141,3 +141,11 @@ impl Control {
         matches!(r, Ok(n) if n > 0) || matches!(r, Ok(0))
     }
 }
+
+/// The connection's socket, so a device can wake when the peer speaks
+/// ([`Context::watch_fd`](crate::Context::watch_fd)).
+impl std::os::fd::AsRawFd for Control {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.writer.as_raw_fd()
+    }
+}

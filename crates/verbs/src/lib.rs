@@ -20,7 +20,8 @@
 //! ```
 //!
 //! Layers: [`verbs`] (the objects), [`engine`] (socket + RNIC), [`packet`]
-//! (datagrams and the ICRC), [`sys`] (batched socket calls), [`profile`]
+//! (datagrams and the ICRC), [`poll`] (spinning or blocking when
+//! idle), [`sys`] (batched socket calls), [`profile`]
 //! (where the engine's time goes, per stage), [`fault`]
 //! (the send-path fault injector), [`endpoint`] and [`exchange`] (the
 //! out-of-band set-up), [`stats`], and [`baseline`] (what the kernel alone
@@ -37,6 +38,7 @@ pub mod fault;
 pub mod gid;
 pub mod packet;
 pub mod pingpong;
+pub mod poll;
 pub mod profile;
 pub mod stats;
 pub mod sys;
@@ -50,9 +52,12 @@ pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
 pub use gid::Gid;
+pub use poll::{PollConfig, PollMode};
 pub use profile::{Analysis, Stage, StageProfile, analyze};
 pub use stats::Stats;
-pub use verbs::{Ah, Context, Cq, Device, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq};
+pub use verbs::{
+    Ah, Context, Cq, Device, FdWatch, Mr, Pd, PreparedQp, ProgressThread, Qp, QpBuilder, Srq,
+};
 
 pub use roce_rnic::{
     Access, AsyncEvent, Counters, Mtu, QpAttr, QpState, QpType, RecvWr, RnicConfig, SendFlags,

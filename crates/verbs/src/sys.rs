@@ -724,6 +724,9 @@ pub fn wait_readable(fd: RawFd, timeout_ns: u64) {
     }
 }
 
+/// epoll, eventfd and the thread CPU clock, for the blocking progress modes.
+pub mod event;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,13 +23,15 @@ use crate::cc::CcSettings;
 use crate::endpoint::Endpoint;
 use crate::engine::{Engine, EngineConfig, ROCE_PORT};
 use crate::error::{Error, Result};
+use crate::poll::{PollMode, Waiter};
 use crate::stats::Stats;
 use roce_rnic::{
     Access, AsyncEvent, Counters, CqHandle, Mtu, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
     RecvWr, SendWr, Sge, SrqHandle, UdDest, Wc,
 };
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::RawFd;
+use std::ops::{Deref, DerefMut};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -79,11 +81,13 @@ impl Device {
         let mut engine = Engine::open(addr, cfg)?;
         let local = engine.local_addr();
         let fd = engine.fd();
+        let waiter = engine.waiter().clone();
         let active_mtu = crate::sys::interface_mtu(local.ip()).map_or(Mtu::Mtu1024, Mtu::for_link);
         engine.rnic.set_port_mtu(active_mtu);
         Ok(Context {
             inner: Arc::new(Shared {
                 engine: Mutex::new(engine),
+                waiter,
                 fd,
                 local,
                 active_mtu,
@@ -95,6 +99,8 @@ impl Device {
 
 struct Shared {
     engine: Mutex<Engine>,
+    /// Rung when the engine changes while a thread sleeps on it.
+    waiter: Arc<Waiter>,
     fd: RawFd,
     local: SocketAddr,
     active_mtu: Mtu,
@@ -108,11 +114,102 @@ pub struct Context {
     inner: Arc<Shared>,
 }
 
+/// The engine, locked by a thread that may change it: releasing it wakes
+/// the threads blocked on the engine, if any ([`crate::poll`]), so a post,
+/// a QP modification or a flush from another thread is never slept past.
+pub(crate) struct EngineGuard<'a> {
+    g: MutexGuard<'a, Engine>,
+    waiter: &'a Waiter,
+}
+
+impl Deref for EngineGuard<'_> {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.g
+    }
+}
+
+impl DerefMut for EngineGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Engine {
+        &mut self.g
+    }
+}
+
+impl Drop for EngineGuard<'_> {
+    fn drop(&mut self) {
+        // Still under the lock: a sleeper counted itself in under it, so
+        // it is either counted here or has not yet decided (and will see
+        // this change in its own round).
+        self.waiter.notify();
+    }
+}
+
 impl Context {
-    fn lock(&self) -> MutexGuard<'_, Engine> {
+    fn lock(&self) -> EngineGuard<'_> {
+        EngineGuard {
+            g: self.raw_lock(),
+            waiter: &self.inner.waiter,
+        }
+    }
+
+    /// The lock without the wake-up on release: for rounds that ring only
+    /// when they did work, and for a sleeper's own release.
+    fn raw_lock(&self) -> MutexGuard<'_, Engine> {
         // A panic while holding the lock leaves the RNIC consistent enough
         // to keep serving (every RNIC call is itself panic-free on input).
         self.inner.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One round of driving the engine, after blocking first when the
+    /// rounds before found nothing for long enough in `mode` (the engine's
+    /// own when `None`; never longer than `limit`). `round` returns whether
+    /// it did work (then other sleepers are woken: it may have completed
+    /// what they wait for) and its result.
+    fn drive<R>(
+        &self,
+        mode: Option<PollMode>,
+        limit: Option<Duration>,
+        round: impl FnOnce(&mut Engine) -> Result<(bool, R)>,
+    ) -> Result<R> {
+        let mut g = self.raw_lock();
+        if let Some(plan) = g.plan_sleep(mode, limit) {
+            drop(g);
+            self.inner.waiter.sleep(plan);
+            g = self.raw_lock();
+            g.slept();
+        }
+        let (work, r) = round(&mut g)?;
+        if work {
+            self.inner.waiter.notify();
+        }
+        Ok(r)
+    }
+
+    /// The progress mode the device was opened with.
+    pub fn poll_mode(&self) -> PollMode {
+        self.raw_lock().poll_config().mode
+    }
+
+    /// Wakes every thread blocked on this device (and makes the next
+    /// block return at once).
+    pub fn wake(&self) {
+        self.inner.waiter.wake();
+    }
+
+    /// Also wakes a blocked engine when `fd` becomes readable, until the
+    /// returned guard drops: for a caller that checks something besides
+    /// the device between rounds (a control connection), so it need not
+    /// wait for [`PollConfig::max_sleep`](crate::PollConfig::max_sleep).
+    pub fn watch_fd(&self, fd: &impl AsRawFd) -> Result<FdWatch> {
+        let fd = fd.as_raw_fd();
+        self.inner.waiter.watch(fd).map_err(|e| Error::Io {
+            context: format!("watching descriptor {fd} beside {}", self.inner.local),
+            source: e,
+        })?;
+        Ok(FdWatch {
+            waiter: self.inner.waiter.clone(),
+            fd,
+        })
     }
 
     /// Runs `f` with the engine locked: the escape hatch to the raw RNIC.
@@ -156,28 +253,43 @@ impl Context {
         })))
     }
 
-    /// One round of engine I/O. True when anything happened.
+    /// One round of engine I/O. True when anything happened. Outside busy
+    /// mode, a call after rounds that found nothing for long enough first
+    /// blocks until a datagram, a post from another thread or a timer
+    /// ([`crate::poll`]).
     pub fn progress(&self) -> Result<bool> {
-        self.lock().progress()
+        self.drive(None, None, |e| {
+            let w = e.progress()?;
+            Ok((w, w))
+        })
     }
 
-    /// Only receives: see [`Engine::receive`].
+    /// Only receives: see [`Engine::receive`]; blocks first as
+    /// [`progress`](Self::progress) does.
     pub fn receive(&self) -> Result<bool> {
-        self.lock().receive()
+        self.drive(None, None, |e| {
+            let w = e.receive()?;
+            Ok((w, w))
+        })
     }
 
-    /// Only runs timers and sends: see [`Engine::doorbell`].
+    /// Only runs timers and sends: see [`Engine::doorbell`]. Never blocks.
     pub fn doorbell(&self) -> Result<bool> {
-        self.lock().doorbell()
+        let w = self.raw_lock().doorbell()?;
+        if w {
+            self.inner.waiter.notify();
+        }
+        Ok(w)
     }
 
-    /// Blocks until a datagram arrives, a timer is due, or `max` passes.
+    /// Blocks until a datagram arrives, a timer is due, another thread
+    /// changes the device, or `max` passes (whatever the progress mode).
     pub fn wait_for_work(&self, max: Duration) {
-        let next = self.lock().next_wakeup_in();
-        let max_ns = max.as_nanos() as u64;
-        let t = next.map_or(max_ns, |n| n.min(max_ns));
-        if t > 0 {
-            crate::sys::wait_readable(self.inner.fd, t);
+        let mut g = self.raw_lock();
+        if let Some(plan) = g.plan_wait(Some(max)) {
+            drop(g);
+            self.inner.waiter.sleep(plan);
+            self.raw_lock().slept();
         }
     }
 
@@ -186,6 +298,11 @@ impl Context {
     /// and ends within one run.
     pub fn set_ce_mark(&self, p: f64) {
         self.lock().set_ce_mark(p);
+    }
+
+    /// The device's UDP socket.
+    pub fn fd(&self) -> RawFd {
+        self.inner.fd
     }
 
     pub fn stats(&self) -> Stats {
@@ -250,34 +367,42 @@ impl Context {
 
     /// Starts a thread that drives this device until the returned guard
     /// drops: what a passive side (the target of WRITE/READ/ATOMIC, which
-    /// never polls a CQ) needs. `busy` spins like a hardware poller; without
-    /// it the thread sleeps in `poll(2)` when idle.
+    /// never polls a CQ) needs. `busy` spins like a hardware poller;
+    /// without it the thread follows the device's progress mode, adaptive
+    /// when that is busy (spin, then block in `epoll` when idle).
     pub fn spawn_progress(&self, busy: bool) -> ProgressThread {
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = self.clone();
         let s = stop.clone();
+        let mode = if busy {
+            Some(PollMode::Busy)
+        } else if self.poll_mode() == PollMode::Busy {
+            Some(PollMode::Adaptive)
+        } else {
+            None
+        };
         let handle = std::thread::Builder::new()
             .name("roce-progress".into())
             .spawn(move || {
-                let mut idle_since: Option<Instant> = None;
                 while !s.load(Ordering::Relaxed) {
-                    match ctx.progress() {
-                        Ok(true) => idle_since = None,
-                        Ok(false) => {
-                            let since = *idle_since.get_or_insert_with(Instant::now);
-                            if busy || since.elapsed() < Duration::from_micros(50) {
-                                std::hint::spin_loop();
-                            } else {
-                                ctx.wait_for_work(Duration::from_millis(1));
-                            }
-                        }
+                    let r = ctx.drive(mode, None, |e| {
+                        let w = e.progress()?;
+                        Ok((w, w))
+                    });
+                    match r {
+                        Ok(true) => {}
+                        Ok(false) => std::hint::spin_loop(),
                         // The socket failed: there is nothing left to drive.
                         Err(_) => break,
                     }
                 }
             })
             .ok();
-        ProgressThread { stop, handle }
+        ProgressThread {
+            stop,
+            handle,
+            waiter: self.inner.waiter.clone(),
+        }
     }
 }
 
@@ -285,14 +410,31 @@ impl Context {
 pub struct ProgressThread {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
+    waiter: Arc<Waiter>,
 }
 
 impl Drop for ProgressThread {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // A thread blocked in epoll would otherwise sleep out its timeout.
+        self.waiter.wake();
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+/// A descriptor that wakes a blocked device until this drops
+/// ([`Context::watch_fd`]).
+pub struct FdWatch {
+    waiter: Arc<Waiter>,
+    fd: RawFd,
+}
+
+impl Drop for FdWatch {
+    fn drop(&mut self) {
+        // Fails only when the descriptor closed first (epoll forgot it).
+        let _ = self.waiter.unwatch(self.fd);
     }
 }
 
@@ -595,11 +737,16 @@ impl Cq {
         &self.0.ctx
     }
 
-    /// Drives the device once and returns up to `max` completions (`ibv_poll_cq`).
+    /// Drives the device once and returns up to `max` completions
+    /// (`ibv_poll_cq`). Outside busy mode, a call after rounds that found
+    /// nothing for long enough first blocks until there may be something
+    /// ([`Context::progress`]).
     pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
-        let mut e = self.0.ctx.lock();
-        e.progress()?;
-        Ok(e.poll_cq(self.0.h, max))
+        self.0.ctx.drive(None, None, |e| {
+            let w = e.progress()?;
+            let v = e.poll_cq(self.0.h, max);
+            Ok((w || !v.is_empty(), v))
+        })
     }
 
     /// Returns up to `max` completions already queued, without driving the device.
@@ -607,38 +754,29 @@ impl Cq {
         self.0.ctx.lock().poll_cq(self.0.h, max)
     }
 
-    /// Waits for `n` completions or until `timeout`: spins briefly, then
-    /// sleeps in `poll(2)` until a datagram or a timer is due.
+    /// Waits for `n` completions or until `timeout`, driving the device
+    /// in its progress mode: adaptive spins briefly, then blocks in `epoll`
+    /// until a datagram, a post from another thread or a timer; busy spins.
     pub fn wait(&self, n: usize, timeout: Duration) -> Result<Vec<Wc>> {
         let start = Instant::now();
         let mut out = Vec::with_capacity(n);
-        let mut idle_since: Option<Instant> = None;
         while out.len() < n {
-            let (work, got) = {
-                let mut e = self.0.ctx.lock();
-                let work = e.progress()?;
-                let got = e.poll_cq(self.0.h, n - out.len());
-                (work, got)
-            };
+            let left = timeout.saturating_sub(start.elapsed());
+            let want = n - out.len();
+            let got = self.0.ctx.drive(None, Some(left), |e| {
+                let w = e.progress()?;
+                let v = e.poll_cq(self.0.h, want);
+                Ok((w || !v.is_empty(), v))
+            })?;
             let some = !got.is_empty();
             out.extend(got);
             if out.len() >= n {
                 break;
             }
-            let elapsed = start.elapsed();
-            if elapsed >= timeout {
+            if start.elapsed() >= timeout {
                 return Err(Error::Timeout(timeout));
             }
-            if work || some {
-                idle_since = None;
-                continue;
-            }
-            let since = *idle_since.get_or_insert_with(Instant::now);
-            if since.elapsed() > Duration::from_micros(100) {
-                self.0
-                    .ctx
-                    .wait_for_work((timeout - elapsed).min(Duration::from_millis(1)));
-            } else {
+            if !some {
                 std::hint::spin_loop();
             }
         }
