@@ -87,6 +87,31 @@ pub struct PerfArgs {
     /// (as a congested switch would), so the peer answers with CNPs.
     #[arg(long = "ce-mark", default_value_t = 0.0)]
     pub ce_mark: f64,
+    /// Mark received ECN-capable packets CE by RED over the receive
+    /// socket's backlog, as a switch egress queue would when the receiver
+    /// falls behind: KMIN,KMAX,PMAX (bytes of socket receive memory, K/M
+    /// suffixes), e.g. 256K,1M,0.2.
+    #[arg(long = "ce-red", value_name = "KMIN,KMAX,PMAX")]
+    pub ce_red: Option<String>,
+    /// Congestion control of every QP: none, dcqcn, timely, swift or dctcp.
+    #[arg(long, default_value = "none")]
+    pub cc: String,
+    /// A parameter of --cc, named as in a simulator scenario's [cc] table
+    /// (e.g. rp_timer_us=300, preset=connectx, rpg_ai_rate=5); repeatable.
+    #[arg(long = "cc-param", value_name = "KEY=VALUE")]
+    pub cc_param: Vec<String>,
+    /// Line rate in Gb/s that rate-based controllers start from and return
+    /// to (default: the interface's speed, else 100 — loopback has none).
+    #[arg(long = "cc-line-rate", value_name = "GBPS")]
+    pub cc_line_rate: Option<f64>,
+    /// Limit every QP to this rate in Gb/s (the NIC's per-QP shaper, as
+    /// ibv_modify_qp_rate_limit sets it), under any --cc.
+    #[arg(long = "rate-limit", value_name = "GBPS")]
+    pub rate_limit: Option<f64>,
+    /// DSCP of the CNPs this side sends (default 48, ConnectX's), so a
+    /// fabric can give them their own priority queue.
+    #[arg(long = "cnp-dscp", value_name = "DSCP")]
+    pub cnp_dscp: Option<u8>,
     /// Seed of the fault injector.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -147,6 +172,12 @@ impl From<PerfArgs> for Options {
             dup: a.dup,
             corrupt: a.corrupt,
             ce_mark: a.ce_mark,
+            ce_red: a.ce_red,
+            cc: a.cc,
+            cc_params: a.cc_param,
+            cc_line_rate: a.cc_line_rate,
+            rate_limit: a.rate_limit,
+            cnp_dscp: a.cnp_dscp,
             seed: a.seed,
             recovery: a.recovery,
             no_offload: a.no_offload,

@@ -789,3 +789,130 @@ fn json_reports_stage_profiles_and_analyze_names_the_binding_stage() {
     assert!(out.lines().any(|l| l.starts_with('*')), "{out}");
     assert!(out.contains("kernel TCP stream"), "{out}");
 }
+
+#[test]
+fn cc_dcqcn_cuts_on_ce_marks_and_json_says_so() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "400",
+        "-s",
+        "65536",
+        "--udp-port",
+        "0",
+        "--cc",
+        "dcqcn",
+        "--cc-param",
+        "rp_timer_us=300",
+        "--cc-line-rate",
+        "10",
+        "--ce-mark",
+        "0.05",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    let cc = &v["cc"];
+    assert_eq!(cc["algorithm"], "dcqcn", "{v}");
+    assert_eq!(cc["line_rate_gbps"].as_f64(), Some(10.0), "{v}");
+    assert!(cc["cnps_rx"].as_u64().unwrap() > 0, "{v}");
+    assert!(cc["rate_cuts"].as_u64().unwrap() > 0, "{v}");
+    assert!(cc["min_rate_gbps"].as_f64().unwrap() < 10.0, "{v}");
+    assert_eq!(cc["qps"].as_array().map(Vec::len), Some(1), "{v}");
+}
+
+#[test]
+fn a_rate_limit_paces_every_qp_under_its_congestion_control() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "-n",
+        "50",
+        "-s",
+        "65536",
+        "-q",
+        "2",
+        "--udp-port",
+        "0",
+        "--cc",
+        "dcqcn",
+        "--rate-limit",
+        "0.5",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    let qps = v["cc"]["qps"].as_array().unwrap();
+    assert_eq!(qps.len(), 2, "{v}");
+    for q in qps {
+        // Capped from the start (no marks: no cuts); a QP that sent was
+        // paced at the cap.
+        assert_eq!(q["rate_gbps"].as_f64(), Some(0.5), "{v}");
+        assert_eq!(q["rate_cuts"].as_u64(), Some(0), "{v}");
+        assert!(q["min_rate_gbps"].as_f64().is_none_or(|r| r == 0.5), "{v}");
+    }
+    assert_eq!(v["cc"]["min_rate_gbps"].as_f64(), Some(0.5), "{v}");
+}
+
+#[test]
+fn cc_bad_input_is_one_clear_error_naming_it() {
+    for (args, want) in [
+        (&["--cc", "bbr"][..], "--cc bbr: unknown algorithm"),
+        (
+            &["--cc", "hpcc"][..],
+            "--cc hpcc: HPCC steers by in-band telemetry",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "eta=0.9"][..],
+            "--cc-param eta=0.9: not a parameter of algorithm \"dcqcn\"",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "frobnicate=1"][..],
+            "--cc-param frobnicate=1: not a congestion-control parameter",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "g=2"][..],
+            "--cc-param g=2: expected 0 < g ≤ 1, got 2",
+        ),
+        (
+            &["--cc", "timely", "--cc-param", "t_low_us=600"][..],
+            "expected t_low_us < t_high_us",
+        ),
+        (
+            &["--cc", "dcqcn", "--cc-param", "g"][..],
+            "--cc-param g: expected KEY=VALUE",
+        ),
+        (
+            &["--cc-line-rate=0"][..],
+            "--cc-line-rate 0: expected a positive rate",
+        ),
+        (
+            &["--rate-limit=0"][..],
+            "--rate-limit 0: expected a positive rate",
+        ),
+        (&["--cnp-dscp", "64"][..], "--cnp-dscp 64: a DSCP is 0..=63"),
+        (
+            &["--ce-red", "1M,64K,0.1"][..],
+            "--ce-red 1M,64K,0.1: RED thresholds: expected KMIN < KMAX",
+        ),
+    ] {
+        let mut a = vec![
+            "perf",
+            "write_bw",
+            "--loopback",
+            "-n",
+            "5",
+            "--udp-port",
+            "0",
+        ];
+        a.extend_from_slice(args);
+        let o = roce(&a);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        let err = text(&o.stderr);
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

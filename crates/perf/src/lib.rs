@@ -25,6 +25,7 @@
 //! # Ok::<(), roce_perf::Error>(())
 //! ```
 
+pub mod cc;
 pub mod ext;
 mod loops;
 pub mod perftest;
@@ -102,6 +103,20 @@ pub struct Options {
     /// Mark this fraction of ECN-capable sent packets Congestion Experienced
     /// (as a congested switch would), so the peer answers with CNPs.
     pub ce_mark: f64,
+    /// Mark received ECN-capable packets CE by RED over the receive
+    /// socket's backlog: `KMIN,KMAX,PMAX` (bytes, `K`/`M` suffixes).
+    pub ce_red: Option<String>,
+    /// Congestion control of every QP: none, dcqcn, timely, swift, dctcp.
+    pub cc: String,
+    /// `KEY=VALUE` parameters of `cc`, named as the simulator's `[cc]` table.
+    pub cc_params: Vec<String>,
+    /// Line rate (Gb/s) rate-based controllers start from (default: the
+    /// interface's speed, else 100).
+    pub cc_line_rate: Option<f64>,
+    /// Per-QP rate limit in Gb/s (the NIC's shaper, under any `cc`).
+    pub rate_limit: Option<f64>,
+    /// DSCP of the CNPs this side sends (ConnectX's default: 48).
+    pub cnp_dscp: Option<u8>,
     /// Seed of the fault injector.
     pub seed: u64,
     /// Loss recovery of the QPs: go-back-N or IRN (both sides must agree).
@@ -158,6 +173,12 @@ impl Options {
             dup: 0.0,
             corrupt: 0.0,
             ce_mark: 0.0,
+            ce_red: None,
+            cc: "none".into(),
+            cc_params: Vec::new(),
+            cc_line_rate: None,
+            rate_limit: None,
+            cnp_dscp: None,
             seed: 1,
             recovery: roce_verbs::Recovery::GoBackN,
             no_offload: false,
@@ -202,6 +223,11 @@ impl Options {
         if self.loopback && self.server.is_some() {
             fail!(Usage, "--loopback runs both sides; give no SERVER");
         }
+        cc::choice(self)?;
+        cc::line_rate_bps(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+        cc::red(self)?;
+        cc::settings(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
+        cc::cnp_dscp(self)?;
         Ok(test)
     }
 }

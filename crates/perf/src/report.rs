@@ -69,6 +69,7 @@ impl Report {
                 "verified": verified,
                 "counters": r.counters,
                 "server_counters": r.server_counters,
+                "cc": r.cc,
             });
             if let [one] = r.results.as_slice() {
                 let o = serde_json::to_value(one)?;
@@ -194,6 +195,32 @@ impl Report {
                     out,
                     " faults injected: {} lost, {} reordered, {} duplicated, {} corrupted, {} CE-marked",
                     f.lost, f.reordered, f.duplicated, f.corrupted, f.ce_marked
+                );
+            }
+            let cc = &r.cc;
+            if cc.algorithm != "none" || cc.cnps_rx > 0 {
+                let g =
+                    |x: Option<f64>| x.map_or("line rate".to_string(), |v| format!("{v:.2} Gb/s"));
+                let _ = writeln!(
+                    out,
+                    " congestion control {}: {} CNPs in, {} rate cuts; rate now {}, lowest {}",
+                    cc.algorithm,
+                    cc.cnps_rx,
+                    cc.rate_cuts,
+                    g(cc.rate_gbps),
+                    g(cc.min_rate_gbps)
+                );
+            }
+            let red = r.server_counters.red;
+            if red.samples > 0 {
+                let _ = writeln!(
+                    out,
+                    " server's RED marker: {} marked CE; backlog mean {} B, max {} B, above Kmax {} of {} readings",
+                    red.marked,
+                    red.backlog_mean_bytes,
+                    red.backlog_max_bytes,
+                    red.above_kmax,
+                    red.samples
                 );
             }
             if let Some(v) = verified {

@@ -200,6 +200,8 @@ pub struct Report {
     pub remote: Vec<Endpoint>,
     pub counters: Stats,
     pub server_counters: Stats,
+    /// What the client's QPs' congestion control did.
+    pub cc: crate::cc::CcReport,
     pub details: Vec<String>,
 }
 

@@ -40,7 +40,7 @@ pub(crate) fn client(
     let sizes = sizes(args, test);
     let max = sizes.iter().copied().max().unwrap_or(8);
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
-    let cfg = engine_config(args, args.seed, args.pcap.clone())?;
+    let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;
@@ -169,6 +169,13 @@ pub(crate) fn client(
         results,
         local,
         remote,
+        cc: crate::cc::CcReport::new(
+            args,
+            crate::cc::line_rate_bps(args, IpAddr::V4(ip))?,
+            &side.qps,
+            side.ctx.stats().cnps_rx,
+            server_counters.cnps_tx,
+        ),
         counters: side.ctx.stats(),
         server_counters,
         details,
@@ -207,7 +214,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             })?,
         },
     };
-    let cfg = engine_config(args, args.seed, args.pcap.clone())?;
+    let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;

@@ -219,14 +219,26 @@ pub(crate) fn close(
 
 pub(crate) fn engine_config(
     args: &Options,
+    ip: Ipv4Addr,
     seed: u64,
     pcap: Option<PathBuf>,
 ) -> Result<EngineConfig> {
+    let (cc, cnp_interval) = crate::cc::settings(args, IpAddr::V4(ip))?;
+    let mut rnic = roce_rnic::RnicConfig::default();
+    if let Some(ns) = cnp_interval {
+        rnic.cnp_interval_ns = ns;
+    }
+    if let Some(d) = crate::cc::cnp_dscp(args)? {
+        rnic.cnp_dscp = d;
+    }
     Ok(EngineConfig {
+        rnic,
         faults: faults(args, seed)?,
         pcap,
         offload: !args.no_offload,
         profile: !args.no_profile,
+        cc,
+        ecn_red: crate::cc::red(args)?,
         poll: args.poll.unwrap_or_default().into(),
         ..Default::default()
     })

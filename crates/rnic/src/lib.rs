@@ -29,8 +29,9 @@ mod table;
 pub mod types;
 
 pub use cc::{
-    AckFeedback, CongestionControl, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, DctcpVariant,
-    FixedRate, Hpcc, HpccConfig, IntHop, NoCc, RttSample, Swift, SwiftConfig, Timely, TimelyConfig,
+    AckFeedback, CcConfig, CcParamError, CcParams, CongestionControl, Dcqcn, DcqcnConfig, Dctcp,
+    DctcpConfig, DctcpVariant, FixedRate, Hpcc, HpccConfig, IntHop, NoCc, RttSample, Swift,
+    SwiftConfig, Timely, TimelyConfig,
 };
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
@@ -149,6 +150,19 @@ pub struct Counters {
     pub rx_dropped_state: u64,
     pub rx_malformed: u64,
     pub rx_bad_source: u64,
+}
+
+/// One QP's congestion control as it stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CcStats {
+    pub algorithm: &'static str,
+    /// The current rate (`None`: line rate, unpaced).
+    pub rate_bps: Option<u64>,
+    /// The lowest rate the QP was paced at (`None`: never paced).
+    pub min_rate_bps: Option<u64>,
+    pub window_bytes: Option<u64>,
+    /// Multiplicative cuts so far.
+    pub rate_cuts: u64,
 }
 
 /// Asynchronous events (`ibv_get_async_event`).
@@ -864,6 +878,17 @@ impl<M: Memory> Rnic<M> {
             qp.cc.on_int(now, hops);
             self.touch(qpn);
         }
+    }
+
+    /// What `qpn`'s congestion controller has done (see [`CcStats`]).
+    pub fn cc_stats(&self, qpn: u32) -> Option<CcStats> {
+        self.qps.get(&qpn).map(|q| CcStats {
+            algorithm: q.cc.name(),
+            rate_bps: q.cc.rate_bps(),
+            min_rate_bps: q.cc_min_rate,
+            window_bytes: q.cc.window_bytes(),
+            rate_cuts: q.cc.rate_cuts(),
+        })
     }
 
     /// The name of `qpn`'s congestion controller and its current rate and window.

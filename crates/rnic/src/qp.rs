@@ -382,6 +382,8 @@ pub struct Qp {
     pub(crate) filed: Option<Nanos>,
     pub(crate) inflight_bytes: u64,
     pub(crate) cc: Box<dyn CongestionControl>,
+    /// The lowest rate `cc` paced this QP at (reported as the minimum rate).
+    pub(crate) cc_min_rate: Option<u64>,
     /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
     pub(crate) sent_log: crate::cc::sample::SentLog,
     // Responder.
@@ -445,6 +447,7 @@ impl Qp {
             filed: None,
             inflight_bytes: 0,
             cc,
+            cc_min_rate: None,
             sent_log: Default::default(),
             rq: VecDeque::new(),
             epsn: Psn::new(0),

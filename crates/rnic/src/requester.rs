@@ -335,6 +335,7 @@ impl Qp {
         self.cc.on_send(now, wire as usize);
         if let Some(rate) = self.cc.rate_bps().filter(|r| *r > 0) {
             let gap = wire * 8 * 1_000_000_000 / rate;
+            self.cc_min_rate = Some(self.cc_min_rate.map_or(rate, |m| m.min(rate)));
             self.next_send_at = self.next_send_at.max(now) + gap;
         }
         if ud {

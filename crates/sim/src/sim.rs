@@ -268,7 +268,7 @@ impl Simulator {
         let routes = topo.routes();
         let max_frame = frame_len(&data_repr(true), cfg.mtu.bytes() as usize);
         let mss = u64::from(cfg.mtu.bytes());
-        let cc = CcPlan::new(&cfg.cc, &topo, &routes, max_frame + cfg.ifg_bytes, mss);
+        let cc = crate::cc::plan(&cfg.cc, &topo, &routes, max_frame + cfg.ifg_bytes, mss);
         if cc.hpcc().is_some() {
             cfg.int = true;
         }

@@ -41,6 +41,8 @@
 //!   of `gso_max_size` bytes or more, counting its Ethernet header, is cut
 //!   before lo: 65493 bytes of UDP payload at the default 65536).
 
+use crate::cc::CcSettings;
+use crate::ecn::{RedConfig, RedMarker};
 use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
 use crate::packet::{self, IdentDelta, OutDatagram, RxError};
@@ -81,6 +83,10 @@ pub struct EngineConfig {
     /// Account the engine's time per stage ([`crate::profile`]): a cycle
     /// counter read at the stage boundaries the engine already crosses.
     pub profile: bool,
+    /// Congestion control of QPs that do not choose their own ([`crate::cc`]).
+    pub cc: CcSettings,
+    /// Mark received packets CE by RED over the socket's backlog ([`crate::ecn`]).
+    pub ecn_red: Option<RedConfig>,
     /// How the engine waits when idle: spin, block in `epoll`, or spin
     /// then block ([`crate::poll`]; adaptive by default).
     pub poll: PollConfig,
@@ -96,6 +102,8 @@ impl Default for EngineConfig {
             socket_buffer: 8 << 20,
             offload: true,
             profile: true,
+            cc: CcSettings::default(),
+            ecn_red: None,
             poll: PollConfig::default(),
         }
     }
@@ -127,6 +135,8 @@ pub struct Engine {
     pub(crate) stats: Stats,
     last_send_error: Option<String>,
     prof: Profiler,
+    pub(crate) cc: CcSettings,
+    red: Option<RedMarker>,
     /// What a blocked engine waits on, shared with the threads that wake it.
     waiter: Arc<Waiter>,
     /// Idle rounds so far, and whether they allow blocking.
@@ -246,6 +256,7 @@ impl Engine {
         // A peer here is a socket: many engines share one IP (loopback), and
         // each sends from the port it is bound to, which the peer connected to.
         rnic_cfg.match_source_port = true;
+        rnic_cfg.ecn_echo |= cfg.cc.ecn_echo();
         if rnic_cfg.max_outstanding_pkts == RnicConfig::default().max_outstanding_pkts {
             rnic_cfg.max_outstanding_pkts = window_for(sock.recv_buffer_size().unwrap_or(0));
         }
@@ -304,6 +315,8 @@ impl Engine {
             stats: Stats::default(),
             last_send_error: None,
             prof: Profiler::new(cfg.profile),
+            cc: cfg.cc,
+            red: cfg.ecn_red.map(|r| RedMarker::new(r, cfg.faults.seed)),
             waiter,
             pacer: Pacer::new(cfg.poll),
         })
@@ -311,6 +324,11 @@ impl Engine {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local
+    }
+
+    /// See [`FaultInjector::set_ce_mark`].
+    pub fn set_ce_mark(&mut self, p: f64) {
+        self.faults.set_ce_mark(p);
     }
 
     pub fn fd(&self) -> RawFd {
@@ -351,6 +369,7 @@ impl Engine {
         let mut s = self.stats;
         s.merge_rnic(&self.rnic.counters());
         s.faults = self.faults.stats;
+        s.red = self.red.as_ref().map(|r| r.stats).unwrap_or_default();
         s
     }
 
@@ -448,6 +467,9 @@ impl Engine {
             self.prof.count(Stage::RxSyscall, 1);
             if now == 0 {
                 now = self.now();
+            }
+            if let Some(r) = &mut self.red {
+                r.mark(self.sock.as_raw_fd(), &mut self.rx.meta[..got]);
             }
             for i in 0..got {
                 self.on_datagram(now, i);

@@ -81,6 +81,12 @@ impl FaultInjector {
         self.cfg.is_active()
     }
 
+    /// Changes the CE-marking probability mid-run (a congestion episode
+    /// that starts and ends).
+    pub fn set_ce_mark(&mut self, p: f64) {
+        self.cfg.ce_mark = p.clamp(0.0, 1.0);
+    }
+
     fn chance(&mut self, p: f64) -> bool {
         p > 0.0 && (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }

@@ -28,6 +28,8 @@
 //! does with the same sizes, for `roce perf` to report against).
 
 pub mod baseline;
+pub mod cc;
+pub mod ecn;
 pub mod endpoint;
 pub mod engine;
 pub mod error;
@@ -42,6 +44,8 @@ pub mod stats;
 pub mod sys;
 pub mod verbs;
 
+pub use cc::CcSettings;
+pub use ecn::{RedConfig, RedStats};
 pub use endpoint::Endpoint;
 pub use engine::{Engine, EngineConfig, ROCE_PORT};
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 //! Engine counters: what crossed the socket, what was refused and why, and
 //! the RNIC's transport events (retransmissions, NAKs, RNR, CNPs).
 
+use crate::ecn::RedStats;
 use crate::fault::FaultStats;
 use roce_rnic::Counters;
 use serde::{Deserialize, Serialize};
@@ -53,6 +54,9 @@ pub struct Stats {
     #[serde(default)]
     pub cmsg_truncated: u64,
     pub faults: FaultStats,
+    /// The queue-driven CE marker's readings and marks (zero when off).
+    #[serde(default)]
+    pub red: RedStats,
 }
 
 impl Stats {

@@ -526,6 +526,107 @@ impl SendBatch {
 /// subnet holds it (127.0.0.2 is lo's, through 127.0.0.0/8). `None` when no
 /// interface does.
 pub fn interface_mtu(ip: IpAddr) -> Option<u32> {
+    with_interface(ip, |name| {
+        // SAFETY: plain old data; the name is a NUL-terminated C string of
+        // the list, copied before the list is freed.
+        let mut req: libc::ifreq = unsafe { zeroed() };
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        let n = name.len().min(req.ifr_name.len() - 1);
+        for (d, &s) in req.ifr_name.iter_mut().zip(&name[..n]) {
+            *d = s as libc::c_char;
+        }
+        // SAFETY: a throwaway datagram socket for the ioctl.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of `req`.
+        let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        if r == 0 {
+            // SAFETY: the ioctl filled the mtu member of the union.
+            Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+        } else {
+            None
+        }
+    })
+}
+
+/// The link speed in Mb/s of the interface holding `ip`, as ethtool reads
+/// it (`SIOCETHTOOL`/`ETHTOOL_GSET`, asked in the caller's network
+/// namespace, which `/sys/class/net` need not show); `None` when unknown
+/// (loopback has none).
+pub fn interface_speed_mbps(ip: IpAddr) -> Option<u32> {
+    /// `struct ethtool_cmd` (linux/ethtool.h), the fields up to the speed's
+    /// high half and the rest as padding.
+    #[repr(C)]
+    struct EthtoolCmd {
+        cmd: u32,
+        supported: u32,
+        advertising: u32,
+        speed: u16,
+        rest1: [u8; 6],
+        maxtxpkt: u32,
+        maxrxpkt: u32,
+        speed_hi: u16,
+        rest2: [u8; 2],
+        rest3: [u32; 3],
+    }
+    const ETHTOOL_GSET: u32 = 1;
+    with_interface(ip, |name| {
+        let mut cmd = EthtoolCmd {
+            cmd: ETHTOOL_GSET,
+            supported: 0,
+            advertising: 0,
+            speed: 0,
+            rest1: [0; 6],
+            maxtxpkt: 0,
+            maxrxpkt: 0,
+            speed_hi: 0,
+            rest2: [0; 2],
+            rest3: [0; 3],
+        };
+        // SAFETY: plain old data; the name is a NUL-terminated C string of
+        // the list, copied before the list is freed.
+        let mut req: libc::ifreq = unsafe { zeroed() };
+        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
+        let n = name.len().min(req.ifr_name.len() - 1);
+        for (d, &s) in req.ifr_name.iter_mut().zip(&name[..n]) {
+            *d = s as libc::c_char;
+        }
+        req.ifr_ifru.ifru_data = (&mut cmd as *mut EthtoolCmd).cast();
+        // SAFETY: a throwaway datagram socket for the ioctl.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: SIOCETHTOOL reads the name and fills `cmd` through ifru_data.
+        let r = unsafe { libc::ioctl(fd, libc::SIOCETHTOOL, &mut req) };
+        // SAFETY: our own descriptor.
+        unsafe { libc::close(fd) };
+        let speed = u32::from(cmd.speed) | (u32::from(cmd.speed_hi) << 16);
+        // SPEED_UNKNOWN is all ones.
+        (r == 0 && speed != 0 && speed != u32::MAX).then_some(speed)
+    })
+}
+
+/// The name of the interface that holds `ip` (or, failing that, the first
+/// whose subnet contains it).
+pub fn interface_name(ip: IpAddr) -> Option<String> {
+    // SAFETY: a NUL-terminated C string of the list, copied before it is freed.
+    with_interface(ip, |name| {
+        Some(
+            unsafe { std::ffi::CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    })
+}
+
+/// Calls `f` with the name of the interface holding `ip`, while
+/// getifaddrs' list (and so the name) is alive.
+fn with_interface<T>(ip: IpAddr, f: impl FnOnce(*const libc::c_char) -> Option<T>) -> Option<T> {
     let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills the pointer with a list we free below.
     if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
@@ -581,31 +682,7 @@ pub fn interface_mtu(ip: IpAddr) -> Option<u32> {
             subnet = Some(ifa.ifa_name);
         }
     }
-    let mtu = exact.or(subnet).and_then(|name| {
-        // SAFETY: plain old data; the name is a NUL-terminated C string of
-        // the list, copied before the list is freed.
-        let mut req: libc::ifreq = unsafe { zeroed() };
-        let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_bytes();
-        let n = name.len().min(req.ifr_name.len() - 1);
-        for (d, &s) in req.ifr_name.iter_mut().zip(&name[..n]) {
-            *d = s as libc::c_char;
-        }
-        // SAFETY: a throwaway datagram socket for the ioctl.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-        if fd < 0 {
-            return None;
-        }
-        // SAFETY: SIOCGIFMTU reads the name and writes ifru_mtu of `req`.
-        let r = unsafe { libc::ioctl(fd, libc::SIOCGIFMTU, &mut req) };
-        // SAFETY: our own descriptor.
-        unsafe { libc::close(fd) };
-        if r == 0 {
-            // SAFETY: the ioctl filled the mtu member of the union.
-            Some(unsafe { req.ifr_ifru.ifru_mtu } as u32)
-        } else {
-            None
-        }
-    });
+    let mtu = exact.or(subnet).and_then(|n| f(n.cast_const()));
     // SAFETY: the list from getifaddrs, freed once.
     unsafe { libc::freeifaddrs(ifap) };
     mtu

@@ -19,6 +19,7 @@
 //! [`Mr`]. That is the safe owned-buffer form; no user pointer is ever lent
 //! to the device, so this layer has no `unsafe` at all.
 
+use crate::cc::CcSettings;
 use crate::endpoint::Endpoint;
 use crate::engine::{Engine, EngineConfig, ROCE_PORT};
 use crate::error::{Error, Result};
@@ -290,6 +291,13 @@ impl Context {
             self.inner.waiter.sleep(plan);
             self.raw_lock().slept();
         }
+    }
+
+    /// Marks this fraction of ECN-capable packets sent from now on CE
+    /// ([`crate::FaultConfig::ce_mark`]): a congestion episode that starts
+    /// and ends within one run.
+    pub fn set_ce_mark(&self, p: f64) {
+        self.lock().set_ce_mark(p);
     }
 
     /// The device's UDP socket.
@@ -798,6 +806,7 @@ pub struct QpBuilder<'a> {
     qkey: u32,
     srq: Option<&'a Srq>,
     recovery: Recovery,
+    cc: Option<CcSettings>,
 }
 
 impl<'a> QpBuilder<'a> {
@@ -828,6 +837,7 @@ impl<'a> QpBuilder<'a> {
             qkey: 0x1111_1111,
             srq: None,
             recovery: Recovery::GoBackN,
+            cc: None,
         }
     }
     /// Loss recovery (RC): go-back-N (the default, what every RoCE NIC
@@ -841,6 +851,12 @@ impl<'a> QpBuilder<'a> {
     /// (`ibv_qp_init_attr.srq`); the QP's `post_recv` is then refused.
     pub fn srq(mut self, srq: &'a Srq) -> Self {
         self.srq = Some(srq);
+        self
+    }
+    /// This QP's congestion control, instead of the context's default
+    /// ([`crate::EngineConfig::cc`]).
+    pub fn cc(mut self, cc: CcSettings) -> Self {
+        self.cc = Some(cc);
         self
     }
     pub fn recv_cq(mut self, cq: &'a Cq) -> Self {
@@ -939,7 +955,8 @@ impl<'a> QpBuilder<'a> {
         init.recovery = self.recovery;
         init.srq = self.srq.map(|s| s.0.h);
         let mut e = ctx.lock();
-        let qpn = e.rnic.create_qp(init)?;
+        let cc = self.cc.unwrap_or(e.cc).controller(self.mtu.bytes() as u64);
+        let qpn = e.rnic.create_qp_with_cc(init, cc)?;
         let attr = match self.qp_type {
             QpType::Rc => QpAttr::init(self.access),
             QpType::Ud => QpAttr::init_ud(self.qkey),
@@ -1128,6 +1145,11 @@ impl Qp {
     }
     pub fn context(&self) -> &Context {
         self.pd.context()
+    }
+    /// What this QP's congestion control has done: CNP-driven and other
+    /// rate cuts, the current and the lowest rate.
+    pub fn cc_stats(&self) -> Option<roce_rnic::CcStats> {
+        self.pd.context().lock().rnic.cc_stats(self.qpn)
     }
     /// The SRQ this QP takes its receives from, if any.
     pub fn srq(&self) -> Option<&Srq> {

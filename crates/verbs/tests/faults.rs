@@ -396,11 +396,19 @@ fn forged_ack(dest_qp: u32, psn: u32, syndrome: roce_wire::Syndrome) -> roce_wir
 #[test]
 fn forged_cnps_acks_and_naks_from_a_stranger_change_nothing() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let (a, b) = pair(Opts {
+    // Both sides run DCQCN: a forged CNP that counted would cut a rate.
+    let dcqcn = CcSettings::new(
+        roce_rnic::CcParams::new("dcqcn").build().unwrap().cc,
+        10_000_000_000,
+    );
+    let mut o = Opts {
         buf: 4 << 20,
         timeout: 14,
         ..Default::default()
-    });
+    };
+    o.cfg_a.cc = dcqcn;
+    o.cfg_b.cc = dcqcn;
+    let (a, b) = pair(o);
     let _drive_b = b.ctx.spawn_progress(false);
     let (to_a, to_b) = (a.ctx.local_addr(), b.ctx.local_addr());
     let (qp_a, qp_b, psn_a) = (b.peer.qpn, a.peer.qpn, b.peer.psn);
@@ -492,6 +500,14 @@ fn forged_cnps_acks_and_naks_from_a_stranger_change_nothing() {
         "{sa:?} {sb:?}"
     );
     assert_eq!((sa.cnps_rx, sb.cnps_rx), (0, 0), "no forged CNP counted");
+    for q in [&a.qp, &b.qp] {
+        let c = q.cc_stats().unwrap();
+        assert_eq!(
+            (c.algorithm, c.rate_cuts, c.min_rate_bps),
+            ("dcqcn", 0, None),
+            "no forged CNP cut a rate"
+        );
+    }
     assert_eq!((sa.naks_rx, sa.rnr_naks_rx), (0, 0), "no forged NAK taken");
     assert_eq!(a.qp.state().unwrap(), QpState::Rts);
 }

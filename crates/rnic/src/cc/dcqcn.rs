@@ -293,6 +293,9 @@ impl Dcqcn {
 }
 
 impl CongestionControl for Dcqcn {
+    fn rate_cuts(&self) -> u64 {
+        self.cuts
+    }
     fn name(&self) -> &'static str {
         "dcqcn"
     }

@@ -126,6 +126,9 @@ impl Dctcp {
 }
 
 impl CongestionControl for Dctcp {
+    fn rate_cuts(&self) -> u64 {
+        self.cuts
+    }
     fn name(&self) -> &'static str {
         "dctcp"
     }

@@ -15,6 +15,7 @@ use crate::types::Nanos;
 pub mod dcqcn;
 pub mod dctcp;
 pub mod hpcc;
+pub mod params;
 pub(crate) mod sample;
 pub mod swift;
 pub mod timely;
@@ -22,6 +23,9 @@ pub mod timely;
 pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig, DctcpVariant};
 pub use hpcc::{Hpcc, HpccConfig};
+pub use params::{
+    CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, SwiftSettings,
+};
 pub use sample::{AckFeedback, RttSample};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
@@ -60,6 +64,11 @@ pub trait CongestionControl: Send {
     fn window_bytes(&self) -> Option<u64> {
         None
     }
+    /// Multiplicative cuts of the rate or window so far (what `roce perf`
+    /// reports beside the CNPs that provoked them).
+    fn rate_cuts(&self) -> u64 {
+        0
+    }
 }
 
 /// No congestion control: line rate, no window.
@@ -69,6 +78,57 @@ pub struct NoCc;
 impl CongestionControl for NoCc {
     fn name(&self) -> &'static str {
         "none"
+    }
+}
+
+/// A per-QP rate limit over another controller (`ibv_modify_qp_rate_limit`,
+/// the NIC's per-QP shaper): the QP never goes faster than `cap_bps`,
+/// whatever its congestion control allows.
+pub struct RateLimit {
+    pub inner: Box<dyn CongestionControl>,
+    pub cap_bps: u64,
+}
+
+impl CongestionControl for RateLimit {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn on_send(&mut self, now: Nanos, bytes: usize) {
+        self.inner.on_send(now, bytes)
+    }
+    fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
+        self.inner.on_ack(now, acked_bytes, rtt)
+    }
+    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+        self.inner.on_ack_feedback(now, fb)
+    }
+    fn on_cnp(&mut self, now: Nanos) {
+        self.inner.on_cnp(now)
+    }
+    fn on_nak(&mut self, now: Nanos) {
+        self.inner.on_nak(now)
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.inner.on_timeout(now)
+    }
+    fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+        self.inner.on_int(now, hops)
+    }
+    fn on_tick(&mut self, now: Nanos) {
+        self.inner.on_tick(now)
+    }
+    fn next_tick(&self) -> Option<Nanos> {
+        self.inner.next_tick()
+    }
+    fn rate_bps(&self) -> Option<u64> {
+        let cap = self.cap_bps.max(1);
+        Some(self.inner.rate_bps().map_or(cap, |r| r.min(cap)))
+    }
+    fn window_bytes(&self) -> Option<u64> {
+        self.inner.window_bytes()
+    }
+    fn rate_cuts(&self) -> u64 {
+        self.inner.rate_cuts()
     }
 }
 

@@ -197,6 +197,9 @@ impl Swift {
 }
 
 impl CongestionControl for Swift {
+    fn rate_cuts(&self) -> u64 {
+        self.cuts
+    }
     fn name(&self) -> &'static str {
         "swift"
     }

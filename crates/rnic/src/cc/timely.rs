@@ -167,6 +167,9 @@ impl Timely {
 }
 
 impl CongestionControl for Timely {
+    fn rate_cuts(&self) -> u64 {
+        self.cuts
+    }
     fn name(&self) -> &'static str {
         "timely"
     }

@@ -53,8 +53,13 @@ struct Half {
     qp: PreparedQp,
 }
 
-fn half(addr: SocketAddr, cfg: EngineConfig, o: &Opts) -> Half {
-    let ctx = Device::open_with(addr, cfg).expect("open device");
+fn half(
+    addr: SocketAddr,
+    cfg: EngineConfig,
+    o: &Opts,
+    open: &dyn Fn(SocketAddr, EngineConfig) -> Context,
+) -> Half {
+    let ctx = open(addr, cfg);
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(4096).unwrap();
     let mr = pd.reg_mr(o.buf, Access::ALL).unwrap();
@@ -78,8 +83,16 @@ fn half(addr: SocketAddr, cfg: EngineConfig, o: &Opts) -> Half {
 
 /// Connects two sides.
 pub fn pair(o: Opts) -> (Side, Side) {
-    let a = half(o.a, o.cfg_a.clone(), &o);
-    let b = half(o.b, o.cfg_b.clone(), &o);
+    pair_with(o, &|addr, cfg| {
+        Device::open_with(addr, cfg).expect("open device")
+    })
+}
+
+/// Connects two sides whose devices `open` opens (e.g. each in its own
+/// network namespace).
+pub fn pair_with(o: Opts, open: &dyn Fn(SocketAddr, EngineConfig) -> Context) -> (Side, Side) {
+    let a = half(o.a, o.cfg_a.clone(), &o, open);
+    let b = half(o.b, o.cfg_b.clone(), &o, open);
     let ea = a.qp.endpoint_with(&a.mr);
     let eb = b.qp.endpoint_with(&b.mr);
     let side = |h: Half, peer: Endpoint| Side {
