@@ -670,15 +670,7 @@ impl Qp {
         };
         let mtu = u64::from(self.mtu.bytes());
         let (index, npkts, len) = (self.sq[i].acked, self.sq[i].npkts, self.sq[i].len);
-        let want = if npkts == 1 {
-            Opcode::RcReadResponseOnly
-        } else if index == 0 {
-            Opcode::RcReadResponseFirst
-        } else if index + 1 == npkts {
-            Opcode::RcReadResponseLast
-        } else {
-            Opcode::RcReadResponseMiddle
-        };
+        let want = read_response_opcode(index, npkts);
         let off = u64::from(index) * mtu;
         let expect_len = mtu.min(len - off.min(len));
         // A replayed read may restart with FIRST/ONLY where MIDDLE/LAST was
@@ -1043,15 +1035,7 @@ impl Qp {
         };
         let mtu = u64::from(self.mtu.bytes());
         let (npkts, len, acked) = (self.sq[i].npkts, self.sq[i].len, self.sq[i].acked);
-        let want = if npkts == 1 {
-            Opcode::RcReadResponseOnly
-        } else if idx == 0 {
-            Opcode::RcReadResponseFirst
-        } else if idx + 1 == npkts {
-            Opcode::RcReadResponseLast
-        } else {
-            Opcode::RcReadResponseMiddle
-        };
+        let want = read_response_opcode(idx, npkts);
         let off = u64::from(idx) * mtu;
         let expect_len = mtu.min(len - off.min(len));
         if t.bth.opcode != want || payload.len() as u64 != expect_len {
@@ -1088,5 +1072,19 @@ impl Qp {
         }
         self.refresh_una(now);
         self.retire(ctx);
+    }
+}
+
+/// The READ response opcode at packet `index` of an `npkts`-packet response
+/// (IBA 9.4.4: ONLY alone, else FIRST, MIDDLE…, LAST).
+fn read_response_opcode(index: u32, npkts: u32) -> Opcode {
+    if npkts == 1 {
+        Opcode::RcReadResponseOnly
+    } else if index == 0 {
+        Opcode::RcReadResponseFirst
+    } else if index + 1 == npkts {
+        Opcode::RcReadResponseLast
+    } else {
+        Opcode::RcReadResponseMiddle
     }
 }
