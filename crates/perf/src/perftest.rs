@@ -33,7 +33,7 @@
 //! and a roce peer recognises the `-roce` tag and adds roce's extension
 //! (see `crate::ext`). A plain perftest peer never sees a byte of it.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr};
 
 /// perftest's default TCP port (`DEF_PORT`).
 pub const PORT: u16 = 18515;
@@ -267,37 +267,22 @@ impl Keys {
     }
 }
 
-/// A RoCEv2 GID: the IPv6 address, or for IPv4 the IPv4-mapped one
-/// (`::ffff:a.b.c.d`), as rxe and RNICs fill their GID tables. (Branch
-/// `api` carries a `Gid` for the verbs API; until it is merged this one
-/// serves the exchange.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Gid(pub [u8; 16]);
+/// The GIDs in key messages are the verbs API's (IPv4-mapped for IPv4).
+pub use roce_verbs::Gid;
 
-impl Gid {
-    pub fn from_ip(ip: IpAddr) -> Gid {
-        match ip {
-            IpAddr::V4(v) => Gid(v.to_ipv6_mapped().octets()),
-            IpAddr::V6(v) => Gid(v.octets()),
-        }
-    }
-
-    pub fn ip(&self) -> IpAddr {
-        let v6 = Ipv6Addr::from(self.0);
-        match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        }
-    }
-
-    /// The IPv4 address of an IPv4-mapped GID, which is what the engine
-    /// sends to (`ctx_check_gid_compatibility` refuses mixing the kinds).
+impl Keys {
+    /// The IPv4 address of the peer's IPv4-mapped GID, which is what the
+    /// engine sends to (`ctx_check_gid_compatibility` refuses mixing the
+    /// kinds).
     pub fn ipv4(&self) -> Result<Ipv4Addr, PerftestError> {
-        match self.ip() {
-            IpAddr::V4(v) => Ok(v),
-            IpAddr::V6(v) => Err(PerftestError::Incompatible(format!(
+        match self.gid.ip() {
+            Some(IpAddr::V4(v)) => Ok(v),
+            Some(IpAddr::V6(v)) => Err(PerftestError::Incompatible(format!(
                 "the peer's GID {v} is an IPv6 address and this side's is IPv4-mapped; give the peer an IPv4 GID (perftest's -x) or use IPv4"
             ))),
+            None => Err(PerftestError::Incompatible(
+                "the peer sent the zero GID (no RoCEv2 address); give it a GID index with an IPv4 address (perftest's -x)".into(),
+            )),
         }
     }
 }
@@ -372,7 +357,7 @@ mod tests {
         wire[..RXE_KEYS.len()].copy_from_slice(RXE_KEYS.as_bytes());
         let k = Keys::decode(&wire).unwrap();
         assert_eq!(k, sample());
-        assert_eq!(k.gid.ipv4().unwrap(), Ipv4Addr::new(192, 168, 1, 10));
+        assert_eq!(k.ipv4().unwrap(), Ipv4Addr::new(192, 168, 1, 10));
     }
 
     #[test]
@@ -383,7 +368,7 @@ mod tests {
         wire[..s.len()].copy_from_slice(s.as_bytes());
         let k = Keys::decode(&wire).unwrap();
         assert_eq!((k.qpn, k.psn, k.vaddr), (0x11, 1, 0xffff));
-        assert_eq!(k.gid.ipv4().unwrap(), Ipv4Addr::new(10, 0, 0, 1));
+        assert_eq!(k.ipv4().unwrap(), Ipv4Addr::new(10, 0, 0, 1));
     }
 
     #[test]
@@ -419,7 +404,7 @@ mod tests {
         let mut k = sample();
         k.gid = Gid::from_ip("fd00::2".parse().unwrap());
         let k = Keys::decode(&k.encode()).unwrap();
-        assert!(k.gid.ipv4().unwrap_err().to_string().contains("IPv6"));
+        assert!(k.ipv4().unwrap_err().to_string().contains("IPv6"));
     }
 
     #[test]

@@ -166,7 +166,7 @@ pub(crate) fn connect_qps(
             );
         }
         remote.push(Endpoint {
-            ip: std::net::IpAddr::V4(k.gid.ipv4()?),
+            ip: std::net::IpAddr::V4(k.ipv4()?),
             udp_port: peer_udp,
             qpn: k.qpn,
             psn: k.psn,
