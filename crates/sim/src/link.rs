@@ -119,6 +119,10 @@ pub struct Port {
     pub rate_bps: u64,
     pub q: [PrioQueue; NPRIO],
     ecn: Option<EcnConfig>,
+    /// Per-priority thresholds (`[switch.ecn_priority]`); a `None` entry
+    /// uses `ecn`. Boxed and absent by default so the common port stays
+    /// small.
+    ecn_prio: Option<Box<[Option<EcnConfig>; NPRIO]>>,
     pub pause_version: [u32; NPRIO],
     pub pause_started: [Option<Ps>; NPRIO],
     /// Time spent paused, per priority.
@@ -155,6 +159,7 @@ impl Port {
             nonempty: 0,
             npkts: 0,
             ecn: None,
+            ecn_prio: None,
             deficit: [0; NPRIO],
             rr_next: 0,
             visiting: false,
@@ -169,13 +174,44 @@ impl Port {
     pub fn set_ecn(&mut self, ecn: Option<EcnConfig>) {
         self.ecn = ecn;
         self.ecn_kmin = ecn.map_or(u64::MAX, |e| e.kmin_bytes);
+        if let Some(t) = &self.ecn_prio {
+            self.ecn_kmin = self.ecn_kmin.min(Self::min_kmin(t));
+        }
     }
 
-    /// The marking thresholds if a queue of `qlen` bytes may be marked
-    /// (ECN is on and `qlen` is above `kmin`).
+    /// Gives some priorities their own thresholds (the reference text's
+    /// "ECN thresholds per queue"); priorities left `None` keep the port's.
+    pub fn set_ecn_prio(&mut self, t: [Option<EcnConfig>; NPRIO]) {
+        self.ecn_prio = t.iter().any(Option::is_some).then(|| Box::new(t));
+        self.set_ecn(self.ecn);
+    }
+
+    fn min_kmin(t: &[Option<EcnConfig>; NPRIO]) -> u64 {
+        t.iter()
+            .flatten()
+            .map(|e| e.kmin_bytes)
+            .min()
+            .unwrap_or(u64::MAX)
+    }
+
+    /// The thresholds of queue `prio`.
+    pub fn ecn_of(&self, prio: usize) -> Option<EcnConfig> {
+        match &self.ecn_prio {
+            Some(t) => t[prio & (NPRIO - 1)].or(self.ecn),
+            None => self.ecn,
+        }
+    }
+
+    /// The marking thresholds of queue `prio` if a queue of `qlen` bytes
+    /// may be marked (ECN is on and `qlen` is above the smallest `kmin`;
+    /// the caller still applies the queue's own curve).
     #[inline]
-    pub fn ecn_above_kmin(&self, qlen: u64) -> Option<EcnConfig> {
-        if qlen > self.ecn_kmin { self.ecn } else { None }
+    pub fn ecn_above_kmin(&self, prio: usize, qlen: u64) -> Option<EcnConfig> {
+        if qlen > self.ecn_kmin {
+            self.ecn_of(prio)
+        } else {
+            None
+        }
     }
 
     /// Bytes queued at `prio`.

@@ -97,6 +97,12 @@ struct Transport {
     /// IRN's two retransmission timeouts.
     rto_low_us: Option<f64>,
     rto_high_us: Option<f64>,
+    /// DSCP of data packets (default 8 × data_priority).
+    data_dscp: Option<u8>,
+    /// DSCP of CNPs (default 8 × control_priority).
+    cnp_dscp: Option<u8>,
+    /// Per-QP rate limit of every sender QP.
+    qp_rate_limit_gbps: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -116,6 +122,10 @@ struct Switch {
     int: Option<bool>,
     ecn: Option<Ecn>,
     ecn_by_speed: Option<Vec<EcnSpeed>>,
+    /// Per-priority thresholds, keyed by priority ("0".."7").
+    ecn_priority: Option<std::collections::BTreeMap<String, Ecn>>,
+    /// DSCP ("0".."63") → priority; unlisted DSCPs map to DSCP / 8.
+    dscp_to_prio: Option<std::collections::BTreeMap<String, u8>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -511,6 +521,49 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
     }
     // Switches.
     let s = &f.switch;
+    // DSCP classification first: it decides the data priority when
+    // `[transport] data_dscp` is given, and lossless defaults to that.
+    if let Some(m) = &s.dscp_to_prio {
+        for (k, &p) in m {
+            let at = loc("switch.dscp_to_prio", k);
+            let d: u8 = match k.parse() {
+                Ok(d) if d <= 63 => d,
+                _ => return Err(ctx.err(at, format!("expected a DSCP 0..=63, got \"{k}\""))),
+            };
+            if p > 7 {
+                return Err(ctx.err(at, format!("expected a priority 0..=7, got {p}")));
+            }
+            cfg.dscp_to_prio[usize::from(d)] = p;
+        }
+    }
+    for (key, v) in [("data_dscp", t.data_dscp), ("cnp_dscp", t.cnp_dscp)] {
+        if v.is_some_and(|d| d > 63) {
+            return Err(ctx.err(loc("transport", key), "expected a DSCP 0..=63"));
+        }
+    }
+    if let Some(d) = t.data_dscp {
+        let p = cfg.dscp_to_prio[usize::from(d)];
+        if t.data_priority.is_some_and(|q| q != p) {
+            return Err(ctx.err(
+                loc("transport", "data_priority"),
+                format!(
+                    "data_dscp {d} maps to priority {p}; drop data_priority or make them agree"
+                ),
+            ));
+        }
+        cfg.data_dscp = Some(d);
+        cfg.data_prio = p;
+    }
+    cfg.cnp_dscp = t.cnp_dscp;
+    if let Some(g) = t.qp_rate_limit_gbps {
+        if !positive(g) {
+            return Err(ctx.err(
+                loc("transport", "qp_rate_limit_gbps"),
+                "expected a positive rate",
+            ));
+        }
+        cfg.qp_rate_limit_bps = Some(bps_from_gbps(g));
+    }
     let mut b = BufferConfig::default();
     if let Some(kb) = s.buffer_kb {
         if kb == 0 {
@@ -625,6 +678,20 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         ),
         (None, None) => EcnPolicy::Off,
     };
+    if let Some(m) = &s.ecn_priority {
+        for (k, e) in m {
+            let p: usize = match k.parse() {
+                Ok(p) if p <= 7 => p,
+                _ => {
+                    return Err(ctx.err(
+                        loc("switch.ecn_priority", k),
+                        format!("expected a priority 0..=7, got \"{k}\""),
+                    ));
+                }
+            };
+            cfg.ecn_prio[p] = Some(ecn_of(e.kmin_kb, e.kmax_kb, e.pmax, "ecn_priority")?);
+        }
+    }
     // Output.
     let o = &f.output;
     if let Some(us) = o.sample_us {
@@ -1193,6 +1260,95 @@ mod tests {
         let e = parse("topology = { kind = \"star\", hosts = 2 }\n\ntransport = { mtu = 1500 }\n")
             .unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (3, "transport.mtu"), "{e}");
+    }
+
+    #[test]
+    fn dscp_lossless_ecn_priority_and_cnp_dscp_surfaces() {
+        let topo = "[topology]\nkind = \"star\"\nhosts = 2\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        // Absent keys: DSCP / 8, CNPs on the control priority, no per-queue ECN.
+        let s = parse(topo).unwrap();
+        assert_eq!(s.cfg.dscp_to_prio, crate::sim::default_dscp_to_prio());
+        assert_eq!((s.cfg.cnp_dscp, s.cfg.data_dscp), (None, None));
+        assert_eq!(s.cfg.ecn_prio, [None; 8]);
+        assert_eq!(s.cfg.buffer.lossless, 1 << 3);
+        // data_dscp picks the data priority through the map, and lossless
+        // follows it by default.
+        let s = parse(&format!(
+            "[transport]\ndata_dscp = 26\ncnp_dscp = 46\n[switch]\ndscp_to_prio = {{ 26 = 5, 46 = 7 }}\n[switch.ecn_priority.5]\nkmin_kb = 10\nkmax_kb = 20\npmax = 0.5\n{topo}"
+        ))
+        .unwrap();
+        assert_eq!((s.cfg.data_dscp, s.cfg.data_prio), (Some(26), 5));
+        assert_eq!(s.cfg.cnp_dscp, Some(46));
+        assert_eq!(s.cfg.dscp_to_prio[46], 7);
+        assert_eq!(s.cfg.dscp_to_prio[24], 3);
+        assert_eq!(s.cfg.buffer.lossless, 1 << 5);
+        assert_eq!(
+            s.cfg.ecn_prio[5],
+            Some(EcnConfig {
+                kmin_bytes: 10_000,
+                kmax_bytes: 20_000,
+                pmax: 0.5
+            })
+        );
+        // Each mistake names file, line and field.
+        let cases = [
+            (
+                "[switch]\ndscp_to_prio = { 64 = 1 }\n",
+                2,
+                "switch.dscp_to_prio.64",
+                "expected a DSCP 0..=63, got \"64\"",
+            ),
+            (
+                "[switch.dscp_to_prio]\n10 = 1\n12 = 8\n",
+                3,
+                "switch.dscp_to_prio.12",
+                "expected a priority 0..=7, got 8",
+            ),
+            (
+                "[transport]\nmtu = 1024\ncnp_dscp = 64\n",
+                3,
+                "transport.cnp_dscp",
+                "expected a DSCP 0..=63",
+            ),
+            (
+                "[transport]\nqp_rate_limit_gbps = 0\n",
+                2,
+                "transport.qp_rate_limit_gbps",
+                "expected a positive rate",
+            ),
+            (
+                "[transport]\ndata_dscp = 99\n",
+                2,
+                "transport.data_dscp",
+                "expected a DSCP 0..=63",
+            ),
+            (
+                "[transport]\ndata_priority = 3\ndata_dscp = 40\n",
+                2,
+                "transport.data_priority",
+                "data_dscp 40 maps to priority 5; drop data_priority or make them agree",
+            ),
+            (
+                "[switch]\nbuffer_kb = 100\n[switch.ecn_priority.8]\nkmin_kb = 1\nkmax_kb = 2\npmax = 0.1\n",
+                3,
+                "switch.ecn_priority.8",
+                "expected a priority 0..=7, got \"8\"",
+            ),
+            (
+                "[switch.ecn_priority.2]\nkmin_kb = 10\nkmax_kb = 5\npmax = 0.1\n",
+                1,
+                "switch.ecn_priority",
+                "expected 0 ≤ kmin_kb ≤ kmax_kb and 0 ≤ pmax ≤ 1",
+            ),
+        ];
+        for (src, line, field, msg) in cases {
+            let e = parse(&format!("{src}{topo}")).unwrap_err();
+            assert_eq!(
+                (e.line, e.field.as_str(), e.msg.as_str()),
+                (line, field, msg),
+                "{src}"
+            );
+        }
     }
 
     #[test]

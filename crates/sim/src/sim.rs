@@ -73,6 +73,12 @@ pub enum EcnPolicy {
     BySpeed(Vec<(u64, EcnConfig)>),
 }
 
+/// The default DSCP classification: priority = DSCP / 8 (the class
+/// selector bits), as the simulator has always assumed.
+pub fn default_dscp_to_prio() -> [u8; 64] {
+    std::array::from_fn(|d| (d >> 3) as u8)
+}
+
 /// Everything that shapes a run, besides the topology and the flows.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -92,6 +98,19 @@ pub struct SimConfig {
     pub recovery: roce_rnic::Recovery,
     pub buffer: BufferConfig,
     pub ecn: EcnPolicy,
+    /// Per-priority ECN thresholds on every switch port (`None`: the
+    /// port's thresholds from `ecn`).
+    pub ecn_prio: [Option<EcnConfig>; 8],
+    /// DSCP → 802.1p priority, the classification every NIC and switch
+    /// applies (trust DSCP); default `dscp / 8`.
+    pub dscp_to_prio: [u8; 64],
+    /// DSCP of CNPs (`None`: `8 × control_prio`, and CNPs ride
+    /// `control_prio` like ACKs). When set, CNPs are classified by it.
+    pub cnp_dscp: Option<u8>,
+    /// DSCP of data packets (`None`: `8 × data_prio`).
+    pub data_dscp: Option<u8>,
+    /// Per-QP rate limit of every sender QP, in bit/s (`None`: none).
+    pub qp_rate_limit_bps: Option<u64>,
     pub scheduler: Scheduler,
     /// Stamp INT on data packets at every switch egress (always on with
     /// HPCC).
@@ -145,6 +164,11 @@ impl Default for SimConfig {
             recovery: roce_rnic::Recovery::GoBackN,
             buffer: BufferConfig::default(),
             ecn: EcnPolicy::Off,
+            ecn_prio: [None; 8],
+            dscp_to_prio: default_dscp_to_prio(),
+            cnp_dscp: None,
+            data_dscp: None,
+            qp_rate_limit_bps: None,
             scheduler: Scheduler::Strict,
             int: false,
             int_wire_bytes: 0,
@@ -229,6 +253,11 @@ pub struct Simulator {
     free: Vec<u32>,
     rng: ChaCha8Rng,
     pub counters: Counters,
+    /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
+    /// so reports stay as they were).
+    injected_by_prio: [u64; 8],
+    /// CNPs the hosts' NICs injected, by priority.
+    cnps_by_prio: [u64; 8],
     pfc_log: Vec<PfcEvent>,
     queue_log: Vec<QueueSample>,
     flow_log: Vec<(Ps, u32, u64)>,
@@ -260,7 +289,10 @@ impl Simulator {
         topo: Topology,
         flows: &[FlowSpec],
     ) -> Result<Simulator, SimError> {
-        for p in [cfg.data_prio, cfg.control_prio] {
+        for &p in [cfg.data_prio, cfg.control_prio]
+            .iter()
+            .chain(cfg.dscp_to_prio.iter())
+        {
             if p > 7 {
                 return Err(SimError::BadPriority(p));
             }
@@ -276,7 +308,7 @@ impl Simulator {
         let mut hosts = Vec::new();
         let mut switches = Vec::new();
         let mut rnic_cfg = cfg.rnic.clone();
-        rnic_cfg.cnp_dscp = cfg.control_prio << 3;
+        rnic_cfg.cnp_dscp = cfg.cnp_dscp.map_or(cfg.control_prio << 3, |d| d & 63);
         rnic_cfg.ecn_echo |= cc.ecn_echo();
         for (i, n) in topo.nodes.iter().enumerate() {
             let mut ports: Vec<Port> = topo.ports[i]
@@ -326,6 +358,7 @@ impl Simulator {
                                     })?,
                             ),
                         });
+                        p.set_ecn_prio(cfg.ecn_prio);
                         headroom.push(cfg.buffer.headroom_bytes.unwrap_or_else(|| {
                             auto_headroom(p.rate_bps, p.delay_ps, max_frame + cfg.ifg_bytes)
                         }));
@@ -421,6 +454,8 @@ impl Simulator {
             free: Vec::new(),
             rng,
             counters: Counters::default(),
+            injected_by_prio: [0; 8],
+            cnps_by_prio: [0; 8],
             pfc_log: Vec::new(),
             queue_log: Vec::new(),
             flow_log: Vec::new(),
@@ -445,6 +480,17 @@ impl Simulator {
             sim.q.schedule(0, Event::Sample);
         }
         Ok(sim)
+    }
+
+    /// Frames the hosts' NICs injected per priority: where the DSCP
+    /// classification (`dscp_to_prio`, `data_dscp`) put the traffic.
+    pub fn injected_by_prio(&self) -> [u64; 8] {
+        self.injected_by_prio
+    }
+
+    /// CNPs the hosts' NICs injected per priority (`cnp_dscp`).
+    pub fn cnps_by_prio(&self) -> [u64; 8] {
+        self.cnps_by_prio
     }
 
     pub fn now(&self) -> Ps {
@@ -662,7 +708,10 @@ impl Simulator {
         let spec = fs.spec;
         let sport = fs.sport;
         let mtu = self.cfg.mtu;
-        let dscp = self.cfg.data_prio << 3;
+        let dscp = self
+            .cfg
+            .data_dscp
+            .map_or(self.cfg.data_prio << 3, |d| d & 63);
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
         let recovery = self.cfg.recovery;
         let (msgs, msg_len) = self.messages(spec.size);
@@ -706,6 +755,15 @@ impl Simulator {
                 };
                 Some(self.cc.controller(line, hops))
             }
+        };
+        // The NIC's per-QP shaper (`ibv_modify_qp_rate_limit`) over
+        // whatever congestion control the QP has.
+        let cc = match self.cfg.qp_rate_limit_bps {
+            Some(cap_bps) => Some(Box::new(roce_rnic::cc::RateLimit {
+                inner: cc.unwrap_or_else(|| Box::new(roce_rnic::cc::NoCc)),
+                cap_bps,
+            }) as Box<dyn roce_rnic::CongestionControl>),
+            None => cc,
         };
         let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE, cc);
         let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {
@@ -1091,7 +1149,7 @@ impl Simulator {
             src: host,
             dst,
             sport: t.udp_sport,
-            prio: (t.dscp >> 3).min(7),
+            prio: self.cfg.dscp_to_prio[usize::from(t.dscp & 63)],
             ecn_capable: t.ecn_capable,
             ce: false,
             control,
@@ -1103,8 +1161,17 @@ impl Simulator {
             repr: t.repr,
             int: None,
         };
+        let cnp = body.repr.bth.opcode == Opcode::Cnp;
         if control {
-            p.prio = self.cfg.control_prio;
+            // A configured CNP DSCP is classified like any DSCP; otherwise
+            // every control packet rides the control priority.
+            if !(cnp && self.cfg.cnp_dscp.is_some()) {
+                p.prio = self.cfg.control_prio;
+            }
+            let pi = usize::from(p.prio & 7);
+            if cnp {
+                self.cnps_by_prio[pi] += 1;
+            }
             if self.cfg.int && body.repr.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
@@ -1163,6 +1230,7 @@ impl Simulator {
                 self.counters.injected_bytes += u64::from(pkt.frame);
                 self.counters.injected_pkts += 1;
                 let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+                self.injected_by_prio[prio & 7] += 1;
                 let markable = pkt.ecn_capable && !pkt.ce;
                 let id = self.alloc_packet(pkt, body);
                 let p = &mut self.nodes[node as usize].ports[0];
@@ -1206,7 +1274,7 @@ impl Simulator {
             let p = &self.nodes[node as usize].ports[pi];
             let qlen = p.qbytes(prio);
             if markable
-                && let Some(e) = p.ecn_above_kmin(qlen)
+                && let Some(e) = p.ecn_above_kmin(prio, qlen)
                 && e.probability(qlen) > 0.0
             {
                 let u = crate::workload::uniform(&mut self.rng);
