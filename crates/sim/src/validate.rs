@@ -1287,7 +1287,10 @@ fn hpcc_cc_modes(out: &Path) -> Result<Vec<Check>, ValidateError> {
 // ---------------------------------------------------------------------------
 
 fn num(v: f64, unit: &str) -> String {
-    let s = if v == 0.0 {
+    // f64::MAX stands for "no upper bound" (JSON has no infinity).
+    let s = if v.is_infinite() || v.abs() == f64::MAX {
+        if v > 0.0 { "∞" } else { "−∞" }.to_string()
+    } else if v == 0.0 {
         "0".to_string()
     } else if v.abs() >= 100.0 {
         format!("{v:.0}")
