@@ -289,8 +289,17 @@ impl Qp {
                     .cc
                     .window_bytes()
                     .is_some_and(|w| 2 * (self.inflight_bytes + payload.len() as u64) >= w);
-                t.bth.ack_req =
-                    !ud && (last || window_half || self.since_ackreq >= ctx.cfg.ack_req_every);
+                // Under IRN's BDP cap likewise: ask at least twice per BDP,
+                // or a sender whose ACK interval exceeds its cap stops at
+                // the cap with nothing acknowledged until a timeout.
+                let every = if self.irn() {
+                    ctx.cfg
+                        .ack_req_every
+                        .min((self.irn_cfg.bdp_pkts / 2).max(1))
+                } else {
+                    ctx.cfg.ack_req_every
+                };
+                t.bth.ack_req = !ud && (last || window_half || self.since_ackreq >= every);
             }
         }
         let dst;

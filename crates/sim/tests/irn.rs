@@ -77,3 +77,34 @@ fn unknown_recovery_is_an_error_naming_the_field() {
     let e = Scenario::parse(&lossy_incast("sack"), "t.toml", &base, None).unwrap_err();
     assert_eq!(e.field, "transport.recovery", "{e}");
 }
+
+/// With ACKs requested every 64 packets and a BDP cap of 51, an IRN sender
+/// must still ask for an ACK before it reaches its cap: otherwise, on a
+/// fabric that loses nothing, it stops at the cap until a timeout fires.
+#[test]
+fn irn_asks_for_acks_within_its_bdp_cap() {
+    let src = r#"
+seed = 1
+[transport]
+mtu = 1024
+recovery = "irn"
+bdp_pkts = 51
+ack_every = 64
+[topology]
+kind = "star"
+hosts = 3
+host_gbps = 100
+link_delay_ns = 1000
+[[workload]]
+kind = "flows"
+flows = [{ src = 1, dst = 0, size = 1000000 }, { src = 2, dst = 0, size = 1000000 }]
+"#;
+    let r = run(src);
+    assert_eq!(r.counters.dropped_pkts, 0, "a lossless run");
+    assert!(r.flows.iter().all(|f| f.ok), "{:?}", r.flows);
+    assert_eq!(
+        (r.counters.timeouts, r.counters.retransmits),
+        (0, 0),
+        "no timeout and nothing resent where nothing was lost"
+    );
+}
