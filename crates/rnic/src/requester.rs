@@ -917,6 +917,7 @@ impl Qp {
                     next: from,
                     end,
                     until,
+                    resume: None,
                 })
             }
         }
@@ -959,6 +960,7 @@ impl Qp {
             if let Some(e) = &mut self.episode
                 && cum.before(e.next)
             {
+                e.resume = Some(e.next);
                 e.next = cum;
             }
         }
@@ -1027,6 +1029,12 @@ impl Qp {
             let t = self.emit_packet(now, i, k, span, ctx);
             if self.state != QpState::Err {
                 self.cursor = cursor;
+            }
+            if let Some(ep) = &mut self.episode
+                && let Some(r) = ep.resume.take()
+                && r.after(ep.next)
+            {
+                ep.next = r;
             }
             return t;
         }
