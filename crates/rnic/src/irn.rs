@@ -93,6 +93,9 @@ pub(crate) struct Episode {
     pub end: Psn,
     /// The episode ends once everything up to this PSN is acknowledged.
     pub until: Psn,
+    /// After resending one PSN found lost again, carry on from here, so the
+    /// resends already under way behind it are not sent twice.
+    pub resume: Option<Psn>,
 }
 
 /// A request packet the responder holds until the gap before it fills.

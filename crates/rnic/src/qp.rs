@@ -404,6 +404,10 @@ pub struct Qp {
     pub(crate) irn_cfg: IrnConfig,
     /// Requester: PSNs the responder reported holding, beyond `una`.
     pub(crate) sacked: BTreeSet<u32>,
+    /// Requester, IRN: for each PSN selectively resent, the highest PSN
+    /// sent at that moment. A NAK still naming it as the first missing PSN
+    /// while holding a packet sent well after it means the resend was lost.
+    pub(crate) resent_at: std::collections::BTreeMap<u32, Psn>,
     /// Requester: the recovery episode under way.
     pub(crate) episode: Option<Episode>,
     /// Responder: out-of-order request packets held, by PSN.
@@ -462,6 +466,7 @@ impl Qp {
             ece_rx: false,
             irn_cfg: IrnConfig::default(),
             sacked: BTreeSet::new(),
+            resent_at: std::collections::BTreeMap::new(),
             episode: None,
             held: BTreeMap::new(),
             placed: false,

@@ -466,6 +466,7 @@ impl Qp {
             if self.irn() {
                 let una = self.una;
                 self.sacked.retain(|&p| !Psn::new(p).before(una));
+                self.resent_at.retain(|&p, _| !Psn::new(p).before(una));
                 if self.episode.is_some_and(|e| e.until.before(una)) {
                     self.episode = None;
                 }
@@ -841,6 +842,7 @@ impl Qp {
         self.sent_log.clear();
         self.inflight_bytes = 0;
         self.sacked.clear();
+        self.resent_at.clear();
         self.episode = None;
         self.held.clear();
     }
@@ -916,6 +918,7 @@ impl Qp {
                     next: from,
                     end,
                     until,
+                    resume: None,
                 })
             }
         }
@@ -945,6 +948,23 @@ impl Qp {
             cum.next()
         };
         self.irn_note_loss(cum, end, false);
+        // A lost resend: the responder still lacks `cum`, yet holds a packet
+        // first sent more than N packets (the paper's RTO_low count, slack
+        // for reordering) after `cum` was resent. Without this, a lost
+        // retransmission waits a whole RTO (IRN §3.1 leaves it to the timer),
+        // which on real sockets is milliseconds with BDP-FC closed.
+        let slack = self.irn_cfg.rto_low_pkts;
+        if let Some(mark) = self.resent_at.get(&cum.value()).copied()
+            && trigger.after(mark.add(slack))
+        {
+            self.resent_at.remove(&cum.value());
+            if let Some(e) = &mut self.episode
+                && cum.before(e.next)
+            {
+                e.resume = Some(e.next);
+                e.next = cum;
+            }
+        }
     }
 
     /// The next selective retransmission of the current episode, if any.
@@ -1004,9 +1024,18 @@ impl Qp {
             };
             skip(self, first.add(k + span));
             let cursor = self.cursor;
+            if let Some(m) = self.max_sent {
+                self.resent_at.insert(first.add(k).value(), m);
+            }
             let t = self.emit_packet(now, i, k, span, ctx);
             if self.state != QpState::Err {
                 self.cursor = cursor;
+            }
+            if let Some(ep) = &mut self.episode
+                && let Some(r) = ep.resume.take()
+                && r.after(ep.next)
+            {
+                ep.next = r;
             }
             return t;
         }
