@@ -7,6 +7,8 @@
 //! [`frame::parse_frame`] reads one back. The opcode table in [`opcode`] is the
 //! single source of truth for which headers each packet carries.
 
+#![forbid(unsafe_code)]
+
 pub mod bth;
 pub mod error;
 pub mod eth;
