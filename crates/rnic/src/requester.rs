@@ -667,15 +667,7 @@ impl Qp {
             }
             return;
         }
-        // Responses imply the ACK of everything before the READ.
-        if i > 0 {
-            self.ack_upto(now, first.sub(1), ctx);
-        }
-        let Some(i) = self
-            .sq
-            .iter()
-            .position(|w| w.first_psn == Some(first) && !w.done)
-        else {
+        let Some(i) = self.ack_before_read(now, i, first, ctx) else {
             return;
         };
         let mtu = u64::from(self.mtu.bytes());
@@ -1060,15 +1052,7 @@ impl Qp {
             ctx.counters.duplicates += 1;
             return;
         }
-        // Responses imply the ACK of everything before the READ.
-        if i > 0 {
-            self.ack_upto(now, first.sub(1), ctx);
-        }
-        let Some(i) = self
-            .sq
-            .iter()
-            .position(|w| w.first_psn == Some(first) && !w.done)
-        else {
+        let Some(i) = self.ack_before_read(now, i, first, ctx) else {
             return;
         };
         let mtu = u64::from(self.mtu.bytes());
@@ -1110,6 +1094,27 @@ impl Qp {
         }
         self.refresh_una(now);
         self.retire(ctx);
+    }
+}
+
+impl Qp {
+    /// A response to the READ at `i` (first PSN `first`) implies the ACK of
+    /// everything before it; acknowledging may retire WQEs ahead of it, so
+    /// this returns where the READ is now (`None` if it is no longer
+    /// pending).
+    fn ack_before_read(
+        &mut self,
+        now: Nanos,
+        i: usize,
+        first: Psn,
+        ctx: &mut Ctx<'_>,
+    ) -> Option<usize> {
+        if i > 0 {
+            self.ack_upto(now, first.sub(1), ctx);
+        }
+        self.sq
+            .iter()
+            .position(|w| w.first_psn == Some(first) && !w.done)
     }
 }
 
