@@ -687,19 +687,7 @@ impl Qp {
             self.fail_wqe(i, WcStatus::BadRespErr, ctx);
             return;
         }
-        // Scatter into the local SGEs (checked for LOCAL_WRITE when the WQE started).
-        let mut done_bytes = 0usize;
-        let mut failed = false;
-        for (_, addr, n) in sge_pieces(&self.sq[i].wr.sg_list, off, payload.len() as u64) {
-            let n = n as usize;
-            if ctx.mem.write(addr, payload.slice(done_bytes, n)).is_err() {
-                failed = true;
-                break;
-            }
-            done_bytes += n;
-        }
-        if failed {
-            self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+        if !self.scatter_response(i, off, payload, ctx) {
             return;
         }
         let w = &mut self.sq[i];
@@ -1064,18 +1052,7 @@ impl Qp {
             self.fail_wqe(i, WcStatus::BadRespErr, ctx);
             return;
         }
-        let mut done_bytes = 0usize;
-        let mut failed = false;
-        for (_, addr, n) in sge_pieces(&self.sq[i].wr.sg_list, off, payload.len() as u64) {
-            let n = n as usize;
-            if ctx.mem.write(addr, payload.slice(done_bytes, n)).is_err() {
-                failed = true;
-                break;
-            }
-            done_bytes += n;
-        }
-        if failed {
-            self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+        if !self.scatter_response(i, off, payload, ctx) {
             return;
         }
         let w = &mut self.sq[i];
@@ -1098,6 +1075,32 @@ impl Qp {
 }
 
 impl Qp {
+    /// Scatters a READ response's `payload`, `off` bytes into the READ at
+    /// `i`, into its local SGEs (checked for LOCAL_WRITE when the WQE
+    /// started); `false` after failing the WQE with LOC_PROT_ERR.
+    fn scatter_response(
+        &mut self,
+        i: usize,
+        off: u64,
+        payload: PayloadRef<'_>,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        let mut done_bytes = 0usize;
+        let mut failed = false;
+        for (_, addr, n) in sge_pieces(&self.sq[i].wr.sg_list, off, payload.len() as u64) {
+            let n = n as usize;
+            if ctx.mem.write(addr, payload.slice(done_bytes, n)).is_err() {
+                failed = true;
+                break;
+            }
+            done_bytes += n;
+        }
+        if failed {
+            self.fail_wqe(i, WcStatus::LocProtErr, ctx);
+        }
+        !failed
+    }
+
     /// A response to the READ at `i` (first PSN `first`) implies the ACK of
     /// everything before it; acknowledging may retire WQEs ahead of it, so
     /// this returns where the READ is now (`None` if it is no longer
