@@ -5,7 +5,7 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use roce_perf::{EXCHANGE_PORT, Options};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone, Args)]
@@ -14,9 +14,15 @@ pub struct PerfArgs {
     pub test: String,
     /// Server to connect to; without it, listen.
     pub server: Option<String>,
-    /// Run server and client in this process over UDP on 127.0.0.1 and 127.0.0.2.
+    /// Run server and client in this process over UDP on 127.0.0.1 and
+    /// 127.0.0.2; with SERVER, on that address (the server's) and --bind
+    /// (the client's), IPv4 or IPv6, e.g. `--loopback --bind fd00::1 fd00::2`.
     #[arg(long)]
     pub loopback: bool,
+    /// --loopback over IPv6 on ::1 (both sides; the client's engine takes
+    /// another UDP port, and says so).
+    #[arg(long, conflicts_with_all = ["loopback", "server"])]
+    pub loopback6: bool,
     /// Message size in bytes (default 65536 for bandwidth, 2 for latency; atomics are 8).
     #[arg(short = 's', long)]
     pub size: Option<usize>,
@@ -54,9 +60,10 @@ pub struct PerfArgs {
     /// UDP port of the RoCE engine (default 4791; 0 picks a free one).
     #[arg(long = "udp-port")]
     pub udp_port: Option<u16>,
-    /// Local IPv4 address for the engine (default: the one the TCP connection uses).
+    /// Local address for the engine, IPv4 or IPv6 (default: the one the TCP
+    /// connection uses); a server listens on it too.
     #[arg(long)]
-    pub bind: Option<Ipv4Addr>,
+    pub bind: Option<IpAddr>,
     /// GID index, as perftest's -x (this device's GID table holds one
     /// RoCEv2 GID, index 0: the IPv4-mapped address it is bound to).
     #[arg(short = 'x', long = "gid-index")]
@@ -150,8 +157,12 @@ impl From<PerfArgs> for Options {
     fn from(a: PerfArgs) -> Options {
         Options {
             test: a.test,
-            server: a.server,
-            loopback: a.loopback,
+            server: if a.loopback6 {
+                Some(Ipv6Addr::LOCALHOST.to_string())
+            } else {
+                a.server
+            },
+            loopback: a.loopback || a.loopback6,
             size: a.size,
             all: a.all,
             iters: a.iters,

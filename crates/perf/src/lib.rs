@@ -43,7 +43,7 @@ use error::fail;
 pub use error::{Error, Result};
 use roce_verbs::*;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -55,7 +55,10 @@ pub struct Options {
     pub test: String,
     /// Server to connect to; without it, listen.
     pub server: Option<String>,
-    /// Run server and client in this process over UDP on 127.0.0.1 and 127.0.0.2.
+    /// Run server and client in this process: over UDP on 127.0.0.1 and
+    /// 127.0.0.2, or on the addresses `server` (the server's, an IP address)
+    /// and `bind` (the client's) name, IPv4 or IPv6 (e.g. `::1` and `::1`,
+    /// or `fd00::2` and `fd00::1` on `lo`).
     pub loopback: bool,
     /// Message size in bytes (default 65536 for bandwidth, 2 for latency; atomics are 8).
     pub size: Option<usize>,
@@ -83,8 +86,9 @@ pub struct Options {
     pub port: u16,
     /// UDP port of the RoCE engine (default 4791; 0 picks a free one).
     pub udp_port: Option<u16>,
-    /// Local IPv4 address for the engine (default: the one the TCP connection uses).
-    pub bind: Option<Ipv4Addr>,
+    /// Local address for the engine, IPv4 or IPv6 (default: the one the
+    /// TCP connection uses); a server also listens on it.
+    pub bind: Option<IpAddr>,
     /// GID index (perftest's `-x`): this device's GID table holds one
     /// RoCEv2 GID, index 0, the IPv4-mapped address it is bound to.
     pub gid_index: Option<u32>,
@@ -220,8 +224,27 @@ impl Options {
                 "-D/--duration is for bandwidth tests; latency tests take -n/--iters"
             );
         }
-        if self.loopback && self.server.is_some() {
-            fail!(Usage, "--loopback runs both sides; give no SERVER");
+        if self.loopback
+            && let Some(s) = &self.server
+            && s.parse::<IpAddr>().is_err()
+        {
+            fail!(
+                Usage,
+                "--loopback runs both sides: SERVER, if given, is the server side's IP address (e.g. ::1 or fd00::2), not {s:?}"
+            );
+        }
+        if let (true, Some(s), Some(c)) = (
+            self.loopback,
+            self.server
+                .as_deref()
+                .and_then(|s| s.parse::<IpAddr>().ok()),
+            self.bind,
+        ) && s.is_ipv4() != c.is_ipv4()
+        {
+            fail!(
+                Usage,
+                "--loopback between {c} and {s}: one is IPv4 and the other IPv6; RoCEv2 needs both of one kind"
+            );
         }
         cc::choice(self)?;
         cc::line_rate_bps(self, IpAddr::V4(Ipv4Addr::LOCALHOST))?;
@@ -322,15 +345,19 @@ pub struct Server {
 }
 
 impl Server {
-    /// Listens on `--bind` (or every address) at TCP `opts.port`.
+    /// Listens on `--bind` (or every address, IPv6 and IPv4, as perftest
+    /// does with `AF_UNSPEC`) at TCP `opts.port`.
     pub fn bind(opts: &Options) -> Result<Server> {
         let mut opts = opts.clone();
         let test = opts.check()?;
-        let listener = TcpListener::bind(SocketAddr::new(
-            opts.bind
-                .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), IpAddr::V4),
-            opts.port,
-        ))
+        let at = |ip: IpAddr| TcpListener::bind(SocketAddr::new(ip, opts.port));
+        let listener = match opts.bind {
+            Some(ip) => at(ip),
+            // `[::]` takes IPv4 clients too (as ::ffff:a.b.c.d) unless the
+            // host has no IPv6 at all.
+            None => at(IpAddr::V6(Ipv6Addr::UNSPECIFIED))
+                .or_else(|_| at(IpAddr::V4(Ipv4Addr::UNSPECIFIED))),
+        }
         .map_err(|e| Error::Io {
             what: format!("listening on TCP port {}", opts.port),
             source: e,
@@ -373,15 +400,16 @@ pub fn client(opts: &Options) -> Result<Report> {
     Ok(r)
 }
 
-/// Both sides in this process over UDP on 127.0.0.1 and 127.0.0.2, with
-/// the kernel's baseline beside each size when `opts.baseline` or
-/// `opts.analyze` asks for it.
+/// Both sides in this process over UDP on 127.0.0.1 and 127.0.0.2 (or
+/// the server's address `opts.server` and the client's `opts.bind`, see
+/// [`Options::loopback`]), with the kernel's baseline beside each size when
+/// `opts.baseline` or `opts.analyze` asks for it.
 pub fn loopback(opts: &Options) -> Result<Report> {
     let mut args = opts.clone();
     args.loopback = true;
     let test = args.check()?;
-    let server_ip = Ipv4Addr::new(127, 0, 0, 1);
-    let client_ip = Ipv4Addr::new(127, 0, 0, 2);
+    let (server_ip, client_ip) = loopback_ips(&args);
+    args.server = None;
     let io = |what: &str| {
         let what = what.to_string();
         move |source| Error::Io { what, source }
@@ -399,7 +427,12 @@ pub fn loopback(opts: &Options) -> Result<Report> {
         .name("perf-server".into())
         .spawn(move || session::server(&sargs, test, &listener))
         .map_err(io("starting the server thread"))?;
-    let report = session::client(&args, test, &format!("{server_ip}:{port}"), Some(client_ip));
+    let report = session::client(
+        &args,
+        test,
+        &SocketAddr::new(server_ip, port).to_string(),
+        Some(client_ip),
+    );
     let served = srv
         .join()
         .map_err(|_| Error::Run("the server thread panicked".into()))?;
@@ -413,6 +446,27 @@ pub fn loopback(opts: &Options) -> Result<Report> {
     }
     report.analyze(&args);
     Ok(report)
+}
+
+/// The server's and the client's address of a loopback run: 127.0.0.1 and
+/// 127.0.0.2 unless `server` and `bind` say otherwise; an IPv6 server
+/// without `bind` has its client on the same address (the client's engine
+/// then takes another UDP port, which roce's extension tells the server).
+fn loopback_ips(args: &Options) -> (IpAddr, IpAddr) {
+    let server = args
+        .server
+        .as_deref()
+        .and_then(|s| s.parse::<IpAddr>().ok());
+    match (server, args.bind) {
+        (Some(s), Some(c)) => (s, c),
+        (Some(s @ IpAddr::V6(_)), None) => (s, s),
+        (Some(s), None) => (s, IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
+        (None, Some(c @ IpAddr::V6(_))) => (c, c),
+        (None, c) => (
+            IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1)),
+            c.unwrap_or(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2))),
+        ),
+    }
 }
 
 /// The seed of the server's data pattern (see [`pattern`]).

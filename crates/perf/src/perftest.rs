@@ -287,6 +287,27 @@ impl Keys {
     }
 }
 
+impl Keys {
+    /// The peer's address from its GID, checked against this side's as
+    /// perftest's `ctx_check_gid_compatibility` does: both IPv4-mapped or
+    /// both IPv6, never one of each (and never the zero GID, which names
+    /// no RoCEv2 address).
+    pub fn ip_for(&self, local: IpAddr) -> Result<IpAddr, PerftestError> {
+        match (self.gid.ip(), local) {
+            (Some(peer), local) if peer.is_ipv4() == local.is_ipv4() => Ok(peer),
+            (Some(IpAddr::V6(v)), IpAddr::V4(l)) => Err(PerftestError::Incompatible(format!(
+                "the peer's GID {v} is an IPv6 address and this side's ({l}) is IPv4-mapped: give both sides IPv6 addresses (--bind) or the peer an IPv4 GID (perftest's -x)"
+            ))),
+            (Some(IpAddr::V4(v)), l) => Err(PerftestError::Incompatible(format!(
+                "the peer's GID ::ffff:{v} is an IPv4 address and this side's ({l}) is IPv6: give both sides IPv4 addresses (--bind) or the peer an IPv6 GID (perftest's -x)"
+            ))),
+            _ => Err(PerftestError::Incompatible(
+                "the peer sent the zero GID (no RoCEv2 address); give it a GID index with an IP address (perftest's -x)".into(),
+            )),
+        }
+    }
+}
+
 /// The client's report after a bandwidth run (`struct bw_report_data`'s
 /// exchanged fields), in perftest's order.
 #[derive(Debug, Clone, Copy, PartialEq)]

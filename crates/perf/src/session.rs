@@ -1,6 +1,7 @@
 //! One side of a test from start to end: the client drives the sizes, the
 //! server answers (and, with a plain perftest peer, waits).
 
+use crate::Result;
 use crate::error::fail;
 use crate::ext::Msg;
 use crate::loops::*;
@@ -9,34 +10,19 @@ use crate::results::{Report, Served, SideProfiles, SizeResult};
 use crate::setup::*;
 use crate::wire::Wire;
 use crate::*;
-use crate::{Error, Result};
 use roce_verbs::*;
-use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 pub(crate) fn client(
     args: &Options,
     test: Test,
     server: &str,
-    bind: Option<Ipv4Addr>,
+    bind: Option<IpAddr>,
 ) -> Result<Report> {
-    let server = if server.contains(':') {
-        server.to_string()
-    } else {
-        format!("{server}:{}", args.port)
-    };
+    let server = server_addr(server, args.port);
     let mut wire = Wire::connect(&server, Duration::from_secs(5))?;
-    let ip = match bind {
-        Some(ip) => ip,
-        None => match wire.local_addr().ip() {
-            IpAddr::V4(v) => v,
-            IpAddr::V6(v) => v.to_ipv4_mapped().ok_or_else(|| {
-                Error::Usage(format!(
-                    "the connection to {server} is IPv6; give --bind IPV4"
-                ))
-            })?,
-        },
-    };
+    let ip = bind.unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
     let sizes = sizes(args, test);
     let max = sizes.iter().copied().max().unwrap_or(8);
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
@@ -171,7 +157,7 @@ pub(crate) fn client(
         remote,
         cc: crate::cc::CcReport::new(
             args,
-            crate::cc::line_rate_bps(args, IpAddr::V4(ip))?,
+            crate::cc::line_rate_bps(args, ip)?,
             &side.qps,
             side.ctx.stats().cnps_rx,
             server_counters.cnps_tx,
@@ -180,6 +166,27 @@ pub(crate) fn client(
         server_counters,
         details,
     })
+}
+
+/// `host`, `host:port`, an IPv4 or IPv6 address or `[v6]:port` as a
+/// `host:port` to connect to (`port` when none is given).
+pub(crate) fn server_addr(server: &str, port: u16) -> String {
+    if let Ok(ip) = server.parse::<IpAddr>() {
+        return SocketAddr::new(ip, port).to_string();
+    }
+    if server.parse::<SocketAddr>().is_ok() || server.contains(':') {
+        return server.to_string();
+    }
+    format!("{server}:{port}")
+}
+
+/// The address the engine opens on: the one the TCP connection uses here,
+/// an IPv4-mapped one (a dual-stack listener's IPv4 client) as IPv4.
+pub(crate) fn engine_ip(tcp_local: IpAddr) -> IpAddr {
+    match tcp_local {
+        IpAddr::V6(v) => v.to_ipv4_mapped().map_or(IpAddr::V6(v), IpAddr::V4),
+        v4 => v4,
+    }
 }
 
 /// What the client checks itself after a size.
@@ -205,15 +212,9 @@ pub(crate) fn client_verify(test: Test, side: &Side, size: usize) -> Result<Opti
 /// Serves one client; returns a one-line summary.
 pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Result<Served> {
     let mut wire = Wire::accept(listener)?;
-    let ip = match args.bind {
-        Some(ip) => ip,
-        None => match wire.local_addr().ip() {
-            IpAddr::V4(v) => v,
-            IpAddr::V6(v) => v.to_ipv4_mapped().ok_or_else(|| {
-                Error::Usage("the client connected over IPv6; give --bind IPV4".into())
-            })?,
-        },
-    };
+    let ip = args
+        .bind
+        .unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
     let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());

@@ -7,7 +7,7 @@ use crate::perftest::{BwReport, Gid, Keys};
 use crate::wire::{Greeting, Wire};
 use crate::*;
 use roce_verbs::*;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// One side's verbs resources.
@@ -31,20 +31,20 @@ pub(crate) const OUT_READS: u16 = 4;
 /// and the user did not ask for it).
 /// Returns the context and, when it moved off the port, a note saying so.
 pub(crate) fn open_ctx(
-    ip: Ipv4Addr,
+    ip: IpAddr,
     args: &Options,
     cfg: EngineConfig,
 ) -> Result<(Context, Option<String>)> {
     let udp_port = args.udp_port;
     let port = udp_port.unwrap_or(ROCE_PORT);
-    let addr = SocketAddr::new(IpAddr::V4(ip), port);
+    let addr = SocketAddr::new(ip, port);
     let mut note = None;
     let ctx = match Device::open_with(addr, cfg.clone()) {
         Ok(c) => c,
         // Two stacks on one host cannot both own 4791: take a free port
         // unless the user asked for this one.
         Err(roce_verbs::Error::AddrInUse(_)) if udp_port.is_none() => {
-            let c = Device::open_with(SocketAddr::new(IpAddr::V4(ip), 0), cfg)?;
+            let c = Device::open_with(SocketAddr::new(ip, 0), cfg)?;
             note = Some(format!(
                 "UDP {addr} is in use; this side uses {} instead",
                 c.local_addr()
@@ -56,8 +56,8 @@ pub(crate) fn open_ctx(
     if let Some(x) = args.gid_index.filter(|&x| x != 0) {
         fail!(
             Usage,
-            "GID index {x} does not exist: this device's GID table holds one RoCEv2 GID, index 0 = {} (its IPv4 address, mapped)",
-            std::net::Ipv6Addr::from(Gid::from_ip(IpAddr::V4(ip)).0)
+            "GID index {x} does not exist: this device's GID table holds one RoCEv2 GID, index 0 = {} (the address it is bound to)",
+            Gid::from_ip(ip)
         );
     }
     Ok((ctx, note))
@@ -135,12 +135,12 @@ pub(crate) fn plain_peer(
 pub(crate) fn connect_qps(
     wire: &mut Wire,
     test: Test,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     mr: &Mr,
     prepared: Vec<PreparedQp>,
     peer_udp: u16,
 ) -> Result<(Vec<Endpoint>, Vec<Endpoint>, Vec<Qp>)> {
-    let gid = Gid::from_ip(IpAddr::V4(ip));
+    let gid = Gid::from_ip(ip);
     let local: Vec<Endpoint> = prepared.iter().map(|q| q.endpoint_with(mr)).collect();
     let keys = |e: &Endpoint| Keys {
         lid: 0,
@@ -166,7 +166,7 @@ pub(crate) fn connect_qps(
             );
         }
         remote.push(Endpoint {
-            ip: std::net::IpAddr::V4(k.ipv4()?),
+            ip: k.ip_for(ip)?,
             udp_port: peer_udp,
             qpn: k.qpn,
             psn: k.psn,
@@ -194,7 +194,7 @@ pub(crate) fn close(
     wire: &mut Wire,
     test: Test,
     local: &Endpoint,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     rep: BwReport,
 ) -> Result<BwReport> {
     let keys = Keys {
@@ -204,7 +204,7 @@ pub(crate) fn close(
         psn: local.psn,
         rkey: local.rkey,
         vaddr: local.addr,
-        gid: Gid::from_ip(IpAddr::V4(ip)),
+        gid: Gid::from_ip(ip),
         srqn: 0,
     };
     let theirs = if test.kind == Kind::Bw {
@@ -219,11 +219,11 @@ pub(crate) fn close(
 
 pub(crate) fn engine_config(
     args: &Options,
-    ip: Ipv4Addr,
+    ip: IpAddr,
     seed: u64,
     pcap: Option<PathBuf>,
 ) -> Result<EngineConfig> {
-    let (cc, cnp_interval) = crate::cc::settings(args, IpAddr::V4(ip))?;
+    let (cc, cnp_interval) = crate::cc::settings(args, ip)?;
     let mut rnic = roce_rnic::RnicConfig::default();
     if let Some(ns) = cnp_interval {
         rnic.cnp_interval_ns = ns;

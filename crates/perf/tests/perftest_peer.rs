@@ -10,21 +10,30 @@
 use roce_perf::{Options, Server};
 use roce_verbs::*;
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// perftest's `KEY_PRINT_FMT_GID`, as `sprintf` fills it, with its NUL:
 /// `%04x:%04x:%06x:%06x:%08x:%016llx:` + 16 × `%02x:` + `%08x:`.
-fn key_msg(qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
+/// The GID is `union ibv_gid`'s raw bytes as rxe fills them for a RoCEv2
+/// GID: an IPv6 address as itself, an IPv4 one as `::ffff:a.b.c.d`.
+fn key_msg(qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: IpAddr) -> Vec<u8> {
     key_msg_reads(16, qpn, psn, rkey, vaddr, ip)
 }
 
-fn key_msg_reads(reads: u16, qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4Addr) -> Vec<u8> {
+fn gid_raw(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v) => v.to_ipv6_mapped().octets(),
+        IpAddr::V6(v) => v.octets(),
+    }
+}
+
+fn key_msg_reads(reads: u16, qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: IpAddr) -> Vec<u8> {
     let mut s = format!(
         "{:04x}:{reads:04x}:{qpn:06x}:{psn:06x}:{rkey:08x}:{vaddr:016x}:",
         0
     );
-    for b in ip.to_ipv6_mapped().octets() {
+    for b in gid_raw(ip) {
         s += &format!("{b:02x}:");
     }
     s += &format!("{:08x}:", 0);
@@ -34,8 +43,9 @@ fn key_msg_reads(reads: u16, qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: Ipv4
     v
 }
 
-/// What a perftest reader takes from a key message: QPN, PSN, rkey, VA, GID.
-fn parse_keys(b: &[u8]) -> (u32, u32, u32, u64, Ipv4Addr) {
+/// What a perftest reader takes from a key message: QPN, PSN, rkey, VA,
+/// and the GID as an address (IPv4 when IPv4-mapped).
+fn parse_keys(b: &[u8]) -> (u32, u32, u32, u64, IpAddr) {
     assert_eq!(b.len(), 108);
     assert_eq!(b[107], 0, "NUL-terminated");
     let s = std::str::from_utf8(&b[..107]).unwrap();
@@ -54,14 +64,23 @@ fn parse_keys(b: &[u8]) -> (u32, u32, u32, u64, Ipv4Addr) {
         "widths of %04x:%04x:%06x:%06x:%08x:%016llx in {s}"
     );
     let h = |i: usize| u64::from_str_radix(f[i], 16).unwrap();
-    let gid: Vec<u8> = (6..22).map(|i| h(i) as u8).collect();
-    assert_eq!(
-        &gid[..12],
-        &[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff],
-        "IPv4-mapped GID"
+    assert!(
+        f[6..22].iter().all(|g| g.len() == 2),
+        "16 GID bytes of %02x in {s}"
     );
-    let ip = Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]);
+    let mut gid = [0u8; 16];
+    for (k, g) in gid.iter_mut().enumerate() {
+        *g = h(6 + k) as u8;
+    }
+    let v6 = Ipv6Addr::from(gid);
+    let ip = v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4);
     (h(2) as u32, h(3) as u32, h(4) as u32, h(5), ip)
+}
+
+/// 127.0.0.N: each test its own loopback address, so each stand-in peer
+/// has UDP 4791 (which a perftest peer needs) to itself.
+fn lo4(n: u8) -> IpAddr {
+    IpAddr::V4(Ipv4Addr::new(127, 0, 0, n))
 }
 
 /// One perftest peer's TCP side: the client writes first, the server reads first.
@@ -104,12 +123,9 @@ struct Rdma {
     mr: Mr,
 }
 
-fn rdma(ip: Ipv4Addr) -> (Rdma, PreparedQp) {
-    let ctx = Device::open_with(
-        SocketAddr::new(IpAddr::V4(ip), ROCE_PORT),
-        Default::default(),
-    )
-    .expect("UDP 4791 on this test's own loopback address");
+fn rdma(ip: IpAddr) -> (Rdma, PreparedQp) {
+    let ctx = Device::open_with(SocketAddr::new(ip, ROCE_PORT), Default::default())
+        .expect("UDP 4791 on this test's own loopback address");
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(256).unwrap();
     let mr = pd.reg_mr(1 << 17, Access::ALL).unwrap();
@@ -125,12 +141,12 @@ fn rdma(ip: Ipv4Addr) -> (Rdma, PreparedQp) {
 
 /// Steps 4-5: keys, connect, keys again, the sync after RTR. Returns the
 /// connected QP, the peer's endpoint and this side's key message.
-fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: Ipv4Addr) -> (Qp, Endpoint, Vec<u8>) {
+fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: IpAddr) -> (Qp, Endpoint, Vec<u8>) {
     let me = qp.endpoint_with(&r.mr);
     let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, ip);
     let (qpn, psn, rkey, vaddr, rip) = parse_keys(&p.xchg(&mine));
     let remote = Endpoint {
-        ip: std::net::IpAddr::V4(rip),
+        ip: rip,
         udp_port: ROCE_PORT,
         qpn,
         psn,
@@ -161,7 +177,7 @@ fn report_words(size: u64, iters: u64, peak: f64, avg: f64, rate: f64) -> [[u8; 
 
 #[test]
 fn roce_serves_a_perftest_write_bw_client() {
-    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 61), Ipv4Addr::new(127, 0, 0, 62));
+    let (sip, cip) = (lo4(61), lo4(62));
     let mut o = Options::new("write_bw");
     o.bind = Some(sip);
     o.port = 0;
@@ -221,8 +237,8 @@ fn roce_serves_a_perftest_write_bw_client() {
 /// which it filled with 0x5a before the run.
 fn client_against_a_perftest_server(
     test: &str,
-    sip: Ipv4Addr,
-    cip: Ipv4Addr,
+    sip: IpAddr,
+    cip: IpAddr,
 ) -> (roce_perf::Report, Endpoint, u64, u64, f64, Vec<u8>) {
     let l = TcpListener::bind((sip, 0)).unwrap();
     let addr = l.local_addr().unwrap();
@@ -261,7 +277,7 @@ fn client_against_a_perftest_server(
 
 #[test]
 fn roce_client_runs_write_bw_against_a_perftest_server() {
-    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 63), Ipv4Addr::new(127, 0, 0, 64));
+    let (sip, cip) = (lo4(63), lo4(64));
     let (report, remote, size, iters, avg, landed) =
         client_against_a_perftest_server("write_bw", sip, cip);
     assert_eq!(report.peer_version, "6.29");
@@ -279,7 +295,7 @@ fn roce_client_runs_write_bw_against_a_perftest_server() {
 
 #[test]
 fn roce_client_runs_read_bw_against_a_perftest_server() {
-    let (sip, cip) = (Ipv4Addr::new(127, 0, 0, 66), Ipv4Addr::new(127, 0, 0, 67));
+    let (sip, cip) = (lo4(66), lo4(67));
     let (report, _, size, iters, _, landed) = client_against_a_perftest_server("read_bw", sip, cip);
     assert_eq!((size, iters), (65536, 40));
     assert_eq!(report.results[0].iterations, 40);
@@ -293,7 +309,17 @@ fn roce_client_runs_read_bw_against_a_perftest_server() {
 /// A "server" that says what the test gives it after a perftest greeting
 /// and reports what the roce client made of it.
 fn client_error(test: &str, gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    // Its own loopback address, so UDP 4791 (which a perftest peer needs) is free.
+    client_error_at(lo4(65), test, gid_index, steps)
+}
+
+fn client_error_at(
+    bind: IpAddr,
+    test: &str,
+    gid_index: Option<u32>,
+    steps: Vec<Vec<u8>>,
+) -> String {
+    let l = TcpListener::bind((bind, 0)).unwrap();
     let addr = l.local_addr().unwrap();
     let peer = std::thread::spawn(move || {
         let Ok((mut s, _)) = l.accept() else { return };
@@ -306,8 +332,7 @@ fn client_error(test: &str, gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> Stri
     });
     let mut o = Options::new(test);
     o.server = Some(addr.to_string());
-    // Its own loopback address, so UDP 4791 (which a perftest peer needs) is free.
-    o.bind = Some(Ipv4Addr::new(127, 0, 0, 65));
+    o.bind = Some(bind);
     o.mtu = Some(1024);
     o.gid_index = gid_index;
     let e = roce_perf::client(&o).unwrap_err();
@@ -353,14 +378,7 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     assert!(e.contains("run roce perf on both sides for send_bw"), "{e}");
     // A READ responder that takes fewer outstanding reads than roce issues.
     let mut steps = greet.clone();
-    steps.push(key_msg_reads(
-        1,
-        0x12,
-        0,
-        0x99,
-        0x1000,
-        Ipv4Addr::new(127, 0, 0, 1),
-    ));
+    steps.push(key_msg_reads(1, 0x12, 0, 0x99, 0x1000, lo4(1)));
     let e = client_error("read_bw", None, steps);
     assert!(e.contains("accepts 1 outstanding RDMA reads"), "{e}");
     // A GID index this device does not have.
@@ -383,4 +401,167 @@ fn an_application_embeds_a_latency_test() {
     let l = r.results[0].latency_us.expect("latency figures");
     assert!(l.min <= l.typical && l.typical <= l.max);
     assert!(r.render(&o).unwrap().contains("RDMA_Write Latency Test"));
+}
+
+/// roce perf on both sides over IPv6 loopback (`::1`, always there): the
+/// endpoints are IPv6, and every byte arrives.
+#[test]
+fn roce_on_both_sides_over_ipv6_loopback() {
+    for test in ["write_bw", "read_lat"] {
+        let mut o = Options::new(test);
+        o.server = Some("::1".into());
+        o.udp_port = Some(0);
+        o.iters = Some(50);
+        o.size = Some(4096);
+        o.verify = true;
+        let r = roce_perf::loopback(&o).unwrap();
+        assert_eq!(r.verified(&o), Some(true), "{test}");
+        let v6: IpAddr = Ipv6Addr::LOCALHOST.into();
+        assert_eq!((r.local[0].ip, r.remote[0].ip), (v6, v6), "{test}");
+        assert_eq!(r.results[0].iterations, 50);
+    }
+}
+
+/// An IPv6 side and a perftest peer whose GID is IPv4-mapped: one clear
+/// error (perftest's own `ctx_check_gid_compatibility` refuses the same).
+#[test]
+fn an_ipv4_gid_against_an_ipv6_side_is_one_clear_error() {
+    let mut steps = vec![
+        v("6.29", 16),
+        4096u32.to_be_bytes().to_vec(),
+        64u32.to_be_bytes().to_vec(),
+        b"3\0".to_vec(),
+    ];
+    steps.push(key_msg(0x12, 0, 0x99, 0x1000, lo4(1)));
+    let e = client_error_at(Ipv6Addr::LOCALHOST.into(), "write_bw", None, steps);
+    assert!(
+        e.contains("::ffff:127.0.0.1 is an IPv4 address and this side's (::1) is IPv6"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// Puts `addr/128` on `lo` (as root; `replace` leaves one already there).
+fn add_lo_address(addr: &str) {
+    let out = std::process::Command::new("ip")
+        .args([
+            "-6",
+            "addr",
+            "replace",
+            &format!("{addr}/128"),
+            "dev",
+            "lo",
+            "nodad",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("running ip -6 addr replace {addr}: {e}"));
+    assert!(
+        out.status.success(),
+        "ip -6 addr replace {addr}/128 dev lo: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Two IPv6 addresses on `lo` (root adds them, as two hosts would have
+/// them): a perftest write_bw client on fd00::62 against roce perf's
+/// server on fd00::61, the GIDs in the key messages the IPv6 addresses
+/// themselves, byte for byte as perftest prints rxe's RoCEv2 GID; then
+/// roce perf on both sides between the two.
+#[test]
+fn perftest_and_roce_between_two_ipv6_addresses() {
+    if !is_root() {
+        eprintln!(
+            "SKIP perftest_and_roce_between_two_ipv6_addresses: adding fd00::61 and fd00::62 to lo needs root"
+        );
+        return;
+    }
+    add_lo_address("fd00::61");
+    add_lo_address("fd00::62");
+    let sip: IpAddr = "fd00::61".parse().unwrap();
+    let cip: IpAddr = "fd00::62".parse().unwrap();
+    let mut o = Options::new("write_bw");
+    o.bind = Some(sip);
+    o.port = 0;
+    o.mtu = Some(1024);
+    let server = Server::bind(&o).unwrap();
+    let addr = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+    let mut p = Peer {
+        s: TcpStream::connect(addr).unwrap(),
+        client: true,
+    };
+    p.greet();
+    let (r, qp) = rdma(cip);
+    let me = qp.endpoint_with(&r.mr);
+    let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, cip);
+    let theirs = p.xchg(&mine);
+    // fd00::61 as 16 `%02x:` fields after LID, reads, QPN, PSN, rkey, VA.
+    let gid_text = "fd:00:00:00:00:00:00:00:00:00:00:00:00:00:00:61:";
+    assert_eq!(
+        &theirs[50..50 + gid_text.len()],
+        gid_text.as_bytes(),
+        "{}",
+        String::from_utf8_lossy(&theirs)
+    );
+    let (qpn, psn, rkey, vaddr, rip) = parse_keys(&theirs);
+    assert_eq!(rip, sip);
+    let remote = Endpoint {
+        ip: rip,
+        udp_port: ROCE_PORT,
+        qpn,
+        psn,
+        mtu: 1024,
+        addr: vaddr,
+        len: 0,
+        rkey,
+    };
+    let qp = qp.connect(&remote).unwrap();
+    p.xchg(&mine);
+    p.xchg(&mine);
+    r.mr.write(0, &[0xcd; 8192]).unwrap();
+    for i in 0..8 {
+        qp.post_send(&SendWr::new(
+            i,
+            WrOpcode::RdmaWrite {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![r.mr.sge(0, 8192)],
+        ))
+        .unwrap();
+        assert_eq!(
+            r.cq.wait(1, Duration::from_secs(20)).unwrap()[0].status,
+            WcStatus::Success
+        );
+    }
+    p.xchg(&mine);
+    for w in report_words(8192, 8, 2.0, 1.0, 0.5) {
+        p.xchg(&w);
+    }
+    p.xchg(&mine);
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("8192 B x 8"), "{summary}");
+    drop(r.ctx);
+
+    // roce perf on both sides, fd00::62 → fd00::61.
+    let mut o = Options::new("send_bw");
+    o.server = Some(sip.to_string());
+    o.bind = Some(cip);
+    o.udp_port = Some(0);
+    o.iters = Some(200);
+    o.verify = true;
+    let r = roce_perf::loopback(&o).unwrap();
+    assert_eq!(r.verified(&o), Some(true));
+    assert_eq!((r.local[0].ip, r.remote[0].ip), (cip, sip));
 }
