@@ -38,6 +38,14 @@ pub struct PerfArgs {
     /// Number of QPs (bandwidth tests).
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
+    /// Connection type, as perftest's -c: RC, or UD (SEND tests; messages
+    /// of at most the path MTU).
+    #[arg(short = 'c', long = "connection", default_value = "RC", value_parser = parse_connection)]
+    pub connection: roce_perf::Connection,
+    /// SEND tests: the receiving side's QPs share one receive queue (SRQ),
+    /// as perftest's --use_srq.
+    #[arg(long = "use_srq")]
+    pub use_srq: bool,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -168,6 +176,8 @@ impl From<PerfArgs> for Options {
             iters: a.iters,
             duration: a.duration,
             qps: a.qps,
+            connection: a.connection,
+            use_srq: a.use_srq,
             mtu: a.mtu,
             inline_size: a.inline_size,
             tx_depth: a.tx_depth,
@@ -233,6 +243,10 @@ pub fn run(args: PerfArgs) -> Result<()> {
         bail!("data verification failed");
     }
     Ok(())
+}
+
+fn parse_connection(s: &str) -> Result<roce_perf::Connection, String> {
+    s.parse().map_err(|e: roce_perf::Error| e.to_string())
 }
 
 fn parse_recovery(s: &str) -> Result<roce_verbs::Recovery, String> {

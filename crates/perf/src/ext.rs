@@ -28,6 +28,10 @@ pub enum Msg {
         qps: u32,
         /// The UDP port of the client's engine (perftest's keys assume 4791).
         udp_port: u16,
+        /// perftest's `-c` (both sides must agree; absent from a client
+        /// that predates UD: RC).
+        #[serde(default)]
+        connection: crate::Connection,
     },
     /// Server: accepted; the UDP port of its engine.
     Welcome {
@@ -60,5 +64,8 @@ pub enum Msg {
         /// server that does not profile or predates profiling).
         #[serde(default)]
         profile: Option<Box<StageProfile>>,
+        /// SEND tests: how many SENDs arrived (UD may lose some).
+        #[serde(default)]
+        received: Option<u64>,
     },
 }

@@ -70,6 +70,14 @@ pub struct Options {
     pub duration: Option<f64>,
     /// Number of QPs (bandwidth tests).
     pub qps: u32,
+    /// The QPs' transport, perftest's `-c`: RC, or UD for the SEND tests
+    /// (messages of at most the path MTU, sent through address handles
+    /// with perftest's Q_Key, [`QKEY`]).
+    pub connection: Connection,
+    /// perftest's `--use_srq` (SEND tests): the receiving side's QPs take
+    /// their receives from one shared receive queue (a latency test's
+    /// client too, as perftest's).
+    pub use_srq: bool,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -162,6 +170,8 @@ impl Options {
             iters: None,
             duration: None,
             qps: 1,
+            connection: Connection::Rc,
+            use_srq: false,
             mtu: None,
             inline_size: None,
             tx_depth: 128,
@@ -209,6 +219,19 @@ impl Options {
             Kind::Lat => roce_verbs::PollMode::Busy,
         });
         self.mtu.map(mtu_of).transpose()?;
+        if self.connection == Connection::Ud && test.verb != Verb::Send {
+            fail!(
+                Usage,
+                "-c UD carries SENDs only (send_bw, send_lat), as perftest's; {} needs RC",
+                test.name()
+            );
+        }
+        if self.use_srq && test.verb != Verb::Send {
+            fail!(
+                Usage,
+                "--use_srq is for the SEND tests (send_bw, send_lat), as perftest's: only SENDs consume receives"
+            );
+        }
         if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
             fail!(Usage, "-q, -t and --cq-mod must be at least 1");
         }
@@ -254,6 +277,46 @@ impl Options {
         Ok(test)
     }
 }
+
+/// perftest's `-c`: the QPs' transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Connection {
+    /// Reliable connected.
+    #[default]
+    Rc,
+    /// Unreliable datagram: SENDs of at most the path MTU through address
+    /// handles; what is lost stays lost.
+    Ud,
+}
+
+impl std::str::FromStr for Connection {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Connection> {
+        match s.to_ascii_uppercase().as_str() {
+            "RC" => Ok(Connection::Rc),
+            "UD" => Ok(Connection::Ud),
+            "UC" | "XRC" | "DC" | "SRD" => fail!(
+                Usage,
+                "-c {s}: roce runs RC and UD (perftest's other connection types need transports this RNIC does not have)"
+            ),
+            _ => fail!(Usage, "-c {s}: the connection type is RC or UD"),
+        }
+    }
+}
+
+impl Connection {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Connection::Rc => "RC",
+            Connection::Ud => "UD",
+        }
+    }
+}
+
+/// perftest's Q_Key for UD (`DEF_QKEY`).
+pub const QKEY: u32 = 0x1111_1111;
+/// What a UD receive holds before the message: the GRH (`UD_ADDITION`).
+pub const GRH: usize = 40;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verb {
@@ -493,6 +556,26 @@ pub(crate) fn sizes(args: &Options, t: Test) -> Vec<usize> {
     }
     let d = if t.kind == Kind::Bw { 65536 } else { 2 };
     vec![args.size.unwrap_or(d).max(1)]
+}
+
+/// The sizes a UD run takes on a path of `mtu` bytes: a UD message is one
+/// packet, so as perftest (`-s` above the MTU becomes the MTU, `-a` stops
+/// at it). Returns the sizes and, when one changed, a note saying so.
+pub(crate) fn ud_sizes(sizes: Vec<usize>, mtu: u32) -> (Vec<usize>, Option<String>) {
+    let mtu = mtu as usize;
+    if sizes.len() > 1 {
+        let keep: Vec<usize> = sizes.iter().copied().filter(|&s| s <= mtu).collect();
+        return (keep, None);
+    }
+    match sizes.first() {
+        Some(&s) if s > mtu => (
+            vec![mtu],
+            Some(format!(
+                "a UD message is one packet: -s {s} is more than the path MTU, so the size is {mtu}"
+            )),
+        ),
+        _ => (sizes, None),
+    }
 }
 
 pub(crate) fn mtu_of(bytes: u32) -> Result<Mtu> {

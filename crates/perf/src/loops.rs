@@ -95,7 +95,10 @@ pub(crate) fn wr_for(
     };
     // READ lands in the upper half, so the source pattern stays intact.
     let local_off = if test.verb == Verb::Read { size } else { 0 };
-    let wr = SendWr::new(wr_id, op, vec![side.mr.sge(local_off, size as u32)]);
+    let mut wr = SendWr::new(wr_id, op, vec![side.mr.sge(local_off, size as u32)]);
+    if let Some(d) = side.ud_dest(remote) {
+        wr = wr.to(d);
+    }
     if inline && matches!(test.verb, Verb::Send | Verb::Write) {
         wr.inline()
     } else {
@@ -290,13 +293,10 @@ pub(crate) fn client_lat(
             }
         }
         Verb::Send => {
-            let recv = |id| RecvWr {
-                wr_id: id,
-                sg_list: vec![side.mr.sge(side.half, side.half as u32)],
-            };
+            let recv = |id| side.recv_wr(id);
             // One receive stays posted between sizes.
             if first_size {
-                qp.post_recv(&recv(u64::MAX))?;
+                side.post_recvs(0, &[recv(u64::MAX)])?;
             }
             // One work request, as perftest posts: only its id changes.
             let mut wr = wr_for(test, side, remote, size, 0, inline);
@@ -313,7 +313,7 @@ pub(crate) fn client_lat(
                     Ok(got)
                 })?;
                 samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
-                qp.post_recv(&recv(u64::MAX))?;
+                side.post_recvs(0, &[recv(u64::MAX)])?;
             }
         }
         Verb::Read | Verb::Atomic => {

@@ -12,7 +12,11 @@ use crate::wire::Wire;
 use crate::*;
 use roce_verbs::*;
 use std::net::{IpAddr, SocketAddr, TcpListener};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long a UD receiver waits for SENDs still on their way after the
+/// sender is done (what does not come by then was lost).
+const UD_GRACE: Duration = Duration::from_millis(500);
 
 pub(crate) fn client(
     args: &Options,
@@ -23,15 +27,20 @@ pub(crate) fn client(
     let server = server_addr(server, args.port);
     let mut wire = Wire::connect(&server, Duration::from_secs(5))?;
     let ip = bind.unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
-    let sizes = sizes(args, test);
-    let max = sizes.iter().copied().max().unwrap_or(8);
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
     let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
+    let mut notes: Vec<String> = note.into_iter().collect();
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
-    let (mtu, peer_udp) = if roce {
+    // check_mtu: with a perftest peer each side takes the smaller; a roce
+    // server takes the client's.
+    let mtu = if roce { my_mtu } else { my_mtu.min(hello.mtu) };
+    let sizes = run_sizes(args, test, mtu, &mut notes)?;
+    let max = sizes.iter().copied().max().unwrap_or(8);
+    let ud = args.connection == Connection::Ud;
+    let peer_udp = if roce {
         wire.send(&Msg::Hello {
             test,
             sizes: sizes.clone(),
@@ -40,27 +49,34 @@ pub(crate) fn client(
             verify: args.verify,
             qps: nqp,
             udp_port: ctx.local_addr().port(),
+            connection: args.connection,
         })?;
         match wire.recv::<Msg>()? {
-            Msg::Welcome { udp_port } => (my_mtu, udp_port),
+            Msg::Welcome { udp_port } => udp_port,
             Msg::Refuse { why } => fail!(Peer, "the server refused: {why}"),
             m => fail!(Peer, "unexpected reply from the server: {m:?}"),
         }
     } else {
         plain_peer(test, args, &ctx, &hello)?;
-        // check_mtu: each side takes the smaller.
-        (my_mtu.min(hello.mtu), ROCE_PORT)
+        ROCE_PORT
     };
-    let buf = (2 * max).max(2 * hello.cycle_buffer as usize);
-    let (pd, cq, mr, prepared) = create(&ctx, args, buf, nqp, mtu)?;
-    let (local, remote, qps) = connect_qps(&mut wire, test, ip, &mr, prepared, peer_udp)?;
+    let half = max + if ud { GRH } else { 0 };
+    let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
+    // perftest's latency client takes its receives from the SRQ too.
+    let srq = args.use_srq && test.kind == Kind::Lat;
+    let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, mtu, srq)?;
+    let (local, remote, qps, ahs) =
+        connect_qps(&mut wire, test, ip, &pd, &mr, prepared, peer_udp, ud)?;
     let side = Side {
         ctx,
         _pd: pd,
         cq,
         mr,
         qps,
-        half: max,
+        half,
+        srq,
+        ud,
+        _ahs: ahs,
     };
     let mut results: Vec<SizeResult> = Vec::new();
     let mut details = Vec::new();
@@ -112,7 +128,18 @@ pub(crate) fn client(
                 detail,
                 counters,
                 profile,
-            } => (verified, detail, counters, profile),
+                received,
+            } => {
+                if side.ud
+                    && let Some(n) = received.filter(|&n| n < r.iterations)
+                {
+                    notes.push(format!(
+                        "{size} B: {n} of {} UD SENDs arrived (UD does not retransmit; the rest were lost)",
+                        r.iterations
+                    ));
+                }
+                (verified, detail, counters, profile)
+            }
             m => fail!(Peer, "unexpected message from the server: {m:?}"),
         };
         server_counters = *counters;
@@ -151,7 +178,7 @@ pub(crate) fn client(
     Ok(Report {
         test,
         peer_version: hello.version.text,
-        notes: note.into_iter().collect(),
+        notes,
         results,
         local,
         remote,
@@ -166,6 +193,29 @@ pub(crate) fn client(
         server_counters,
         details,
     })
+}
+
+/// The sizes of the run: `-s` or `-a`, for UD no more than the path MTU
+/// (noted when that changes `-s`).
+pub(crate) fn run_sizes(
+    args: &Options,
+    test: Test,
+    mtu: u32,
+    notes: &mut Vec<String>,
+) -> Result<Vec<usize>> {
+    let sizes = sizes(args, test);
+    if args.connection != Connection::Ud {
+        return Ok(sizes);
+    }
+    let (sizes, note) = ud_sizes(sizes, mtu);
+    notes.extend(note);
+    if sizes.is_empty() {
+        fail!(
+            Usage,
+            "no size of the run fits a UD message (at most the path MTU, {mtu} B)"
+        );
+    }
+    Ok(sizes)
 }
 
 /// `host`, `host:port`, an IPv4 or IPv6 address or `[v6]:port` as a
@@ -202,7 +252,7 @@ pub(crate) fn client_verify(test: Test, side: &Side, size: usize) -> Result<Opti
             (got != server[..size - 1]).then(|| "ping-pong data differs from the server's".into())
         }
         (Verb::Send, Kind::Lat) if size > 1 => {
-            let got = side.mr.read(side.half, size - 1)?;
+            let got = side.mr.read(side.recv_data(), size - 1)?;
             (got != server[..size - 1]).then(|| "ping-pong data differs from the server's".into())
         }
         _ => None,
@@ -217,11 +267,12 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         .unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
     let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
+    let mut notes: Vec<String> = note.into_iter().collect();
     let my_mtu = args.mtu.unwrap_or_else(|| ctx.active_mtu().bytes());
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
     let (sizes, nqp, cmtu, verify, peer_udp) = if roce {
-        let (ctest, sizes, cmtu, verify, nqp, udp) = match wire.recv::<Msg>()? {
+        let (ctest, sizes, cmtu, verify, nqp, udp, conn) = match wire.recv::<Msg>()? {
             Msg::Hello {
                 test,
                 sizes,
@@ -229,8 +280,9 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                 verify,
                 qps,
                 udp_port,
+                connection,
                 ..
-            } => (test, sizes, mtu, verify, qps, udp_port),
+            } => (test, sizes, mtu, verify, qps, udp_port, connection),
             m => fail!(Peer, "unexpected first message from the client: {m:?}"),
         };
         let refuse = |wire: &mut Wire, why: String| -> Result<Served> {
@@ -244,6 +296,16 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                     "this server runs {}, the client asked for {}",
                     test.name(),
                     ctest.name()
+                ),
+            );
+        }
+        if conn != args.connection {
+            return refuse(
+                &mut wire,
+                format!(
+                    "this server's QPs are {} (-c), the client's {}: give both sides the same -c",
+                    args.connection.name(),
+                    conn.name()
                 ),
             );
         }
@@ -276,25 +338,32 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         (sizes, nqp, cmtu, verify, udp)
     } else {
         plain_peer(test, args, &ctx, &hello)?;
+        let mtu = my_mtu.min(hello.mtu);
         (
-            sizes(args, test),
-            args.qps,
-            my_mtu.min(hello.mtu),
+            run_sizes(args, test, mtu, &mut notes)?,
+            if test.kind == Kind::Lat { 1 } else { args.qps },
+            mtu,
             false,
             ROCE_PORT,
         )
     };
     let max = sizes.iter().copied().max().unwrap_or(8);
-    let buf = (2 * max).max(2 * hello.cycle_buffer as usize);
-    let (pd, cq, mr, prepared) = create(&ctx, args, buf, nqp, cmtu)?;
-    let (local, remote, qps) = connect_qps(&mut wire, test, ip, &mr, prepared, peer_udp)?;
+    let ud = args.connection == Connection::Ud;
+    let half = max + if ud { GRH } else { 0 };
+    let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
+    let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, cmtu, args.use_srq)?;
+    let (local, remote, qps, ahs) =
+        connect_qps(&mut wire, test, ip, &pd, &mr, prepared, peer_udp, ud)?;
     let side = Side {
         ctx,
         _pd: pd,
         cq,
         mr,
         qps,
-        half: max,
+        half,
+        srq,
+        ud,
+        _ahs: ahs,
     };
     if !roce {
         // perftest's write_bw server: passive until the client's sync.
@@ -319,7 +388,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         side.ctx.flush_pcap()?;
         let s = side.ctx.stats();
         return Ok(Served {
-            notes: note.into_iter().collect(),
+            notes: notes.clone(),
             summary: format!(
                 "roce perf {}: served perftest {} at {} ({} packets in, {} out); its report: {} B x {} at {:.2} MiB/s average, {:.2} peak, {:.6} Mpps",
                 test.name(),
@@ -335,8 +404,9 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             ),
         });
     }
-    let mut recvs_posted = vec![0u64; side.qps.len()];
-    let mut recvs_used = vec![0u64; side.qps.len()];
+    // Receives posted and used per pool (per QP, or the one SRQ).
+    let mut recvs_posted = vec![0u64; side.pools()];
+    let mut recvs_used = vec![0u64; side.pools()];
     let mut verified_all = true;
     loop {
         let (size, iters) = match wire.recv::<Msg>()? {
@@ -350,18 +420,15 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             fail!(Peer, "refused the client: {why}");
         }
         side.mr.write(0, &pattern(SERVER_SEED, 2 * size))?;
-        let recv = |id| RecvWr {
-            wr_id: id,
-            sg_list: vec![side.mr.sge(side.half, side.half as u32)],
-        };
+        let recv = |id| side.recv_wr(id);
         if test.verb == Verb::Send {
-            // Top every QP up to its receive budget (receives left from a
+            // Top every pool up to its receive budget (receives left from a
             // smaller size fit any size: they span the whole upper half).
-            let want = if test.kind == Kind::Bw { 512 } else { 1 };
-            for (i, q) in side.qps.iter().enumerate() {
+            let want = if test.kind == Kind::Bw { RX_DEPTH } else { 1 };
+            for i in 0..side.pools() {
                 let have = recvs_posted[i] - recvs_used[i];
                 if have < want {
-                    q.post_recv_batch(&(0..want - have).map(recv).collect::<Vec<_>>())?;
+                    side.post_recvs(i, &(0..want - have).map(recv).collect::<Vec<_>>())?;
                     recvs_posted[i] += want - have;
                 }
             }
@@ -406,7 +473,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                         Ok(got)
                     })?;
                     recvs_used[0] += 1;
-                    qp.post_recv(&recv(0))?;
+                    side.post_recvs(0, &[recv(0)])?;
                     recvs_posted[0] += 1;
                     wr.wr_id = i;
                     qp.post_send(&wr)?;
@@ -428,9 +495,8 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                             wc_ok(wc, &side.ctx)?;
                             if wc.opcode == WcOpcode::Recv {
                                 received += 1;
-                                if let Some(i) = side.qps.iter().position(|q| q.qpn() == wc.qp_num)
-                                {
-                                    side.qps[i].post_recv(&recv(0))?;
+                                if let Some(i) = side.pool_of(wc.qp_num) {
+                                    side.post_recvs(i, &[recv(0)])?;
                                 }
                             }
                         }
@@ -451,19 +517,35 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             m => fail!(Peer, "unexpected message from the client: {m:?}"),
         };
         // SEND completions may trail the client's last completion by a hair.
-        if test.verb == Verb::Send && test.kind == Kind::Bw {
-            spin_until(&side.ctx, || {
-                for wc in side.cq.poll_only(64) {
-                    wc_ok(&wc, &side.ctx)?;
-                    if wc.opcode == WcOpcode::Recv {
-                        received += 1;
-                        if let Some(i) = side.qps.iter().position(|q| q.qpn() == wc.qp_num) {
-                            recvs_used[i] += 1;
-                        }
+        let mut count_recv = |wcs: Vec<Wc>, received: &mut u64| -> Result<()> {
+            for wc in wcs {
+                wc_ok(&wc, &side.ctx)?;
+                if wc.opcode == WcOpcode::Recv {
+                    *received += 1;
+                    if let Some(i) = side.pool_of(wc.qp_num) {
+                        recvs_used[i] += 1;
                     }
                 }
+            }
+            Ok(())
+        };
+        if test.verb == Verb::Send && test.kind == Kind::Bw && !side.ud {
+            spin_until(&side.ctx, || {
+                count_recv(side.cq.poll_only(64), &mut received)?;
                 Ok(received >= count)
             })?;
+        } else if test.verb == Verb::Send && test.kind == Kind::Bw {
+            // UD does not retransmit: take what is still on its way, until
+            // all arrived or nothing more came for UD_GRACE.
+            let mut last = Instant::now();
+            while received < count && last.elapsed() < UD_GRACE {
+                side.ctx.progress()?;
+                let wcs = side.cq.poll_only(64);
+                if !wcs.is_empty() {
+                    last = Instant::now();
+                }
+                count_recv(wcs, &mut received)?;
+            }
         }
         let (verified, detail) = if verify {
             let r = server_verify(test, &side, size, count, received)?;
@@ -477,6 +559,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             detail,
             counters: Box::new(side.ctx.stats()),
             profile: mine.enabled.then(|| Box::new(mine)),
+            received: (test.verb == Verb::Send).then_some(received),
         })?;
     }
     let zeros = BwReport {
@@ -490,7 +573,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     side.ctx.flush_pcap()?;
     let s = side.ctx.stats();
     Ok(Served {
-        notes: note.into_iter().collect(),
+        notes: notes.clone(),
         summary: format!(
             "roce perf {}: served {} ({} packets in, {} out{})",
             test.name(),
@@ -525,15 +608,17 @@ pub(crate) fn server_verify(
             (got != client[..size]).then(|| "WRITE data differs from the client's".into())
         }
         (Verb::Send, Kind::Bw) => {
-            if received != count {
+            // UD may lose SENDs (the client notes how many arrived); what
+            // arrived is checked.
+            if received != count && !(side.ud && received > 0) {
                 Some(format!("{received} SENDs arrived of {count}"))
             } else {
-                let got = side.mr.read(side.half, size)?;
+                let got = side.mr.read(side.recv_data(), size)?;
                 (got != client[..size]).then(|| "SEND data differs from the client's".into())
             }
         }
         (Verb::Send, Kind::Lat) if size > 1 => {
-            let got = side.mr.read(side.half, size - 1)?;
+            let got = side.mr.read(side.recv_data(), size - 1)?;
             (got != client[..size - 1]).then(|| "ping-pong data differs from the client's".into())
         }
         (Verb::Write, Kind::Lat) if size > 1 => {

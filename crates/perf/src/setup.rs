@@ -19,7 +19,69 @@ pub(crate) struct Side {
     pub(crate) qps: Vec<Qp>,
     /// The buffer is two halves of the largest size: sources and READ/ping-pong
     /// targets in the lower, receives (sized for any message) in the upper.
+    /// (For UD each half has room for the GRH too.)
     pub(crate) half: usize,
+    /// The shared receive queue all QPs take receives from (`--use_srq`).
+    pub(crate) srq: Option<Srq>,
+    /// The QPs are UD: each send names its destination.
+    pub(crate) ud: bool,
+    /// The address handles of the peer's QPs (UD), made as perftest's
+    /// `ctx_connect` makes them, so a peer that cannot be reached is
+    /// refused before the run.
+    pub(crate) _ahs: Vec<Ah>,
+}
+
+impl Side {
+    /// Where a received message's data starts in the buffer: UD puts the
+    /// 40-byte GRH first.
+    pub(crate) fn recv_data(&self) -> usize {
+        self.half + if self.ud { GRH } else { 0 }
+    }
+
+    /// One receive spanning the whole upper half (it fits any size).
+    pub(crate) fn recv_wr(&self, wr_id: u64) -> RecvWr {
+        RecvWr {
+            wr_id,
+            sg_list: vec![self.mr.sge(self.half, self.half as u32)],
+        }
+    }
+
+    /// The receive pool QP `qpn` draws from: its own (its index), or the
+    /// SRQ (pool 0).
+    pub(crate) fn pool_of(&self, qpn: u32) -> Option<usize> {
+        if self.srq.is_some() {
+            return Some(0);
+        }
+        self.qps.iter().position(|q| q.qpn() == qpn)
+    }
+
+    /// The number of receive pools: one per QP, or the one SRQ.
+    pub(crate) fn pools(&self) -> usize {
+        if self.srq.is_some() {
+            1
+        } else {
+            self.qps.len()
+        }
+    }
+
+    /// Posts receives to pool `i` (see [`Side::pool_of`]).
+    pub(crate) fn post_recvs(&self, i: usize, wrs: &[RecvWr]) -> Result<()> {
+        match &self.srq {
+            Some(srq) => srq.post_srq_recv_batch(wrs)?,
+            None => self.qps[i].post_recv_batch(wrs)?,
+        }
+        Ok(())
+    }
+
+    /// The destination of a UD send to `remote` (perftest's Q_Key), none
+    /// for RC.
+    pub(crate) fn ud_dest(&self, remote: &Endpoint) -> Option<UdDest> {
+        self.ud.then(|| UdDest {
+            addr: remote.socket_addr(),
+            remote_qpn: remote.qpn,
+            remote_qkey: QKEY,
+        })
+    }
 }
 
 /// Outstanding RDMA reads and atomics announced in the key message: what
@@ -63,34 +125,53 @@ pub(crate) fn open_ctx(
     Ok((ctx, note))
 }
 
-/// Creates PD, CQ, one MR of `buf` bytes and `n` QPs in INIT.
+/// Receives a SEND test keeps posted: perftest's `DEF_RX_SEND` per QP
+/// (in all, with an SRQ).
+pub(crate) const RX_DEPTH: u64 = 512;
+
+/// What [`create`] makes: PD, CQ, MR, the SRQ (`--use_srq`), QPs in INIT.
+pub(crate) type Created = (Pd, Cq, Mr, Option<Srq>, Vec<PreparedQp>);
+
+/// Creates PD, CQ, one MR of `buf` bytes, the SRQ when `srq` (the side
+/// receives SENDs from it) and `n` QPs in INIT (RC or UD).
 pub(crate) fn create(
     ctx: &Context,
     args: &Options,
     buf: usize,
     n: u32,
     mtu: u32,
-) -> Result<(Pd, Cq, Mr, Vec<PreparedQp>)> {
+    srq: bool,
+) -> Result<Created> {
     let (tx_depth, inline) = (args.tx_depth, args.inline());
     let mtu = mtu_of(mtu)?;
     let pd = ctx.alloc_pd()?;
     let depth = (tx_depth.max(1) * 2 + 1024) * n.max(1);
     let cq = ctx.create_cq(depth)?;
     let mr = pd.reg_mr(buf.max(16), Access::ALL)?;
+    let srq = if srq {
+        Some(pd.create_srq(2 * RX_DEPTH as u32, 1)?)
+    } else {
+        None
+    };
     let mut qps = Vec::new();
     for _ in 0..n.max(1) {
-        qps.push(
-            pd.qp_builder(&cq)
-                .mtu(mtu)
-                .max_send_wr(tx_depth.max(1) + 1)
-                .max_recv_wr(1024)
-                .max_inline_data(inline)
-                .timeout(12)
-                .recovery(args.recovery)
-                .build()?,
-        );
+        let mut b = pd
+            .qp_builder(&cq)
+            .mtu(mtu)
+            .max_send_wr(tx_depth.max(1) + 1)
+            .max_recv_wr(1024)
+            .max_inline_data(inline)
+            .timeout(12)
+            .recovery(args.recovery);
+        if args.connection == Connection::Ud {
+            b = b.qp_type(QpType::Ud).qkey(QKEY);
+        }
+        if let Some(s) = &srq {
+            b = b.srq(s);
+        }
+        qps.push(b.build()?);
     }
-    Ok((pd, cq, mr, qps))
+    Ok((pd, cq, mr, srq, qps))
 }
 
 /// A plain perftest peer: what roce can run with it, checked before any
@@ -132,14 +213,21 @@ pub(crate) fn plain_peer(
 /// perftest's steps 4 and 5: the key messages per QP, the QPs connected,
 /// the keys once more, and the sync after RTR. Returns the local and the
 /// remote endpoints and the connected QPs.
+/// What [`connect_qps`] returns: the local and the remote endpoints, the
+/// QPs ready to send, and (UD) the address handles of the peer's QPs.
+pub(crate) type Connected = (Vec<Endpoint>, Vec<Endpoint>, Vec<Qp>, Vec<Ah>);
+
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_qps(
     wire: &mut Wire,
     test: Test,
     ip: IpAddr,
+    pd: &Pd,
     mr: &Mr,
     prepared: Vec<PreparedQp>,
     peer_udp: u16,
-) -> Result<(Vec<Endpoint>, Vec<Endpoint>, Vec<Qp>)> {
+    ud: bool,
+) -> Result<Connected> {
     let gid = Gid::from_ip(ip);
     let local: Vec<Endpoint> = prepared.iter().map(|q| q.endpoint_with(mr)).collect();
     let keys = |e: &Endpoint| Keys {
@@ -178,14 +266,22 @@ pub(crate) fn connect_qps(
         });
     }
     let mut qps = Vec::new();
+    let mut ahs = Vec::new();
     for (p, r) in prepared.into_iter().zip(&remote) {
-        qps.push(p.connect(r)?);
+        if ud {
+            // perftest's ctx_connect: a UD QP goes to RTS alone, and an
+            // address handle names the peer's GID.
+            ahs.push(pd.create_ah(r.socket_addr())?);
+            qps.push(p.activate()?);
+        } else {
+            qps.push(p.connect(r)?);
+        }
     }
     for e in &local {
         wire.keys("QP keys after connecting", &keys(e))?;
     }
     wire.keys("sync after RTR", &keys(&local[0]))?;
-    Ok((local, remote, qps))
+    Ok((local, remote, qps, ahs))
 }
 
 /// perftest's closing steps after a bandwidth run (a sync, the client's
@@ -242,4 +338,48 @@ pub(crate) fn engine_config(
         poll: args.poll.unwrap_or_default().into(),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--use_srq` makes one SRQ that every QP takes its receives from,
+    /// and receives posted through the side go to it; `-c UD` makes UD QPs
+    /// whose sends name the peer with perftest's Q_Key.
+    #[test]
+    fn srq_and_ud_sides_are_what_perftest_makes() {
+        let ctx =
+            Device::open_with("127.0.0.1:0".parse().unwrap(), EngineConfig::default()).unwrap();
+        let mut args = Options::new("send_bw");
+        args.connection = Connection::Ud;
+        args.use_srq = true;
+        args.check().unwrap();
+        let (pd, cq, mr, srq, prepared) = create(&ctx, &args, 8192, 3, 1024, true).unwrap();
+        let peer = prepared[1].endpoint();
+        let qps: Vec<Qp> = prepared
+            .into_iter()
+            .map(|p| p.activate().unwrap())
+            .collect();
+        assert!(qps.iter().all(|q| q.srq().is_some()), "every QP on the SRQ");
+        let side = Side {
+            ctx,
+            _pd: pd,
+            cq,
+            mr,
+            qps,
+            half: 4096,
+            srq,
+            ud: true,
+            _ahs: vec![],
+        };
+        assert_eq!(side.pools(), 1);
+        assert_eq!(side.pool_of(side.qps[2].qpn()), Some(0));
+        side.post_recvs(0, &[side.recv_wr(1), side.recv_wr(2)])
+            .unwrap();
+        assert_eq!(side.srq.as_ref().map(|s| s.len()), Some(2));
+        assert_eq!(side.recv_data(), 4096 + GRH);
+        let d = side.ud_dest(&peer).unwrap();
+        assert_eq!((d.remote_qpn, d.remote_qkey), (peer.qpn, 0x1111_1111));
+    }
 }

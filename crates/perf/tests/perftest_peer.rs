@@ -565,3 +565,122 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     assert_eq!(r.verified(&o), Some(true));
     assert_eq!((r.local[0].ip, r.remote[0].ip), (cip, sip));
 }
+
+/// perftest's `send_bw -c UD` between two roce perf: messages of one
+/// packet through address handles, the size clamped to the path MTU as
+/// perftest clamps it; what arrived is checked byte for byte.
+#[test]
+fn ud_send_bw_and_send_lat_between_two_roce_perf() {
+    for (test, srq) in [("send_bw", false), ("send_bw", true), ("send_lat", true)] {
+        let mut o = Options::new(test);
+        o.connection = roce_perf::Connection::Ud;
+        o.use_srq = srq;
+        o.udp_port = Some(0);
+        o.mtu = Some(1024);
+        o.size = Some(65536);
+        o.iters = Some(200);
+        o.verify = true;
+        let dir = tempfile::tempdir().unwrap();
+        let cap = dir.path().join("ud.pcap");
+        o.pcap = Some(cap.clone());
+        let r = roce_perf::loopback(&o).unwrap();
+        assert_eq!(
+            r.verified(&o),
+            Some(true),
+            "{test} srq {srq}: {:?}",
+            r.details
+        );
+        // Every SEND the client made is one UD_SEND_ONLY with perftest's Q_Key.
+        let frames = roce_wire::pcap::read_capture(&std::fs::read(&cap).unwrap()).unwrap();
+        let ports = [r.local[0].udp_port, r.remote[0].udp_port];
+        let mut sends = 0;
+        for f in &frames.frames {
+            let roce_wire::Frame::Roce(p) = roce_wire::parse_frame_ports(&f.data, &ports).unwrap()
+            else {
+                panic!("not RoCE");
+            };
+            let t = &p.transport;
+            let dst = match p.ip {
+                roce_wire::IpRepr::V4(ip) => IpAddr::V4(ip.dst),
+                roce_wire::IpRepr::V6(ip) => IpAddr::V6(ip.dst),
+            };
+            if dst == r.remote[0].ip && t.bth.opcode.is_request() {
+                assert_eq!(t.bth.opcode, roce_wire::Opcode::UdSendOnly, "{test}");
+                assert_eq!(t.deth.map(|d| d.qkey), Some(0x1111_1111));
+                sends += 1;
+            }
+        }
+        assert_eq!(sends, 200, "{test}: one datagram per SEND");
+        assert_eq!(r.results[0].size, 1024, "{test}: one packet at MTU 1024");
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("-s 65536 is more than the path MTU")),
+            "{:?}",
+            r.notes
+        );
+        assert_eq!(r.results[0].iterations, 200);
+    }
+}
+
+/// `--use_srq` over RC: two QPs' SENDs all drawn from the server's one
+/// shared receive queue, every byte checked; and a ping-pong whose both
+/// sides receive from an SRQ.
+#[test]
+fn use_srq_feeds_every_qp_from_one_queue() {
+    for (test, qps) in [("send_bw", 2), ("send_lat", 1)] {
+        let mut o = Options::new(test);
+        o.use_srq = true;
+        o.qps = qps;
+        o.udp_port = Some(0);
+        o.iters = Some(300);
+        o.size = Some(8192);
+        o.verify = true;
+        let r = roce_perf::loopback(&o).unwrap();
+        assert_eq!(r.verified(&o), Some(true), "{test}: {:?}", r.details);
+        assert_eq!(r.results[0].iterations, 300);
+    }
+}
+
+#[test]
+fn ud_and_srq_options_perftest_refuses_are_refused() {
+    let err = |test: &str, f: &dyn Fn(&mut Options)| {
+        let mut o = Options::new(test);
+        o.udp_port = Some(0);
+        f(&mut o);
+        roce_perf::loopback(&o).unwrap_err().to_string()
+    };
+    let e = err("write_bw", &|o| o.connection = roce_perf::Connection::Ud);
+    assert!(e.contains("-c UD carries SENDs only"), "{e}");
+    let e = err("read_lat", &|o| o.use_srq = true);
+    assert!(e.contains("--use_srq is for the SEND tests"), "{e}");
+    let e = "UC"
+        .parse::<roce_perf::Connection>()
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("roce runs RC and UD"), "{e}");
+}
+
+/// A roce server with `-c UD` and a roce client with RC: the server
+/// refuses, saying why.
+#[test]
+fn a_ud_server_refuses_an_rc_client() {
+    let mut so = Options::new("send_bw");
+    so.connection = roce_perf::Connection::Ud;
+    so.bind = Some(lo4(68));
+    so.port = 0;
+    so.udp_port = Some(0);
+    let server = Server::bind(&so).unwrap();
+    let addr = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+    let mut co = Options::new("send_bw");
+    co.server = Some(addr.to_string());
+    co.bind = Some(lo4(69));
+    co.udp_port = Some(0);
+    let e = roce_perf::client(&co).unwrap_err().to_string();
+    assert!(
+        e.contains("this server's QPs are UD (-c), the client's RC"),
+        "{e}"
+    );
+    assert!(served.join().unwrap().is_err());
+}
