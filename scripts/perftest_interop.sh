@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# roce perf against perftest's ib_write_bw and ib_read_bw over Linux rxe, both ways.
+# roce perf against perftest's ib_* tools (write_bw, read_bw, send_bw, write_lat,
+# send_lat, read_lat) over Linux rxe, both ways.
 #
 # Needs root, perftest (`apt-get install perftest`), the rdma_rxe module and
 # iproute2's `rdma` tool. It makes a veth pair in two network namespaces:
@@ -9,9 +10,9 @@
 #
 #   sudo scripts/perftest_interop.sh [path/to/roce]
 #
-# Status: written against perftest 6.29's exchange (src/perftest_communication.c)
-# and tested in CI only against a perftest peer built from those bytes
-# (crates/perf/tests/perftest_peer.rs). The machine it was written on has no
+# Status: written against perftest 6.29's exchange (src/perftest_communication.c
+# and each test's main) and tested in CI only against stand-in perftest peers
+# built from those bytes (crates/perf/tests/perftest_peer.rs). The machine it was written on has no
 # rxe, so this script itself has NOT been run yet; run it where rxe exists and
 # report what it prints.
 set -euo pipefail
@@ -57,25 +58,28 @@ wait_listen() {
 }
 
 fail=0
-for t in write read; do
-  echo "== ib_${t}_bw server (rxe0), roce perf client"
-  ip netns exec roce-ib "ib_${t}_bw" -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F &
+# Every test whose perftest sequence roce follows (crates/perf/src/perftest.rs,
+# `Steps`). The SEND servers count -n messages, so both sides get -n.
+for t in ${TESTS:-write_bw read_bw send_bw write_lat send_lat read_lat}; do
+  case $t in *_lat) sz=${LAT_SIZE:-64}; n=${LAT_ITERS:-1000};; *) sz=$SIZE; n=$ITERS;; esac
+  echo "== ib_${t} server (rxe0), roce perf client"
+  ip netns exec roce-ib "ib_${t}" -d rxe0 -x "$GIDX" -s "$sz" -n "$n" -F &
   srv=$!
   wait_listen roce-ib
-  if ! ip netns exec roce-sw "$ROCE" perf "${t}_bw" 10.77.0.1 -s "$SIZE" -n "$ITERS"; then
-    echo "FAILED: roce perf ${t}_bw client against ib_${t}_bw"; fail=1
+  if ! ip netns exec roce-sw "$ROCE" perf "${t}" 10.77.0.1 -s "$sz" -n "$n"; then
+    echo "FAILED: roce perf ${t} client against ib_${t}"; fail=1
   fi
-  wait "$srv" || { echo "FAILED: ib_${t}_bw server exited non-zero"; fail=1; }
+  wait "$srv" || { echo "FAILED: ib_${t} server exited non-zero"; fail=1; }
 
-  echo "== roce perf server, ib_${t}_bw client (rxe0)"
-  ip netns exec roce-sw "$ROCE" perf "${t}_bw" -s "$SIZE" &
+  echo "== roce perf server, ib_${t} client (rxe0)"
+  ip netns exec roce-sw "$ROCE" perf "${t}" -s "$sz" -n "$n" &
   srv=$!
   wait_listen roce-sw
-  if ! ip netns exec roce-ib "ib_${t}_bw" -d rxe0 -x "$GIDX" -s "$SIZE" -n "$ITERS" -F 10.77.0.2; then
-    echo "FAILED: ib_${t}_bw client against roce perf"; fail=1
+  if ! ip netns exec roce-ib "ib_${t}" -d rxe0 -x "$GIDX" -s "$sz" -n "$n" -F 10.77.0.2; then
+    echo "FAILED: ib_${t} client against roce perf"; fail=1
   fi
-  wait "$srv" || { echo "FAILED: roce perf ${t}_bw server exited non-zero"; fail=1; }
+  wait "$srv" || { echo "FAILED: roce perf ${t} server exited non-zero"; fail=1; }
 done
 
-[ "$fail" = 0 ] && echo "OK: roce perf and ib_write_bw / ib_read_bw faced each other both ways"
+[ "$fail" = 0 ] && echo "OK: roce perf and the ib_* tools faced each other both ways"
 exit "$fail"

@@ -375,6 +375,15 @@ impl Test {
         };
         format!("{v}_{k}")
     }
+    /// perftest's order of key messages and syncs for this test.
+    pub fn steps(&self) -> perftest::Steps {
+        perftest::steps(
+            self.verb == Verb::Send,
+            self.verb == Verb::Write,
+            self.kind == Kind::Bw,
+        )
+    }
+
     pub fn title(&self) -> &'static str {
         match (self.verb, self.kind) {
             (Verb::Send, Kind::Bw) => "Send BW Test",

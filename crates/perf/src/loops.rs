@@ -245,8 +245,10 @@ pub(crate) fn client_bw(
     })
 }
 
+/// The last byte of write_lat's `i`-th WRITE: perftest's `(char)++scnt`,
+/// the iteration count from 1, wrapping at 256.
 pub(crate) fn flag(i: u64) -> u8 {
-    (i % 255) as u8 + 1
+    (i + 1) as u8
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -266,31 +268,40 @@ pub(crate) fn client_lat(
     let start = Instant::now();
     match test.verb {
         Verb::Write => {
-            // Ping-pong: WRITE into the peer's upper half, whose last byte
-            // the peer polls; it answers the same way.
-            let target = Endpoint {
-                addr: remote.addr + size as u64,
-                ..*remote
-            };
+            // perftest's run_iter_lat_write: the server WRITEs first; each
+            // side answers the other's WRITE (its last byte, the iteration
+            // count, polled in the receive area) with its own, into the
+            // area the peer announced. A round trip is from this side's
+            // WRITE to the server's next.
+            let poll = side.half + size - 1;
             // One work request, as perftest posts: only its id changes.
-            let mut wr = wr_for(test, side, &target, size, 0, inline);
+            let mut wr = wr_for(test, side, remote, size, 0, inline);
+            let mut posted_at: Option<Instant> = None;
+            let mut done = 0u64;
             for i in 0..iters {
                 let f = flag(i);
-                side.mr.write(size - 1, &[f])?;
-                let t0 = Instant::now();
-                wr.wr_id = i;
-                qp.post_send(&wr)?;
                 spin_until(ctx, || {
                     for wc in side.cq.poll_only(16) {
                         wc_ok(&wc, ctx)?;
+                        done += 1;
                     }
-                    Ok(side.mr.byte(2 * size - 1)? == f)
+                    Ok(side.mr.byte(poll)? == f)
                 })?;
-                samples.push(t0.elapsed().as_nanos() as f64 / 2.0);
+                if let Some(t) = posted_at {
+                    samples.push(t.elapsed().as_nanos() as f64 / 2.0);
+                }
+                side.mr.write(size - 1, &[f])?;
+                posted_at = Some(Instant::now());
+                wr.wr_id = i;
+                qp.post_send(&wr)?;
             }
-            for wc in side.cq.poll_only(usize::MAX) {
-                wc_ok(&wc, ctx)?;
-            }
+            spin_until(ctx, || {
+                for wc in side.cq.poll_only(16) {
+                    wc_ok(&wc, ctx)?;
+                    done += 1;
+                }
+                Ok(done >= iters)
+            })?;
         }
         Verb::Send => {
             let recv = |id| side.recv_wr(id);

@@ -25,6 +25,10 @@
 //!    message rate, 8 bytes each, big-endian) and the closing sync
 //!    (`ctx_close_connection`).
 //!
+//! That is write_bw's order (read_bw's and atomic_bw's too). The SEND and
+//! latency tests move steps 4-6 about and add syncs around each size;
+//! [`Steps`] says where, test by test.
+//!
 //! Every exchange is symmetric: the client (the side given a server name)
 //! writes first and then reads; the server reads first, then writes.
 //!
@@ -305,6 +309,50 @@ impl Keys {
                 "the peer sent the zero GID (no RoCEv2 address); give it a GID index with an IP address (perftest's -x)".into(),
             )),
         }
+    }
+}
+
+/// The order of the key messages and syncs of one perftest test, as its
+/// `main` lays them out (perftest 6.29, `src/*_bw.c`, `src/*_lat.c`, RC
+/// and UD over Ethernet without RDMA-CM, neither duplex nor DURATION).
+/// Each field is one place the tests differ; every message is a 108-byte
+/// key message (`ctx_hand_shake`) except the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steps {
+    /// One key message on QP 0 before the per-QP keys: the latency tests
+    /// of WRITE, READ and atomics (`write_lat.c`, `read_lat.c`,
+    /// `atomic_lat.c`); the SEND tests and bandwidth tests start with the
+    /// per-QP keys.
+    pub keys_first: bool,
+    /// The sync after RTR comes right after `ctx_connect`, before the
+    /// second round of per-QP keys (`send_bw.c`, `send_lat.c`); the others
+    /// send the second round first.
+    pub sync_before_second_keys: bool,
+    /// A sync before each size's run, once the receiver posted its
+    /// receives (`ctx_set_recv_wqes`, then `ctx_hand_shake`): the SEND
+    /// tests.
+    pub sync_before_size: bool,
+    /// With `-a` (`RUN_ALL`), a sync after each size's run too:
+    /// `send_bw.c`.
+    pub sync_after_size_all: bool,
+    /// After the run a sync and the client's report (`xchg_bw_reports`):
+    /// the WRITE, READ and atomic bandwidth tests, whose server is passive.
+    pub bw_report: bool,
+    /// The closing sync (`ctx_close_connection`): every test but
+    /// `write_lat`, whose sides end when their ping-pong ends.
+    pub close_sync: bool,
+}
+
+/// The steps of a test by verb (`send`, `write`, `read`, `atomic`) and kind.
+pub fn steps(send: bool, write: bool, bw: bool) -> Steps {
+    let lat = !bw;
+    Steps {
+        keys_first: lat && !send,
+        sync_before_second_keys: send,
+        sync_before_size: send,
+        sync_after_size_all: send && bw,
+        bw_report: bw && !send,
+        close_sync: !(lat && write),
     }
 }
 

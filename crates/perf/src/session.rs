@@ -65,8 +65,17 @@ pub(crate) fn client(
     // perftest's latency client takes its receives from the SRQ too.
     let srq = args.use_srq && test.kind == Kind::Lat;
     let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, mtu, srq)?;
-    let (local, remote, qps, ahs) =
-        connect_qps(&mut wire, test, ip, &pd, &mr, prepared, peer_udp, ud)?;
+    let (local, remote, qps, ahs) = connect_qps(
+        &mut wire,
+        test,
+        ip,
+        &pd,
+        &mr,
+        prepared,
+        peer_udp,
+        ud,
+        vaddr_offset(test, half),
+    )?;
     let side = Side {
         ctx,
         _pd: pd,
@@ -78,6 +87,7 @@ pub(crate) fn client(
         ud,
         _ahs: ahs,
     };
+    let steps = test.steps();
     let mut results: Vec<SizeResult> = Vec::new();
     let mut details = Vec::new();
     let mut server_counters = Stats::default();
@@ -86,7 +96,8 @@ pub(crate) fn client(
             .iters
             .unwrap_or(if test.kind == Kind::Bw { 5000 } else { 1000 })
             .max(1);
-        side.mr.write(0, &pattern(CLIENT_SEED, 2 * size))?;
+        side.mr
+            .write(0, &pattern(CLIENT_SEED, source_len(test, size)))?;
         if roce {
             wire.send(&Msg::Start { size, iters })?;
             match wire.recv::<Msg>()? {
@@ -94,6 +105,10 @@ pub(crate) fn client(
                 Msg::Refuse { why } => fail!(Peer, "the server refused: {why}"),
                 m => fail!(Peer, "unexpected message from the server: {m:?}"),
             }
+        }
+        if !roce && steps.sync_before_size {
+            // perftest's receiver posted its receives.
+            sync(&mut wire, "sync before the size", &local[0], ip)?;
         }
         let before = side.ctx.profile();
         let mut r = match test.kind {
@@ -110,7 +125,10 @@ pub(crate) fn client(
         };
         let mine = side.ctx.profile().since(&before);
         if !roce {
-            // A plain perftest server says nothing per size.
+            if steps.sync_after_size_all && args.all {
+                sync(&mut wire, "sync after the size", &local[0], ip)?;
+            }
+            // A plain perftest server says nothing more per size.
             if mine.enabled {
                 r.profile = Some(SideProfiles {
                     client: mine,
@@ -195,6 +213,18 @@ pub(crate) fn client(
     })
 }
 
+/// How much of the pattern a side writes before a size: the source and,
+/// below the receive area, what READs fetch. write_lat's peer WRITEs into
+/// the upper half from the first moment (perftest's server starts at
+/// once), so that side leaves it alone.
+pub(crate) fn source_len(test: Test, size: usize) -> usize {
+    if (test.verb, test.kind) == (Verb::Write, Kind::Lat) {
+        size
+    } else {
+        2 * size
+    }
+}
+
 /// The sizes of the run: `-s` or `-a`, for UD no more than the path MTU
 /// (noted when that changes `-s`).
 pub(crate) fn run_sizes(
@@ -248,7 +278,7 @@ pub(crate) fn client_verify(test: Test, side: &Side, size: usize) -> Result<Opti
             (got != server[..size]).then(|| "READ data differs from the server's".into())
         }
         (Verb::Write, Kind::Lat) if size > 1 => {
-            let got = side.mr.read(size, size - 1)?;
+            let got = side.mr.read(side.half, size - 1)?;
             (got != server[..size - 1]).then(|| "ping-pong data differs from the server's".into())
         }
         (Verb::Send, Kind::Lat) if size > 1 => {
@@ -352,8 +382,17 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     let half = max + if ud { GRH } else { 0 };
     let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
     let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, cmtu, args.use_srq)?;
-    let (local, remote, qps, ahs) =
-        connect_qps(&mut wire, test, ip, &pd, &mr, prepared, peer_udp, ud)?;
+    let (local, remote, qps, ahs) = connect_qps(
+        &mut wire,
+        test,
+        ip,
+        &pd,
+        &mr,
+        prepared,
+        peer_udp,
+        ud,
+        vaddr_offset(test, half),
+    )?;
     let side = Side {
         ctx,
         _pd: pd,
@@ -366,47 +405,19 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         _ahs: ahs,
     };
     if !roce {
-        // perftest's write_bw server: passive until the client's sync.
-        let mut spins = 0u32;
-        // A blocked engine wakes when the client speaks.
-        let _watch = side.ctx.watch_fd(&wire)?;
-        loop {
-            side.ctx.progress()?;
-            spins = spins.wrapping_add(1);
-            if spins.is_multiple_of(512) && wire.readable() {
-                break;
-            }
-        }
-        let none = BwReport {
-            size: 0,
-            iters: 0,
-            bw_peak: 0.0,
-            bw_avg: 0.0,
-            msg_rate: 0.0,
-        };
-        let rep = close(&mut wire, test, &local[0], ip, none)?;
-        side.ctx.flush_pcap()?;
-        let s = side.ctx.stats();
-        return Ok(Served {
-            notes: notes.clone(),
-            summary: format!(
-                "roce perf {}: served perftest {} at {} ({} packets in, {} out); its report: {} B x {} at {:.2} MiB/s average, {:.2} peak, {:.6} Mpps",
-                test.name(),
-                hello.version.text,
-                wire.peer_addr(),
-                s.rx_packets,
-                s.tx_packets,
-                rep.size,
-                rep.iters,
-                rep.bw_avg,
-                rep.bw_peak,
-                rep.msg_rate
-            ),
-        });
+        return serve_plain(
+            args,
+            test,
+            &side,
+            &mut wire,
+            (&local[0], &remote[0]),
+            ip,
+            &sizes,
+            &hello.version.text,
+            notes,
+        );
     }
-    // Receives posted and used per pool (per QP, or the one SRQ).
-    let mut recvs_posted = vec![0u64; side.pools()];
-    let mut recvs_used = vec![0u64; side.pools()];
+    let mut recvs = Recvs::new(&side);
     let mut verified_all = true;
     loop {
         let (size, iters) = match wire.recv::<Msg>()? {
@@ -419,19 +430,10 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
             fail!(Peer, "refused the client: {why}");
         }
-        side.mr.write(0, &pattern(SERVER_SEED, 2 * size))?;
-        let recv = |id| side.recv_wr(id);
+        side.mr
+            .write(0, &pattern(SERVER_SEED, source_len(test, size)))?;
         if test.verb == Verb::Send {
-            // Top every pool up to its receive budget (receives left from a
-            // smaller size fit any size: they span the whole upper half).
-            let want = if test.kind == Kind::Bw { RX_DEPTH } else { 1 };
-            for i in 0..side.pools() {
-                let have = recvs_posted[i] - recvs_used[i];
-                if have < want {
-                    side.post_recvs(i, &(0..want - have).map(recv).collect::<Vec<_>>())?;
-                    recvs_posted[i] += want - have;
-                }
-            }
+            recvs.top_up(&side, test)?;
         }
         let before = side.ctx.profile();
         wire.send(&Msg::Ready)?;
@@ -440,76 +442,14 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         let inline = size <= args.inline() as usize;
         match (test.verb, test.kind) {
             (Verb::Write, Kind::Lat) => {
-                let qp = &side.qps[0];
-                let target = Endpoint {
-                    addr: remote[0].addr + size as u64,
-                    ..remote[0]
-                };
-                // One work request, as perftest posts: only its id changes.
-                let mut wr = wr_for(test, &side, &target, size, 0, inline);
-                for i in 0..iters {
-                    let f = flag(i);
-                    spin_until(&side.ctx, || Ok(side.mr.byte(2 * size - 1)? == f))?;
-                    side.mr.write(size - 1, &[f])?;
-                    wr.wr_id = i;
-                    qp.post_send(&wr)?;
-                    for wc in side.cq.poll_only(16) {
-                        wc_ok(&wc, &side.ctx)?;
-                    }
-                }
+                serve_write_lat(test, &side, &remote[0], size, iters, inline)?;
                 received = iters;
             }
             (Verb::Send, Kind::Lat) => {
-                let qp = &side.qps[0];
-                // One work request, as perftest posts: only its id changes.
-                let mut wr = wr_for(test, &side, &remote[0], size, 0, inline);
-                for i in 0..iters {
-                    let mut got = false;
-                    spin_until(&side.ctx, || {
-                        for wc in side.cq.poll_only(16) {
-                            wc_ok(&wc, &side.ctx)?;
-                            got |= wc.opcode == WcOpcode::Recv;
-                        }
-                        Ok(got)
-                    })?;
-                    recvs_used[0] += 1;
-                    side.post_recvs(0, &[recv(0)])?;
-                    recvs_posted[0] += 1;
-                    wr.wr_id = i;
-                    qp.post_send(&wr)?;
-                }
+                serve_send_lat(test, &side, &remote[0], size, iters, inline, &mut recvs)?;
                 received = iters;
             }
-            _ => {
-                // Passive (WRITE/READ/ATOMIC) or receiving SENDs: drive the
-                // engine until the client says it is done.
-                let mut spins = 0u32;
-                let mut stall = Stall::default();
-                // A blocked engine wakes when the client says it is done.
-                let _watch = side.ctx.watch_fd(&wire)?;
-                loop {
-                    let work = side.ctx.progress()?;
-                    if test.verb == Verb::Send {
-                        let wcs = side.cq.poll_only(64);
-                        for wc in &wcs {
-                            wc_ok(wc, &side.ctx)?;
-                            if wc.opcode == WcOpcode::Recv {
-                                received += 1;
-                                if let Some(i) = side.pool_of(wc.qp_num) {
-                                    side.post_recvs(i, &[recv(0)])?;
-                                }
-                            }
-                        }
-                    }
-                    spins = spins.wrapping_add(1);
-                    if spins.is_multiple_of(512) && wire.readable() {
-                        break;
-                    }
-                    if stall.idle_too_long(work) {
-                        fail!(Run, "the client stopped for {STALL:?}");
-                    }
-                }
-            }
+            _ => received += drive_until_peer_speaks(test, &side, &mut wire, &mut recvs)?,
         }
         let mine = side.ctx.profile().since(&before);
         let count = match wire.recv::<Msg>()? {
@@ -522,9 +462,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                 wc_ok(&wc, &side.ctx)?;
                 if wc.opcode == WcOpcode::Recv {
                     *received += 1;
-                    if let Some(i) = side.pool_of(wc.qp_num) {
-                        recvs_used[i] += 1;
-                    }
+                    recvs.used(&side, wc.qp_num);
                 }
             }
             Ok(())
@@ -593,6 +531,260 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     })
 }
 
+/// The receives of a SEND test's receiving side, per pool (per QP, or
+/// the one SRQ): how many were posted and how many used.
+pub(crate) struct Recvs {
+    posted: Vec<u64>,
+    used: Vec<u64>,
+}
+
+impl Recvs {
+    pub(crate) fn new(side: &Side) -> Recvs {
+        Recvs {
+            posted: vec![0; side.pools()],
+            used: vec![0; side.pools()],
+        }
+    }
+
+    /// Tops every pool up to its budget: perftest's rx depth for a
+    /// bandwidth test, one for a ping-pong (receives left from a smaller
+    /// size fit any size: they span the whole upper half).
+    pub(crate) fn top_up(&mut self, side: &Side, test: Test) -> Result<()> {
+        let want = if test.kind == Kind::Bw { RX_DEPTH } else { 1 };
+        for i in 0..side.pools() {
+            let have = self.posted[i] - self.used[i];
+            if have < want {
+                let wrs: Vec<RecvWr> = (0..want - have).map(|id| side.recv_wr(id)).collect();
+                side.post_recvs(i, &wrs)?;
+                self.posted[i] += want - have;
+            }
+        }
+        Ok(())
+    }
+
+    /// A receive of QP `qpn` was used.
+    pub(crate) fn used(&mut self, side: &Side, qpn: u32) {
+        if let Some(i) = side.pool_of(qpn) {
+            self.used[i] += 1;
+        }
+    }
+
+    /// A receive of QP `qpn` was used; post another in its place.
+    pub(crate) fn repost(&mut self, side: &Side, qpn: u32) -> Result<()> {
+        if let Some(i) = side.pool_of(qpn) {
+            side.post_recvs(i, &[side.recv_wr(0)])?;
+            self.used[i] += 1;
+            self.posted[i] += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A passive side (the target of WRITEs, READs and atomics, or the
+/// receiver of a SEND bandwidth run): drives the engine, reposting every
+/// receive used, until the peer speaks on the TCP connection (its sync or
+/// roce's `Done`). Returns the SENDs received.
+pub(crate) fn drive_until_peer_speaks(
+    test: Test,
+    side: &Side,
+    wire: &mut Wire,
+    recvs: &mut Recvs,
+) -> Result<u64> {
+    let mut received = 0u64;
+    let mut spins = 0u32;
+    let mut stall = Stall::default();
+    // A blocked engine wakes when the peer speaks.
+    let _watch = side.ctx.watch_fd(&*wire)?;
+    loop {
+        let work = side.ctx.progress()?;
+        if test.verb == Verb::Send {
+            for wc in side.cq.poll_only(64) {
+                wc_ok(&wc, &side.ctx)?;
+                if wc.opcode == WcOpcode::Recv {
+                    received += 1;
+                    recvs.repost(side, wc.qp_num)?;
+                }
+            }
+        }
+        spins = spins.wrapping_add(1);
+        if spins.is_multiple_of(512) && wire.readable() {
+            return Ok(received);
+        }
+        if stall.idle_too_long(work) {
+            fail!(Run, "the client stopped for {STALL:?}");
+        }
+    }
+}
+
+/// The server's side of write_lat, as perftest's `run_iter_lat_write`:
+/// it WRITEs first, then answers each of the client's WRITEs (whose last
+/// byte, the iteration count, it polls in its receive area) with its own,
+/// into the area the client announced; it ends when the client's last
+/// WRITE landed and its own were all acknowledged.
+pub(crate) fn serve_write_lat(
+    test: Test,
+    side: &Side,
+    remote: &Endpoint,
+    size: usize,
+    iters: u64,
+    inline: bool,
+) -> Result<()> {
+    let qp = &side.qps[0];
+    let poll = side.half + size - 1;
+    // One work request, as perftest posts: only its id changes.
+    let mut wr = wr_for(test, side, remote, size, 0, inline);
+    let mut done = 0u64;
+    let reap = |done: &mut u64| -> Result<()> {
+        for wc in side.cq.poll_only(16) {
+            wc_ok(&wc, &side.ctx)?;
+            *done += 1;
+        }
+        Ok(())
+    };
+    for i in 0..iters {
+        if i > 0 {
+            let f = flag(i - 1);
+            spin_until(&side.ctx, || Ok(side.mr.byte(poll)? == f))?;
+        }
+        side.mr.write(size - 1, &[flag(i)])?;
+        wr.wr_id = i;
+        qp.post_send(&wr)?;
+        reap(&mut done)?;
+    }
+    let f = flag(iters - 1);
+    spin_until(&side.ctx, || {
+        reap(&mut done)?;
+        Ok(side.mr.byte(poll)? == f)
+    })?;
+    spin_until(&side.ctx, || {
+        reap(&mut done)?;
+        Ok(done >= iters)
+    })?;
+    // The ACK of the client's last WRITE leaves now, not when this side
+    // next drives its engine.
+    side.ctx.doorbell()?;
+    Ok(())
+}
+
+/// The server's side of send_lat, as perftest's `run_iter_lat_send`: it
+/// waits for each SEND, posts a receive in its place and answers.
+pub(crate) fn serve_send_lat(
+    test: Test,
+    side: &Side,
+    remote: &Endpoint,
+    size: usize,
+    iters: u64,
+    inline: bool,
+    recvs: &mut Recvs,
+) -> Result<()> {
+    let qp = &side.qps[0];
+    // One work request, as perftest posts: only its id changes.
+    let mut wr = wr_for(test, side, remote, size, 0, inline);
+    for i in 0..iters {
+        let mut got = None;
+        spin_until(&side.ctx, || {
+            for wc in side.cq.poll_only(16) {
+                wc_ok(&wc, &side.ctx)?;
+                if wc.opcode == WcOpcode::Recv {
+                    got = Some(wc.qp_num);
+                }
+            }
+            Ok(got.is_some())
+        })?;
+        recvs.repost(side, got.unwrap_or(qp.qpn()))?;
+        wr.wr_id = i;
+        qp.post_send(&wr)?;
+    }
+    Ok(())
+}
+
+/// Serves a plain perftest client its test's sequence (see
+/// [`crate::perftest::Steps`]): the passive bandwidth tests until the
+/// client's sync; send_bw's receives, syncs and count; the ping-pongs;
+/// the READ and atomic latency tests' passive wait for the closing sync.
+#[allow(clippy::too_many_arguments)]
+fn serve_plain(
+    args: &Options,
+    test: Test,
+    side: &Side,
+    wire: &mut Wire,
+    (local, remote): (&Endpoint, &Endpoint),
+    ip: IpAddr,
+    sizes: &[usize],
+    version: &str,
+    notes: Vec<String>,
+) -> Result<Served> {
+    let steps = test.steps();
+    let iters = args
+        .iters
+        .unwrap_or(if test.kind == Kind::Bw { 5000 } else { 1000 })
+        .max(1);
+    let mut recvs = Recvs::new(side);
+    let mut received = 0u64;
+    match (test.verb, test.kind) {
+        (Verb::Send, kind) => {
+            for &size in sizes {
+                side.mr
+                    .write(0, &pattern(SERVER_SEED, source_len(test, size)))?;
+                recvs.top_up(side, test)?;
+                sync(wire, "sync before the size", local, ip)?;
+                if kind == Kind::Bw {
+                    received += drive_until_peer_speaks(test, side, wire, &mut recvs)?;
+                    if steps.sync_after_size_all && args.all {
+                        sync(wire, "sync after the size", local, ip)?;
+                    }
+                } else {
+                    let inline = size <= args.inline() as usize;
+                    serve_send_lat(test, side, remote, size, iters, inline, &mut recvs)?;
+                    received += iters;
+                }
+            }
+        }
+        (Verb::Write, Kind::Lat) => {
+            for &size in sizes {
+                side.mr
+                    .write(0, &pattern(SERVER_SEED, source_len(test, size)))?;
+                let inline = size <= args.inline() as usize;
+                serve_write_lat(test, side, remote, size, iters, inline)?;
+            }
+        }
+        // WRITE, READ and atomic bandwidth, READ and atomic latency: the
+        // server is passive until the client's sync.
+        _ => {
+            let max = sizes.iter().copied().max().unwrap_or(8);
+            side.mr.write(0, &pattern(SERVER_SEED, 2 * max))?;
+            drive_until_peer_speaks(test, side, wire, &mut recvs)?;
+        }
+    }
+    let none = BwReport {
+        size: 0,
+        iters: 0,
+        bw_peak: 0.0,
+        bw_avg: 0.0,
+        msg_rate: 0.0,
+    };
+    let rep = close(wire, test, local, ip, none)?;
+    side.ctx.flush_pcap()?;
+    let s = side.ctx.stats();
+    let mut summary = format!(
+        "roce perf {}: served perftest {version} at {} ({} packets in, {} out)",
+        test.name(),
+        wire.peer_addr(),
+        s.rx_packets,
+        s.tx_packets,
+    );
+    if steps.bw_report {
+        summary += &format!(
+            "; its report: {} B x {} at {:.2} MiB/s average, {:.2} peak, {:.6} Mpps",
+            rep.size, rep.iters, rep.bw_avg, rep.bw_peak, rep.msg_rate
+        );
+    }
+    if test.verb == Verb::Send {
+        summary += &format!("; {received} SENDs received");
+    }
+    Ok(Served { notes, summary })
+}
+
 /// What the server checks after a size (None: all good).
 pub(crate) fn server_verify(
     test: Test,
@@ -622,7 +814,7 @@ pub(crate) fn server_verify(
             (got != client[..size - 1]).then(|| "ping-pong data differs from the client's".into())
         }
         (Verb::Write, Kind::Lat) if size > 1 => {
-            let got = side.mr.read(size, size - 1)?;
+            let got = side.mr.read(side.half, size - 1)?;
             (got != client[..size - 1]).then(|| "ping-pong data differs from the client's".into())
         }
         (Verb::Atomic, _) => {

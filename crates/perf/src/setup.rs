@@ -183,22 +183,27 @@ pub(crate) fn plain_peer(
     hello: &Greeting,
 ) -> Result<()> {
     let v = &hello.version.text;
-    // write_bw, read_bw and atomic_bw share perftest's sequence: the server
-    // is passive until the client's sync (write_bw.c, read_bw.c,
-    // atomic_bw.c); send_bw's server posts receives and the latency tests
-    // ping-pong, which roce does not follow yet.
-    if test.kind != Kind::Bw || test.verb == Verb::Send {
-        fail!(
-            Unsupported,
-            "the peer is perftest {v}, not roce perf: with a plain perftest peer roce follows perftest's sequence for write_bw, read_bw and atomic_bw only (so far); run roce perf on both sides for {}",
-            test.name()
-        );
-    }
     if args.verify {
         fail!(
             Unsupported,
             "--verify is roce's extension, and the peer is perftest {v}: run roce perf on both sides to verify"
         );
+    }
+    if test.verb == Verb::Send && test.kind == Kind::Bw {
+        // perftest's send_bw server counts -n SENDs on every QP and stops
+        // at that count.
+        if args.qps > 1 {
+            fail!(
+                Unsupported,
+                "the peer is perftest {v}: its send_bw server counts -n SENDs on every QP, and roce's -n counts them over all QPs; run send_bw with -q 1 against it (or roce perf on both sides)"
+            );
+        }
+        if args.duration.is_some() {
+            fail!(
+                Unsupported,
+                "the peer is perftest {v}: its send_bw server counts -n SENDs; run send_bw with -n against it, not -D"
+            );
+        }
     }
     let port = ctx.local_addr().port();
     if port != ROCE_PORT {
@@ -208,6 +213,18 @@ pub(crate) fn plain_peer(
         );
     }
     Ok(())
+}
+
+/// The VA this side announces for its QPs: where the peer's WRITEs and
+/// READs go. perftest's write_lat writes into the peer's receive area
+/// (`set_up_connection`: the buffer after the send buffers) and polls its
+/// own; roce keeps that area in the upper half.
+pub(crate) fn vaddr_offset(test: Test, half: usize) -> u64 {
+    if (test.verb, test.kind) == (Verb::Write, Kind::Lat) {
+        half as u64
+    } else {
+        0
+    }
 }
 
 /// perftest's steps 4 and 5: the key messages per QP, the QPs connected,
@@ -227,19 +244,21 @@ pub(crate) fn connect_qps(
     prepared: Vec<PreparedQp>,
     peer_udp: u16,
     ud: bool,
+    vaddr_off: u64,
 ) -> Result<Connected> {
-    let gid = Gid::from_ip(ip);
-    let local: Vec<Endpoint> = prepared.iter().map(|q| q.endpoint_with(mr)).collect();
-    let keys = |e: &Endpoint| Keys {
-        lid: 0,
-        out_reads: OUT_READS,
-        qpn: e.qpn,
-        psn: e.psn,
-        rkey: e.rkey,
-        vaddr: e.addr,
-        gid,
-        srqn: 0,
-    };
+    let steps = test.steps();
+    let local: Vec<Endpoint> = prepared
+        .iter()
+        .map(|q| {
+            let mut e = q.endpoint_with(mr);
+            e.addr += vaddr_off;
+            e
+        })
+        .collect();
+    let keys = |e: &Endpoint| keys_of(e, ip);
+    if steps.keys_first {
+        wire.keys("QP 0 keys first", &keys(&local[0]))?;
+    }
     let mut remote = Vec::new();
     for e in &local {
         let k = wire.keys("QP keys", &keys(e))?;
@@ -277,23 +296,31 @@ pub(crate) fn connect_qps(
             qps.push(p.connect(r)?);
         }
     }
+    if steps.sync_before_second_keys {
+        wire.keys("sync after RTR", &keys(&local[0]))?;
+    }
     for e in &local {
         wire.keys("QP keys after connecting", &keys(e))?;
     }
-    wire.keys("sync after RTR", &keys(&local[0]))?;
+    if !steps.sync_before_second_keys {
+        wire.keys("sync after RTR", &keys(&local[0]))?;
+    }
     Ok((local, remote, qps, ahs))
 }
 
-/// perftest's closing steps after a bandwidth run (a sync, the client's
-/// report, the closing sync) or a latency run (the closing sync).
-pub(crate) fn close(
+/// One sync: a key message of QP 0 each way (`ctx_hand_shake`).
+pub(crate) fn sync(
     wire: &mut Wire,
-    test: Test,
+    step: &'static str,
     local: &Endpoint,
     ip: IpAddr,
-    rep: BwReport,
-) -> Result<BwReport> {
-    let keys = Keys {
+) -> Result<()> {
+    wire.keys(step, &keys_of(local, ip))?;
+    Ok(())
+}
+
+fn keys_of(local: &Endpoint, ip: IpAddr) -> Keys {
+    Keys {
         lid: 0,
         out_reads: OUT_READS,
         qpn: local.qpn,
@@ -302,14 +329,31 @@ pub(crate) fn close(
         vaddr: local.addr,
         gid: Gid::from_ip(ip),
         srqn: 0,
-    };
-    let theirs = if test.kind == Kind::Bw {
-        wire.keys("sync: the client is done", &keys)?;
+    }
+}
+
+/// perftest's closing steps (see [`crate::perftest::Steps`]): after a
+/// WRITE, READ or atomic bandwidth run a sync, the client's report and
+/// the closing sync; after the SEND tests and the READ and atomic latency
+/// tests the closing sync; after write_lat nothing. Returns the peer's
+/// report (`rep` itself where none is exchanged).
+pub(crate) fn close(
+    wire: &mut Wire,
+    test: Test,
+    local: &Endpoint,
+    ip: IpAddr,
+    rep: BwReport,
+) -> Result<BwReport> {
+    let steps = test.steps();
+    let theirs = if steps.bw_report {
+        sync(wire, "sync: the client is done", local, ip)?;
         wire.bw_reports(&rep)?
     } else {
         rep
     };
-    wire.keys("closing sync", &keys)?;
+    if steps.close_sync {
+        sync(wire, "closing sync", local, ip)?;
+    }
     Ok(theirs)
 }
 

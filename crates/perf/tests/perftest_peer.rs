@@ -139,11 +139,33 @@ fn rdma(ip: IpAddr) -> (Rdma, PreparedQp) {
     (r, qp)
 }
 
-/// Steps 4-5: keys, connect, keys again, the sync after RTR. Returns the
-/// connected QP, the peer's endpoint and this side's key message.
+/// Steps 4-5 of write_bw, read_bw and atomic_bw: keys, connect, keys
+/// again, the sync after RTR. Returns the connected QP, the peer's
+/// endpoint and this side's key message.
 fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: IpAddr) -> (Qp, Endpoint, Vec<u8>) {
+    connect_as("write_bw", p, r, qp, ip, 0)
+}
+
+/// Steps 4-5 as `test`'s main orders them (perftest 6.29): write_lat.c,
+/// read_lat.c and atomic_lat.c shake hands on QP 0 before the per-QP keys;
+/// send_bw.c and send_lat.c sync right after ctx_connect and send the
+/// second round of keys after it; the bandwidth tests send the second
+/// round first. `recv_off`: where this side's VA points into its buffer.
+fn connect_as(
+    test: &str,
+    p: &mut Peer,
+    r: &Rdma,
+    qp: PreparedQp,
+    ip: IpAddr,
+    recv_off: u64,
+) -> (Qp, Endpoint, Vec<u8>) {
     let me = qp.endpoint_with(&r.mr);
-    let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, ip);
+    let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr + recv_off, ip);
+    let lat_first = matches!(test, "write_lat" | "read_lat" | "atomic_lat");
+    let send = test.starts_with("send");
+    if lat_first {
+        p.xchg(&mine);
+    }
     let (qpn, psn, rkey, vaddr, rip) = parse_keys(&p.xchg(&mine));
     let remote = Endpoint {
         ip: rip,
@@ -156,12 +178,17 @@ fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: IpAddr) -> (Qp, Endpoint,
         rkey,
     };
     let qp = qp.connect(&remote).unwrap();
+    if send {
+        assert_eq!(parse_keys(&p.xchg(&mine)).0, qpn, "the sync after RTR");
+    }
     assert_eq!(
         parse_keys(&p.xchg(&mine)).0,
         qpn,
         "keys again after connecting"
     );
-    assert_eq!(parse_keys(&p.xchg(&mine)).0, qpn, "the sync after RTR");
+    if !send {
+        assert_eq!(parse_keys(&p.xchg(&mine)).0, qpn, "the sync after RTR");
+    }
     (qp, remote, mine)
 }
 
@@ -310,14 +337,18 @@ fn roce_client_runs_read_bw_against_a_perftest_server() {
 /// and reports what the roce client made of it.
 fn client_error(test: &str, gid_index: Option<u32>, steps: Vec<Vec<u8>>) -> String {
     // Its own loopback address, so UDP 4791 (which a perftest peer needs) is free.
-    client_error_at(lo4(65), test, gid_index, steps)
+    client_error_at(lo4(65), test, steps, |o| o.gid_index = gid_index)
+}
+
+fn client_error_with(test: &str, steps: Vec<Vec<u8>>, f: impl FnOnce(&mut Options)) -> String {
+    client_error_at(lo4(65), test, steps, f)
 }
 
 fn client_error_at(
     bind: IpAddr,
     test: &str,
-    gid_index: Option<u32>,
     steps: Vec<Vec<u8>>,
+    f: impl FnOnce(&mut Options),
 ) -> String {
     let l = TcpListener::bind((bind, 0)).unwrap();
     let addr = l.local_addr().unwrap();
@@ -334,7 +365,7 @@ fn client_error_at(
     o.server = Some(addr.to_string());
     o.bind = Some(bind);
     o.mtu = Some(1024);
-    o.gid_index = gid_index;
+    f(&mut o);
     let e = roce_perf::client(&o).unwrap_err();
     peer.join().unwrap();
     format!("{e:#}")
@@ -372,10 +403,9 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     steps.push(b"7\0".to_vec());
     let e = client_error("write_bw", None, steps);
     assert!(e.contains("MTU message is not perftest's"), "{e}");
-    // A test whose perftest sequence roce does not follow with a plain peer.
-    let e = client_error("send_bw", None, greet.clone());
-    assert!(e.contains("write_bw, read_bw and atomic_bw only"), "{e}");
-    assert!(e.contains("run roce perf on both sides for send_bw"), "{e}");
+    // send_bw over more QPs than a perftest server counts on.
+    let e = client_error_with("send_bw", greet.clone(), |o| o.qps = 2);
+    assert!(e.contains("counts -n SENDs on every QP"), "{e}");
     // A READ responder that takes fewer outstanding reads than roce issues.
     let mut steps = greet.clone();
     steps.push(key_msg_reads(1, 0x12, 0, 0x99, 0x1000, lo4(1)));
@@ -433,7 +463,7 @@ fn an_ipv4_gid_against_an_ipv6_side_is_one_clear_error() {
         b"3\0".to_vec(),
     ];
     steps.push(key_msg(0x12, 0, 0x99, 0x1000, lo4(1)));
-    let e = client_error_at(Ipv6Addr::LOCALHOST.into(), "write_bw", None, steps);
+    let e = client_error_at(Ipv6Addr::LOCALHOST.into(), "write_bw", steps, |_| {});
     assert!(
         e.contains("::ffff:127.0.0.1 is an IPv4 address and this side's (::1) is IPv6"),
         "{e}"
@@ -683,4 +713,380 @@ fn a_ud_server_refuses_an_rc_client() {
         "{e}"
     );
     assert!(served.join().unwrap().is_err());
+}
+
+// perftest's SEND and latency sequences against a stand-in peer: each
+// flow below is written from the test's main and its run_iter_* in
+// perftest 6.29, not from roce's code.
+
+/// A roce perf server for `test` on `ip` (MTU 1024, `n` iterations of
+/// `size`), serving in a thread.
+fn roce_server(
+    test: &str,
+    ip: IpAddr,
+    size: usize,
+    n: u64,
+) -> (
+    SocketAddr,
+    std::thread::JoinHandle<roce_perf::Result<roce_perf::Served>>,
+) {
+    let mut o = Options::new(test);
+    o.bind = Some(ip);
+    o.port = 0;
+    o.mtu = Some(1024);
+    o.size = Some(size);
+    o.iters = Some(n);
+    let server = Server::bind(&o).unwrap();
+    let addr = server.local_addr().unwrap();
+    (addr, std::thread::spawn(move || server.serve()))
+}
+
+/// A roce perf client for `test` from `ip` against the stand-in at `addr`.
+fn roce_client(test: &str, addr: SocketAddr, ip: IpAddr, size: usize, n: u64) -> roce_perf::Report {
+    let mut o = Options::new(test);
+    o.server = Some(addr.to_string());
+    o.bind = Some(ip);
+    o.mtu = Some(1024);
+    o.size = Some(size);
+    o.iters = Some(n);
+    roce_perf::client(&o).unwrap()
+}
+
+/// A stand-in perftest server: accepts, greets, opens its RDMA side.
+fn standin_server(ip: IpAddr) -> (SocketAddr, TcpListener) {
+    let l = TcpListener::bind((ip, 0)).unwrap();
+    (l.local_addr().unwrap(), l)
+}
+
+fn accept(l: TcpListener) -> Peer {
+    let mut p = Peer {
+        s: l.accept().unwrap().0,
+        client: false,
+    };
+    p.greet();
+    p
+}
+
+fn dial(addr: SocketAddr) -> Peer {
+    let mut p = Peer {
+        s: TcpStream::connect(addr).unwrap(),
+        client: true,
+    };
+    p.greet();
+    p
+}
+
+fn recv_wr(r: &Rdma, off: usize, len: u32) -> RecvWr {
+    RecvWr {
+        wr_id: 7,
+        sg_list: vec![r.mr.sge(off, len)],
+    }
+}
+
+/// Waits for `n` completions of `opcode` (others are counted out).
+fn wait_for(r: &Rdma, opcode: WcOpcode, n: usize) {
+    let mut got = 0;
+    while got < n {
+        for wc in r.cq.wait(1, Duration::from_secs(20)).unwrap() {
+            assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+            if wc.opcode == opcode {
+                got += 1;
+            }
+        }
+    }
+}
+
+/// Reaps WRITE completions (each must be a success).
+fn reap_writes(r: &Rdma) -> u64 {
+    let wcs = r.cq.poll_only(16);
+    for wc in &wcs {
+        assert_eq!(
+            (wc.status, wc.opcode),
+            (WcStatus::Success, WcOpcode::RdmaWrite)
+        );
+    }
+    wcs.len() as u64
+}
+
+fn send_wr(r: &Rdma, size: usize) -> SendWr {
+    SendWr::new(1, WrOpcode::Send, vec![r.mr.sge(0, size as u32)])
+}
+
+/// send_bw.c's client against roce's server: keys, connect, the sync
+/// after RTR, keys again; its receives posted, the server syncs; the
+/// client's SENDs; the closing sync (no report: send_bw exchanges none).
+#[test]
+fn roce_serves_a_perftest_send_bw_client() {
+    let (sip, cip) = (lo4(71), lo4(72));
+    let (addr, served) = roce_server("send_bw", sip, 4096, 60);
+    let mut p = dial(addr);
+    let (r, qp) = rdma(cip);
+    let (qp, _, mine) = connect_as("send_bw", &mut p, &r, qp, cip, 0);
+    p.xchg(&mine); // the server posted its receives
+    r.mr.write(0, &[0x3c; 4096]).unwrap();
+    for _ in 0..60 {
+        qp.post_send(&send_wr(&r, 4096)).unwrap();
+    }
+    wait_for(&r, WcOpcode::Send, 60);
+    p.xchg(&mine); // ctx_close_connection
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("served perftest 6.29"), "{summary}");
+    assert!(summary.contains("; 60 SENDs received"), "{summary}");
+    assert!(!summary.contains("its report"), "{summary}");
+}
+
+/// roce's send_bw client against send_bw.c's server: the server posts
+/// its receives before the per-size sync and counts the SENDs.
+#[test]
+fn roce_client_runs_send_bw_against_a_perftest_server() {
+    let (sip, cip) = (lo4(73), lo4(74));
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp) = rdma(sip);
+        for _ in 0..50 {
+            qp.post_recv(&recv_wr(&r, 65536, 4096)).unwrap();
+        }
+        let (_qp, _, mine) = connect_as("send_bw", &mut p, &r, qp, sip, 0);
+        p.xchg(&mine); // receives posted
+        wait_for(&r, WcOpcode::Recv, 50);
+        p.xchg(&mine); // ctx_close_connection
+        r.mr.read(65536, 4096).unwrap()
+    });
+    let rep = roce_client("send_bw", addr, cip, 4096, 50);
+    let landed = peer.join().unwrap();
+    assert_eq!(rep.results[0].iterations, 50);
+    assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, 4096));
+}
+
+/// write_lat.c's client against roce's server, run_iter_lat_write: the
+/// server WRITEs first; each side polls the last byte of its receive area
+/// (the VA it announced) for the iteration count, then WRITEs its own
+/// into the peer's. No closing sync.
+#[test]
+fn roce_serves_a_perftest_write_lat_client() {
+    let (sip, cip) = (lo4(75), lo4(76));
+    let (size, n) = (64usize, 300u64); // past 256: the count wraps as a char
+    let (addr, served) = roce_server("write_lat", sip, size, n);
+    let mut p = dial(addr);
+    let (r, qp) = rdma(cip);
+    let recv = 65536;
+    let (qp, remote, _) = connect_as("write_lat", &mut p, &r, qp, cip, recv as u64);
+    r.mr.write(0, &[0x42; 64]).unwrap();
+    let mut done = 0;
+    for i in 1..=n {
+        let f = i as u8;
+        let t = std::time::Instant::now();
+        // perftest polls memory while its RNIC works; here the engine is
+        // driven in the same loop (and the CQ reaped, as run_iter_lat_write
+        // does after each post).
+        while r.mr.byte(recv + size - 1).unwrap() != f {
+            r.ctx.progress().unwrap();
+            done += reap_writes(&r);
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "WRITE {i} never came"
+            );
+        }
+        r.mr.write(size - 1, &[f]).unwrap();
+        qp.post_send(&SendWr::new(
+            i,
+            WrOpcode::RdmaWrite {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![r.mr.sge(0, size as u32)],
+        ))
+        .unwrap();
+    }
+    while done < n {
+        r.ctx.progress().unwrap();
+        done += reap_writes(&r);
+    }
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("served perftest 6.29"), "{summary}");
+    // The server's WRITEs came from its pattern, into the announced VA.
+    assert_eq!(
+        r.mr.read(recv, size - 1).unwrap(),
+        roce_perf::pattern(roce_perf::SERVER_SEED, size)[..size - 1]
+    );
+    drop(p);
+}
+
+/// roce's write_lat client against write_lat.c's server, which WRITEs
+/// first and ends when its ping-pong ends.
+#[test]
+fn roce_client_runs_write_lat_against_a_perftest_server() {
+    let (sip, cip) = (lo4(77), lo4(78));
+    let (size, n) = (32usize, 270u64);
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp) = rdma(sip);
+        let recv = 65536;
+        let (qp, remote, _) = connect_as("write_lat", &mut p, &r, qp, sip, recv as u64);
+        let write = |i: u64| {
+            r.mr.write(size - 1, &[i as u8]).unwrap();
+            qp.post_send(&SendWr::new(
+                i,
+                WrOpcode::RdmaWrite {
+                    remote_addr: remote.addr,
+                    rkey: remote.rkey,
+                },
+                vec![r.mr.sge(0, size as u32)],
+            ))
+            .unwrap();
+        };
+        let mut done = 0;
+        let mut poll = |i: u64| {
+            let t = std::time::Instant::now();
+            while r.mr.byte(recv + size - 1).unwrap() != i as u8 {
+                r.ctx.progress().unwrap();
+                done += reap_writes(&r);
+                assert!(
+                    t.elapsed() < Duration::from_secs(20),
+                    "WRITE {i} never came"
+                );
+            }
+        };
+        write(1);
+        for i in 1..n {
+            poll(i);
+            write(i + 1);
+        }
+        poll(n);
+        while done < n {
+            r.ctx.progress().unwrap();
+            done += reap_writes(&r);
+        }
+        r.mr.read(recv, size - 1).unwrap()
+    });
+    let rep = roce_client("write_lat", addr, cip, size, n);
+    let landed = peer.join().unwrap();
+    assert_eq!(rep.results[0].iterations, n);
+    assert!(rep.results[0].latency_us.is_some());
+    assert_eq!(
+        landed,
+        roce_perf::pattern(roce_perf::CLIENT_SEED, size)[..size - 1]
+    );
+}
+
+/// send_lat.c's client against roce's server: the client SENDs first and
+/// the server answers each; a sync before the size (receives posted), the
+/// closing sync after.
+#[test]
+fn roce_serves_a_perftest_send_lat_client() {
+    let (sip, cip) = (lo4(79), lo4(80));
+    let (size, n) = (16usize, 100u64);
+    let (addr, served) = roce_server("send_lat", sip, size, n);
+    let mut p = dial(addr);
+    let (r, qp) = rdma(cip);
+    let (qp, _, mine) = connect_as("send_lat", &mut p, &r, qp, cip, 0);
+    qp.post_recv(&recv_wr(&r, 65536, 4096)).unwrap();
+    p.xchg(&mine); // receives posted
+    r.mr.write(0, &[0x17; 16]).unwrap();
+    for _ in 0..n {
+        qp.post_send(&send_wr(&r, size)).unwrap();
+        wait_for(&r, WcOpcode::Recv, 1);
+        qp.post_recv(&recv_wr(&r, 65536, 4096)).unwrap();
+    }
+    p.xchg(&mine); // ctx_close_connection
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("; 100 SENDs received"), "{summary}");
+    assert_eq!(
+        r.mr.read(65536, size).unwrap(),
+        roce_perf::pattern(roce_perf::SERVER_SEED, size)
+    );
+}
+
+/// roce's send_lat client against send_lat.c's server.
+#[test]
+fn roce_client_runs_send_lat_against_a_perftest_server() {
+    let (sip, cip) = (lo4(81), lo4(82));
+    let (size, n) = (8usize, 80u64);
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp) = rdma(sip);
+        qp.post_recv(&recv_wr(&r, 65536, 4096)).unwrap();
+        let (qp, _, mine) = connect_as("send_lat", &mut p, &r, qp, sip, 0);
+        p.xchg(&mine); // receives posted
+        for _ in 0..n {
+            wait_for(&r, WcOpcode::Recv, 1);
+            qp.post_recv(&recv_wr(&r, 65536, 4096)).unwrap();
+            qp.post_send(&send_wr(&r, size)).unwrap();
+        }
+        p.xchg(&mine); // ctx_close_connection
+        r.mr.read(65536, size).unwrap()
+    });
+    let rep = roce_client("send_lat", addr, cip, size, n);
+    let landed = peer.join().unwrap();
+    assert_eq!(rep.results[0].iterations, n);
+    assert!(rep.results[0].latency_us.is_some());
+    assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, size));
+}
+
+/// read_lat.c's client against roce's server: the server is passive and
+/// goes straight to ctx_close_connection after the sync after RTR; the
+/// client READs, then syncs.
+#[test]
+fn roce_serves_a_perftest_read_lat_client() {
+    let (sip, cip) = (lo4(83), lo4(84));
+    let (addr, served) = roce_server("read_lat", sip, 256, 50);
+    let mut p = dial(addr);
+    let (r, qp) = rdma(cip);
+    let (qp, remote, mine) = connect_as("read_lat", &mut p, &r, qp, cip, 0);
+    for i in 0..50 {
+        qp.post_send(&SendWr::new(
+            i,
+            WrOpcode::RdmaRead {
+                remote_addr: remote.addr,
+                rkey: remote.rkey,
+            },
+            vec![r.mr.sge(0, 256)],
+        ))
+        .unwrap();
+        wait_for(&r, WcOpcode::RdmaRead, 1);
+    }
+    p.xchg(&mine); // ctx_close_connection
+    served.join().unwrap().unwrap();
+    assert_eq!(
+        r.mr.read(0, 256).unwrap(),
+        roce_perf::pattern(roce_perf::SERVER_SEED, 256)
+    );
+}
+
+/// roce's read_lat client against read_lat.c's server, whose engine
+/// answers the READs while its main waits in ctx_close_connection.
+#[test]
+fn roce_client_runs_read_lat_against_a_perftest_server() {
+    let (sip, cip) = (lo4(85), lo4(86));
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp) = rdma(sip);
+        r.mr.write(0, &[0x99; 512]).unwrap();
+        let _drive = r.ctx.spawn_progress(false);
+        let (_qp, _, mine) = connect_as("read_lat", &mut p, &r, qp, sip, 0);
+        p.xchg(&mine); // ctx_close_connection, at once
+    });
+    let rep = roce_client("read_lat", addr, cip, 512, 40);
+    peer.join().unwrap();
+    assert_eq!(rep.results[0].iterations, 40);
+    assert!(rep.results[0].latency_us.is_some());
+}
+
+/// write_lat between two roce perf in perftest's order (the server
+/// WRITEs first) past 256 iterations, where the count in the last byte
+/// wraps as perftest's char does; every byte checked.
+#[test]
+fn roce_write_lat_wraps_its_count_as_perftest() {
+    let mut o = Options::new("write_lat");
+    o.udp_port = Some(0);
+    o.iters = Some(600);
+    o.size = Some(100);
+    o.verify = true;
+    let r = roce_perf::loopback(&o).unwrap();
+    assert_eq!(r.verified(&o), Some(true), "{:?}", r.details);
+    assert_eq!(r.results[0].iterations, 600);
 }
