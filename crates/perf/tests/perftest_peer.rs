@@ -1090,3 +1090,100 @@ fn roce_write_lat_wraps_its_count_as_perftest() {
     assert_eq!(r.verified(&o), Some(true), "{:?}", r.details);
     assert_eq!(r.results[0].iterations, 600);
 }
+
+/// A UD QP of a stand-in perftest peer (send_bw -c UD): perftest's Q_Key.
+fn rdma_ud(ip: IpAddr) -> (Rdma, PreparedQp) {
+    let ctx = Device::open_with(SocketAddr::new(ip, ROCE_PORT), Default::default())
+        .expect("UDP 4791 on this test's own loopback address");
+    let pd = ctx.alloc_pd().unwrap();
+    let cq = ctx.create_cq(1024).unwrap();
+    let mr = pd.reg_mr(1 << 17, Access::ALL).unwrap();
+    let qp = pd
+        .qp_builder(&cq)
+        .qp_type(QpType::Ud)
+        .qkey(0x1111_1111)
+        .mtu(Mtu::Mtu1024)
+        .max_recv_wr(512)
+        .build()
+        .unwrap();
+    let r = Rdma {
+        ctx,
+        _pd: pd,
+        cq,
+        mr,
+    };
+    (r, qp)
+}
+
+/// send_bw.c -c UD both ways: the key messages carry the UD QPN (perftest's
+/// ctx_connect makes an address handle from the GID), SENDs of one packet
+/// go to that QPN with Q_Key 0x11111111, and each receive holds the 40-byte
+/// GRH before the message.
+#[test]
+fn ud_send_bw_against_a_perftest_peer_both_ways() {
+    // perftest server, roce client.
+    let (sip, cip) = (lo4(87), lo4(88));
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp) = rdma_ud(sip);
+        let me = qp.endpoint();
+        for _ in 0..400 {
+            qp.post_recv(&recv_wr(&r, 65536, 1024 + 40)).unwrap();
+        }
+        let mine = key_msg(me.qpn, me.psn, 0, 0, sip);
+        let (rqpn, ..) = parse_keys(&p.xchg(&mine));
+        let _qp = qp.activate().unwrap();
+        p.xchg(&mine); // sync after RTR
+        p.xchg(&mine); // keys again
+        p.xchg(&mine); // receives posted
+        wait_for(&r, WcOpcode::Recv, 300);
+        p.xchg(&mine); // ctx_close_connection
+        (rqpn, r.mr.read(65536 + 40, 1024).unwrap())
+    });
+    let mut o = Options::new("send_bw");
+    o.server = Some(addr.to_string());
+    o.bind = Some(cip);
+    o.mtu = Some(1024);
+    o.size = Some(1024);
+    o.iters = Some(300);
+    o.connection = roce_perf::Connection::Ud;
+    let rep = roce_perf::client(&o).unwrap();
+    let (rqpn, landed) = peer.join().unwrap();
+    assert_eq!(rqpn, rep.local[0].qpn);
+    assert_eq!(rep.results[0].iterations, 300);
+    assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, 1024));
+
+    // roce server, perftest client.
+    let (sip, cip) = (lo4(89), lo4(90));
+    let mut o = Options::new("send_bw");
+    o.bind = Some(sip);
+    o.port = 0;
+    o.mtu = Some(1024);
+    o.size = Some(512);
+    o.connection = roce_perf::Connection::Ud;
+    let server = Server::bind(&o).unwrap();
+    let addr = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+    let mut p = dial(addr);
+    let (r, qp) = rdma_ud(cip);
+    let me = qp.endpoint();
+    let mine = key_msg(me.qpn, me.psn, 0, 0, cip);
+    let (rqpn, _, _, _, rip) = parse_keys(&p.xchg(&mine));
+    let qp = qp.activate().unwrap();
+    let ah = r._pd.create_ah(SocketAddr::new(rip, ROCE_PORT)).unwrap();
+    p.xchg(&mine); // sync after RTR
+    p.xchg(&mine); // keys again
+    p.xchg(&mine); // the server posted its receives
+    r.mr.write(0, &[0x5e; 512]).unwrap();
+    for i in 0..200u64 {
+        qp.post_send(
+            &SendWr::new(i, WrOpcode::Send, vec![r.mr.sge(0, 512)]).to(ah.dest(rqpn, 0x1111_1111)),
+        )
+        .unwrap();
+        wait_for(&r, WcOpcode::Send, 1);
+    }
+    p.xchg(&mine); // ctx_close_connection
+    let summary = served.join().unwrap().unwrap().summary;
+    assert!(summary.contains("; 200 SENDs received"), "{summary}");
+}
