@@ -11,7 +11,12 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, Args)]
 pub struct PerfArgs {
     /// send_bw, write_bw, read_bw, atomic_bw, send_lat, write_lat, read_lat, atomic_lat
-    pub test: String,
+    #[arg(required_unless_present = "list_gids")]
+    pub test: Option<String>,
+    /// Print every interface's GID table (what -x/--gid-index chooses
+    /// from), as rdma-core's show_gids prints it, and exit.
+    #[arg(long = "list-gids")]
+    pub list_gids: bool,
     /// Server to connect to; without it, listen.
     pub server: Option<String>,
     /// Run server and client in this process over UDP on 127.0.0.1 and
@@ -72,8 +77,10 @@ pub struct PerfArgs {
     /// connection uses); a server listens on it too.
     #[arg(long)]
     pub bind: Option<IpAddr>,
-    /// GID index, as perftest's -x (this device's GID table holds one
-    /// RoCEv2 GID, index 0: the IPv4-mapped address it is bound to).
+    /// GID index, as perftest's -x: the engine opens on that entry of the
+    /// GID table of the interface holding the bound address (rxe's order:
+    /// IPv6 link-local, IPv4 as ::ffff:a.b.c.d, other IPv6; all RoCEv2).
+    /// --list-gids shows the tables.
     #[arg(short = 'x', long = "gid-index")]
     pub gid_index: Option<u32>,
     /// Check every byte end to end.
@@ -164,7 +171,7 @@ pub struct PerfArgs {
 impl From<PerfArgs> for Options {
     fn from(a: PerfArgs) -> Options {
         Options {
-            test: a.test,
+            test: a.test.unwrap_or_default(),
             server: if a.loopback6 {
                 Some(Ipv6Addr::LOCALHOST.to_string())
             } else {
@@ -211,7 +218,35 @@ impl From<PerfArgs> for Options {
     }
 }
 
+/// show_gids' table: device, port, index, GID, IPv4 address, version,
+/// interface.
+fn list_gids() -> String {
+    let mut out = String::from("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n");
+    out += "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n";
+    let mut n = 0;
+    for (dev, table) in roce_verbs::gid_tables() {
+        for e in table {
+            let v4 = match e.ip() {
+                IpAddr::V4(a) => a.to_string(),
+                IpAddr::V6(_) => String::new(),
+            };
+            out += &format!(
+                "roce_{dev}\t1\t{}\t{}\t{v4:<14}\tv2\t{dev}\n",
+                e.index,
+                e.gid.to_show_gids()
+            );
+            n += 1;
+        }
+    }
+    out += &format!("n_gids_found={n}\n");
+    out
+}
+
 pub fn run(args: PerfArgs) -> Result<()> {
+    if args.list_gids {
+        print!("{}", list_gids());
+        return Ok(());
+    }
     let opts = Options::from(args);
     let report = if opts.loopback {
         roce_perf::loopback(&opts)?

@@ -916,3 +916,39 @@ fn cc_bad_input_is_one_clear_error_naming_it() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// `roce perf --list-gids` prints lo's table as show_gids does, with the
+/// IPv4-mapped GID of 127.0.0.1 and its address; `-x` past the table is
+/// one clear error naming the table.
+#[test]
+fn list_gids_shows_the_table_and_a_missing_index_is_refused() {
+    let o = roce(&["perf", "--list-gids"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(s.starts_with("DEV\tPORT\tINDEX\tGID"), "{s}");
+    let line = s
+        .lines()
+        .find(|l| l.contains("0000:0000:0000:0000:0000:ffff:7f00:0001"))
+        .unwrap_or_else(|| panic!("127.0.0.1's GID in {s}"));
+    assert!(
+        line.starts_with("roce_lo\t1\t") && line.contains("127.0.0.1"),
+        "{line}"
+    );
+    assert!(line.ends_with("\tv2\tlo"), "{line}");
+    assert!(s.contains("n_gids_found="), "{s}");
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback",
+        "--udp-port",
+        "0",
+        "-x",
+        "4000",
+    ]);
+    assert!(!o.status.success());
+    let e = text(&o.stderr);
+    assert!(
+        e.contains("GID index 4000 does not exist: the GID table of lo"),
+        "{e}"
+    );
+}

@@ -97,8 +97,10 @@ pub struct Options {
     /// Local address for the engine, IPv4 or IPv6 (default: the one the
     /// TCP connection uses); a server also listens on it.
     pub bind: Option<IpAddr>,
-    /// GID index (perftest's `-x`): this device's GID table holds one
-    /// RoCEv2 GID, index 0, the IPv4-mapped address it is bound to.
+    /// GID index (perftest's `-x`): the engine opens on that entry of the
+    /// GID table of the interface holding the bound address (as rxe builds
+    /// it: IPv6 link-local, IPv4-mapped IPv4, other IPv6, RoCEv2 each; see
+    /// [`roce_verbs::gid_table`]). Without it, the bound address itself.
     pub gid_index: Option<u32>,
     /// Check every byte end to end.
     pub verify: bool,

@@ -26,7 +26,10 @@ pub(crate) fn client(
 ) -> Result<Report> {
     let server = server_addr(server, args.port);
     let mut wire = Wire::connect(&server, Duration::from_secs(5))?;
-    let ip = bind.unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
+    let ip = select_gid(
+        args,
+        bind.unwrap_or_else(|| engine_ip(wire.local_addr().ip())),
+    )?;
     let nqp = if test.kind == Kind::Lat { 1 } else { args.qps };
     let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
@@ -292,9 +295,11 @@ pub(crate) fn client_verify(test: Test, side: &Side, size: usize) -> Result<Opti
 /// Serves one client; returns a one-line summary.
 pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Result<Served> {
     let mut wire = Wire::accept(listener)?;
-    let ip = args
-        .bind
-        .unwrap_or_else(|| engine_ip(wire.local_addr().ip()));
+    let ip = select_gid(
+        args,
+        args.bind
+            .unwrap_or_else(|| engine_ip(wire.local_addr().ip())),
+    )?;
     let cfg = engine_config(args, ip, args.seed, args.pcap.clone())?;
     let (ctx, note) = open_ctx(ip, args, cfg)?;
     let mut notes: Vec<String> = note.into_iter().collect();

@@ -115,14 +115,44 @@ pub(crate) fn open_ctx(
         }
         Err(e) => return Err(e.into()),
     };
-    if let Some(x) = args.gid_index.filter(|&x| x != 0) {
+    Ok((ctx, note))
+}
+
+/// The address the engine opens on: `ip` itself, or with perftest's `-x`
+/// the address of that entry of the GID table of the port holding `ip`
+/// (see [`roce_verbs::gid_table`]); an index the table does not have is
+/// one clear error.
+pub(crate) fn select_gid(args: &Options, ip: IpAddr) -> Result<IpAddr> {
+    let Some(x) = args.gid_index else {
+        return Ok(ip);
+    };
+    let Some(dev) = roce_verbs::netdev_of(ip) else {
         fail!(
             Usage,
-            "GID index {x} does not exist: this device's GID table holds one RoCEv2 GID, index 0 = {} (the address it is bound to)",
-            Gid::from_ip(ip)
+            "-x/--gid-index {x}: no interface holds {ip}, so there is no GID table to choose from"
         );
+    };
+    let table = roce_verbs::gid_table(&dev);
+    match table.iter().find(|e| e.index == x) {
+        Some(e) => Ok(e.ip()),
+        None => fail!(
+            Usage,
+            "GID index {x} does not exist: the GID table of {dev} (which holds {ip}) has {} RoCEv2 GIDs{}; `roce perf --list-gids` shows them",
+            table.len(),
+            match table.len() {
+                0 => String::new(),
+                n => format!(
+                    ", index 0-{} ({})",
+                    n - 1,
+                    table
+                        .iter()
+                        .map(|e| e.gid.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        ),
     }
-    Ok((ctx, note))
 }
 
 /// Receives a SEND test keeps posted: perftest's `DEF_RX_SEND` per QP

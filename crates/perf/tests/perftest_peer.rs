@@ -412,9 +412,14 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     let e = client_error("read_bw", None, steps);
     assert!(e.contains("accepts 1 outstanding RDMA reads"), "{e}");
     // A GID index this device does not have.
-    let e = client_error("write_bw", Some(3), vec![]);
-    assert!(e.contains("GID index 3 does not exist"), "{e}");
-    assert!(e.contains("::ffff:127.0.0.65"), "{e}");
+    let e = client_error("write_bw", Some(300), vec![]);
+    assert!(e.contains("GID index 300 does not exist"), "{e}");
+    assert!(
+        e.contains("the GID table of lo (which holds 127.0.0.65)"),
+        "{e}"
+    );
+    assert!(e.contains("::ffff:127.0.0.1"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }
 
 /// An application embeds a latency test: both sides in-process, results
@@ -1186,4 +1191,26 @@ fn ud_send_bw_against_a_perftest_peer_both_ways() {
     p.xchg(&mine); // ctx_close_connection
     let summary = served.join().unwrap().unwrap().summary;
     assert!(summary.contains("; 200 SENDs received"), "{summary}");
+}
+
+/// perftest's `-x`: the entry of lo's GID table that is 127.0.0.1 (as
+/// rxe's table lists the interface's addresses) is the GID both sides
+/// announce and the address their engines open on.
+#[test]
+fn gid_index_chooses_the_entry_of_the_table() {
+    let lo = roce_verbs::gid_table("lo");
+    let x = lo
+        .iter()
+        .find(|e| e.ip() == lo4(1))
+        .expect("lo holds 127.0.0.1")
+        .index;
+    let mut o = Options::new("write_bw");
+    o.udp_port = Some(0);
+    o.iters = Some(20);
+    o.gid_index = Some(x);
+    o.verify = true;
+    let r = roce_perf::loopback(&o).unwrap();
+    assert_eq!(r.verified(&o), Some(true));
+    // Without -x the client is on 127.0.0.2; index x moved it to 127.0.0.1.
+    assert_eq!((r.local[0].ip, r.remote[0].ip), (lo4(1), lo4(1)));
 }

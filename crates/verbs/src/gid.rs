@@ -67,6 +67,86 @@ impl fmt::Display for Gid {
     }
 }
 
+/// One entry of a port's GID table (`ibv_query_gid` and the entry's
+/// `gid_type`, always RoCEv2 here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidEntry {
+    pub index: u32,
+    pub gid: Gid,
+    /// The interface the address is on (show_gids' `DEV` column).
+    pub netdev: String,
+}
+
+impl GidEntry {
+    /// The address a device opens on to have this GID.
+    pub fn ip(&self) -> IpAddr {
+        self.gid.ip().unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED))
+    }
+}
+
+/// The GID table of the port on `netdev`, as rxe fills it from the
+/// interface's addresses (the kernel's `roce_gid_mgmt`): the IPv6
+/// link-local address first (rxe's default GID), then each IPv4 address
+/// IPv4-mapped, then the other IPv6 addresses, in the order the interface
+/// lists them; one RoCEv2 entry each (rxe adds a RoCE v1 twin of every
+/// entry, which roce does not speak, so roce's indexes count RoCEv2
+/// entries only).
+pub fn gid_table(netdev: &str) -> Vec<GidEntry> {
+    table_from(netdev, &crate::sys::interface_addresses())
+}
+
+/// Every interface's GID table, interfaces in the order they are listed.
+pub fn gid_tables() -> Vec<(String, Vec<GidEntry>)> {
+    let addrs = crate::sys::interface_addresses();
+    let mut names: Vec<String> = Vec::new();
+    for (n, _) in &addrs {
+        if !names.contains(n) {
+            names.push(n.clone());
+        }
+    }
+    names
+        .into_iter()
+        .map(|n| {
+            let t = table_from(&n, &addrs);
+            (n, t)
+        })
+        .collect()
+}
+
+/// The interface holding `ip` (the one with that address, else the one
+/// whose subnet holds it, as 127.0.0.2 is lo's).
+pub fn netdev_of(ip: IpAddr) -> Option<String> {
+    crate::sys::interface_name(ip)
+}
+
+fn table_from(netdev: &str, addrs: &[(String, IpAddr)]) -> Vec<GidEntry> {
+    let mine = || addrs.iter().filter(|(n, _)| n == netdev).map(|(_, ip)| *ip);
+    let link_local = |ip: &IpAddr| matches!(ip, IpAddr::V6(v) if v.is_unicast_link_local());
+    let ordered = mine()
+        .filter(link_local)
+        .chain(mine().filter(IpAddr::is_ipv4))
+        .chain(mine().filter(|ip| ip.is_ipv6() && !link_local(ip)));
+    ordered
+        .enumerate()
+        .map(|(i, ip)| GidEntry {
+            index: i as u32,
+            gid: Gid::from_ip(ip),
+            netdev: netdev.to_string(),
+        })
+        .collect()
+}
+
+impl Gid {
+    /// As show_gids prints a GID: eight groups of four hex digits.
+    pub fn to_show_gids(&self) -> String {
+        self.0
+            .chunks(2)
+            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,6 +168,46 @@ mod tests {
         assert_eq!(g.ip(), Some("fd00::2".parse().unwrap()));
         assert_eq!(Gid::default().to_string(), "::");
         assert_eq!(Gid::default().ip(), None);
+    }
+
+    #[test]
+    fn gid_table_orders_as_rxe() {
+        let addrs: Vec<(String, IpAddr)> = [
+            ("lo", "127.0.0.1"),
+            ("eth0", "10.0.0.5"),
+            ("eth0", "2001:db8::5"),
+            ("eth0", "fe80::1:2"),
+            ("eth0", "10.0.1.5"),
+            ("lo", "::1"),
+        ]
+        .iter()
+        .map(|(n, a)| (n.to_string(), a.parse().unwrap()))
+        .collect();
+        let t = table_from("eth0", &addrs);
+        let ips: Vec<String> = t.iter().map(|e| e.ip().to_string()).collect();
+        assert_eq!(ips, ["fe80::1:2", "10.0.0.5", "10.0.1.5", "2001:db8::5"]);
+        assert_eq!(t[1].gid.to_string(), "::ffff:10.0.0.5");
+        assert_eq!(
+            t[1].gid.to_show_gids(),
+            "0000:0000:0000:0000:0000:ffff:0a00:0005"
+        );
+        assert_eq!((t[3].index, t[3].netdev.as_str()), (3, "eth0"));
+        let lo = table_from("lo", &addrs);
+        assert_eq!(lo.len(), 2);
+        assert!(table_from("eth9", &addrs).is_empty());
+    }
+
+    #[test]
+    fn this_hosts_lo_has_its_loopback_gids() {
+        let lo = gid_table("lo");
+        assert!(
+            lo.iter().any(|e| e.ip() == IpAddr::from([127, 0, 0, 1])),
+            "{lo:?}"
+        );
+        assert_eq!(
+            netdev_of("127.0.0.2".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
     }
 
     #[test]

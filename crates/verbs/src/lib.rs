@@ -51,7 +51,7 @@ pub use engine::{Engine, EngineConfig, ROCE_PORT};
 pub use error::{Error, Result};
 pub use exchange::{Control, EXCHANGE_PORT};
 pub use fault::{FaultConfig, FaultStats};
-pub use gid::Gid;
+pub use gid::{Gid, GidEntry, gid_table, gid_tables, netdev_of};
 pub use poll::{PollConfig, PollMode};
 pub use profile::{Analysis, Stage, StageProfile, analyze};
 pub use stats::Stats;

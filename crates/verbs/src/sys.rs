@@ -624,6 +624,53 @@ pub fn interface_name(ip: IpAddr) -> Option<String> {
     })
 }
 
+/// Every address of every interface, as (interface name, address), in
+/// the order `getifaddrs` lists them (IPv4 and IPv6; others skipped).
+pub fn interface_addresses() -> Vec<(String, IpAddr)> {
+    let mut ifap: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills the pointer with a list we free below.
+    if unsafe { libc::getifaddrs(&mut ifap) } != 0 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut p = ifap;
+    while !p.is_null() {
+        // SAFETY: a node of the list getifaddrs returned, alive until freed.
+        let ifa = unsafe { &*p };
+        p = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: a sockaddr of at least the family field.
+        let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+        let n = match family {
+            libc::AF_INET => size_of::<libc::sockaddr_in>(),
+            libc::AF_INET6 => size_of::<libc::sockaddr_in6>(),
+            _ => continue,
+        };
+        // SAFETY: getifaddrs gives a sockaddr of that family's full size;
+        // the name is a NUL-terminated C string of the list, copied here.
+        let (ip, name) = unsafe {
+            let mut s: libc::sockaddr_storage = zeroed();
+            std::ptr::copy_nonoverlapping(
+                ifa.ifa_addr.cast::<u8>(),
+                (&mut s as *mut libc::sockaddr_storage).cast::<u8>(),
+                n,
+            );
+            (
+                from_storage(&s).ip(),
+                std::ffi::CStr::from_ptr(ifa.ifa_name)
+                    .to_string_lossy()
+                    .into_owned(),
+            )
+        };
+        out.push((name, ip));
+    }
+    // SAFETY: the list from getifaddrs, freed once.
+    unsafe { libc::freeifaddrs(ifap) };
+    out
+}
+
 /// Calls `f` with the name of the interface holding `ip`, while
 /// getifaddrs' list (and so the name) is alive.
 fn with_interface<T>(ip: IpAddr, f: impl FnOnce(*const libc::c_char) -> Option<T>) -> Option<T> {
