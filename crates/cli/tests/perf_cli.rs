@@ -952,3 +952,43 @@ fn list_gids_shows_the_table_and_a_missing_index_is_refused() {
         "{e}"
     );
 }
+
+/// `--loopback6`: both sides over IPv6 on ::1, every byte checked; and
+/// `-c UD --use_srq` as perftest names them, in the table's header.
+#[test]
+fn loopback6_and_ud_with_srq_from_the_command_line() {
+    let o = roce(&[
+        "perf",
+        "write_bw",
+        "--loopback6",
+        "-n",
+        "50",
+        "-s",
+        "8192",
+        "--verify",
+        "--json",
+    ]);
+    let v = json_ok(&o);
+    assert_eq!(v["iterations"].as_u64(), Some(50), "{v}");
+    assert_eq!(v["connection"], "RC", "{v}");
+    let o = roce(&[
+        "perf",
+        "send_bw",
+        "--loopback",
+        "--udp-port",
+        "0",
+        "-c",
+        "UD",
+        "--use_srq",
+        "-n",
+        "100",
+        "--verify",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s = text(&o.stdout);
+    assert!(
+        s.contains(" Connection type : UD       Using SRQ      : ON"),
+        "{s}"
+    );
+    assert!(s.contains("every byte checked: OK"), "{s}");
+}

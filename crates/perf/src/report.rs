@@ -64,6 +64,8 @@ impl Report {
                 "test": test.name(),
                 "sizes": r.results.iter().map(|x| x.size).collect::<Vec<_>>(),
                 "qps": r.local.len(),
+                "connection": args.connection.name(),
+                "use_srq": args.use_srq,
                 "mtu": r.local.first().map(|e| e.mtu),
                 "results": r.results,
                 "verified": verified,
@@ -94,7 +96,12 @@ impl Report {
                 " Number of qps   : {:<8} Transport type : RoCEv2 (software, UDP)",
                 r.local.len()
             );
-            let _ = writeln!(out, " Connection type : RC       Using SRQ      : OFF");
+            let _ = writeln!(
+                out,
+                " Connection type : {:<8} Using SRQ      : {}",
+                args.connection.name(),
+                if args.use_srq { "ON" } else { "OFF" }
+            );
             if test.kind == Kind::Bw {
                 let _ = writeln!(out, " TX depth        : {}", args.tx_depth);
                 let _ = writeln!(out, " CQ Moderation   : {}", args.cq_mod);
