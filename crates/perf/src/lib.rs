@@ -84,7 +84,7 @@ pub struct Options {
     /// without -m takes the client's).
     pub mtu: Option<u32>,
     /// Send messages up to this size inline (default as perftest's: 220
-    /// for write_lat, 236 for send_lat, 0 for the others).
+    /// for write_lat, 236 for send_lat (188 over UD), 0 for the others).
     pub inline_size: Option<u32>,
     /// Work requests in flight per QP.
     pub tx_depth: u32,
@@ -215,7 +215,8 @@ impl Options {
     /// size); returns the test.
     pub fn check(&mut self) -> Result<Test> {
         let test = Test::parse(&self.test)?;
-        self.inline_size.get_or_insert(default_inline(test));
+        self.inline_size
+            .get_or_insert(default_inline(test, self.connection));
         self.poll.get_or_insert(match test.kind {
             Kind::Bw => roce_verbs::PollMode::Adaptive,
             Kind::Lat => roce_verbs::PollMode::Busy,
@@ -400,13 +401,15 @@ impl Test {
     }
 }
 
-/// perftest's inline size when `-I` is not given: its RC defaults for
-/// the WRITE and SEND latency tests (`DEF_INLINE_WRITE`,
-/// `DEF_INLINE_SEND_RC_UC`), none for the rest.
-fn default_inline(test: Test) -> u32 {
-    match (test.verb, test.kind) {
-        (Verb::Write, Kind::Lat) => 220,
-        (Verb::Send, Kind::Lat) => 236,
+/// perftest's inline size when `-I` is not given
+/// (`ctx_set_max_inline`): for the WRITE and SEND latency tests
+/// `DEF_INLINE_WRITE`, `DEF_INLINE_SEND_RC_UC_XRC` or, over UD,
+/// `DEF_INLINE_SEND_UD`; none for the rest.
+fn default_inline(test: Test, connection: Connection) -> u32 {
+    match (test.verb, test.kind, connection) {
+        (Verb::Write, Kind::Lat, _) => 220,
+        (Verb::Send, Kind::Lat, Connection::Ud) => 188,
+        (Verb::Send, Kind::Lat, _) => 236,
         _ => 0,
     }
 }
