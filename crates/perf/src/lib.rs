@@ -585,7 +585,7 @@ pub(crate) fn ud_sizes(sizes: Vec<usize>, mtu: u32) -> (Vec<usize>, Option<Strin
         Some(&s) if s > mtu => (
             vec![mtu],
             Some(format!(
-                "a UD message is one packet: -s {s} is more than the path MTU, so the size is {mtu}"
+                "a UD message is one packet: {s} B is more than the path MTU, so the size is {mtu} B (as perftest's)"
             )),
         ),
         _ => (sizes, None),

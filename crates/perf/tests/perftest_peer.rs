@@ -650,7 +650,7 @@ fn ud_send_bw_and_send_lat_between_two_roce_perf() {
         assert!(
             r.notes
                 .iter()
-                .any(|n| n.contains("-s 65536 is more than the path MTU")),
+                .any(|n| n.contains("65536 B is more than the path MTU")),
             "{:?}",
             r.notes
         );
