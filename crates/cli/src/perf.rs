@@ -67,6 +67,10 @@ pub struct PerfArgs {
     /// Request a completion every this many work requests.
     #[arg(long = "cq-mod", default_value_t = 100)]
     pub cq_mod: u32,
+    /// QP ACK timeout exponent: resend after 4.096 µs × 2^N, perftest's -u.
+    #[arg(short = 'u', long = "qp-timeout", default_value_t = 14,
+          value_parser = clap::value_parser!(u8).range(0..=31))]
+    pub qp_timeout: u8,
     /// TCP port of the out-of-band exchange.
     #[arg(short = 'p', long, default_value_t = EXCHANGE_PORT)]
     pub port: u16,
@@ -189,6 +193,7 @@ impl From<PerfArgs> for Options {
             inline_size: a.inline_size,
             tx_depth: a.tx_depth,
             cq_mod: a.cq_mod,
+            qp_timeout: a.qp_timeout,
             port: a.port,
             udp_port: a.udp_port,
             bind: a.bind,

@@ -90,6 +90,13 @@ pub struct Options {
     pub tx_depth: u32,
     /// Request a completion every this many work requests.
     pub cq_mod: u32,
+    /// The QPs' local ACK timeout exponent, perftest's `-u`: a request
+    /// unacknowledged for 4.096 µs × 2^`qp_timeout` is resent (up to seven
+    /// times, then the work request completes with
+    /// `IBV_WC_RETRY_EXC_ERR`). Default 14 (67 ms), perftest's; a smaller
+    /// value recovers tail losses sooner in `--loss` runs, a larger one
+    /// rides out a peer that loses its CPU for a while.
+    pub qp_timeout: u8,
     /// TCP port of the out-of-band exchange.
     pub port: u16,
     /// UDP port of the RoCE engine (default 4791; 0 picks a free one).
@@ -178,6 +185,7 @@ impl Options {
             inline_size: None,
             tx_depth: 128,
             cq_mod: 100,
+            qp_timeout: 14,
             port: EXCHANGE_PORT,
             udp_port: None,
             bind: None,

@@ -191,7 +191,7 @@ pub(crate) fn create(
             .max_send_wr(tx_depth.max(1) + 1)
             .max_recv_wr(1024)
             .max_inline_data(inline)
-            .timeout(12)
+            .timeout(args.qp_timeout)
             .recovery(args.recovery);
         if args.connection == Connection::Ud {
             b = b.qp_type(QpType::Ud).qkey(QKEY);
