@@ -1319,13 +1319,27 @@ mod tests {
         assert_eq!(quanta_for(5 * PS_PER_US, 400_000_000_000), 3907);
         assert_eq!(quanta_for(5 * PS_PER_US, 100_000_000_000), 977);
 
-        // A time too long for one frame at 400 Gb/s, and one too short to
-        // be refreshed over a 1 µs link, are both said.
-        let e = load_with("pause-long", "CC_MODE 1\nPAUSE_TIME 1\n");
+        // A time too short to be refreshed over a 1 µs link, and one too
+        // long for a frame's 0xffff quanta (335.5 µs at 100 Gb/s), are said.
+        let e = load_with("pause-short", "CC_MODE 1\nPAUSE_TIME 1\n");
         assert!(
             e.warnings
                 .iter()
                 .any(|w| w.contains("lapses between refreshes")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with("pause-long", "CC_MODE 1\nPAUSE_TIME 400\n");
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("PAUSE_TIME 400 µs is more than") && w.contains("at 100 Gb/s")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with("pause-fits", "CC_MODE 1\nPAUSE_TIME 300\n");
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("PAUSE_TIME")),
             "{:?}",
             e.warnings
         );
