@@ -17,6 +17,9 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
+#[path = "../../verbs/tests/prereq/mod.rs"]
+mod prereq;
+
 fn roce(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_roce"))
         .args(args)
@@ -395,8 +398,11 @@ fn pcapng_is_read_like_pcap() {
 
 #[test]
 fn pcapng_written_by_tshark_is_read() {
-    if Command::new("tshark").arg("-v").output().is_err() {
-        println!("skipping: tshark is not installed (apt-get install -y tshark)");
+    if !prereq::tool(
+        "pcapng_written_by_tshark_is_read",
+        &["tshark", "--version"],
+        "apt-get install tshark",
+    ) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,7 +4,8 @@
 //! [`roce_rnic::Dctcp`], [`roce_rnic::Swift`]), and how the simulator
 //! derives what they need from the fabric (line rate, base RTT, hops, MSS).
 
-use crate::event::{PS_PER_NS, Ps, ser_ps};
+use crate::baseline::{HopCost, max_base_rtt_ps};
+use crate::event::PS_PER_NS;
 use crate::topology::{Routes, Topology};
 pub use roce_rnic::cc::{CcConfig, CcPlan, DctcpSettings, HpccSettings, SwiftSettings};
 
@@ -19,7 +20,10 @@ pub(crate) fn plan(
     max_wire: u64,
     mss: u64,
 ) -> CcPlan {
-    let fabric_rtt_ns = || max_base_rtt_ps(topo, routes, max_wire) / PS_PER_NS;
+    // The fabric's base RTT with one full data frame per hop (see
+    // [`crate::baseline`]).
+    let fabric_rtt_ns =
+        || max_base_rtt_ps(topo, routes, HopCost::Frame { wire: max_wire }) / PS_PER_NS;
     CcPlan::new(cc, host_line_bps(topo), fabric_rtt_ns, mss)
 }
 
@@ -30,34 +34,6 @@ fn host_line_bps(topo: &Topology) -> u64 {
         .filter_map(|&n| topo.ports[n].first().map(|p| p.rate_bps))
         .max()
         .unwrap_or(100_000_000_000)
-}
-
-/// The largest base RTT between two hosts, as HPCC ns-3 computes it: twice
-/// the path's propagation delay plus one full data frame's serialization at
-/// every hop. Symmetric fabrics reach their maximum from any host, so
-/// large fabrics are measured from a few sources only.
-pub fn max_base_rtt_ps(topo: &Topology, routes: &Routes, max_wire: u64) -> Ps {
-    let n = topo.n_hosts() as u32;
-    let sources: Vec<u32> = if n <= 256 {
-        (0..n).collect()
-    } else {
-        vec![0, n / 2, n - 1]
-    };
-    let mut best = 0;
-    for &s in &sources {
-        for d in 0..n {
-            if d == s {
-                continue;
-            }
-            let path = topo.path(routes, s, d);
-            let rtt: Ps = path
-                .iter()
-                .map(|p| 2 * p.delay_ps + ser_ps(max_wire, p.rate_bps))
-                .sum();
-            best = best.max(rtt);
-        }
-    }
-    best
 }
 
 /// Switches between `src` (a node) and every node, by breadth-first search

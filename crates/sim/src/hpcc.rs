@@ -18,11 +18,12 @@
 //! Outputs are written where the config names them, relative to the
 //! working directory (third.cc `fopen`s them as given).
 
+use crate::baseline::{HopCost, max_base_rtt_ps, ns3_standalone_fct_ns};
 use crate::cc::{CcConfig, DctcpSettings, HpccSettings};
 use crate::ecn::EcnConfig;
-use crate::event::{PS_PER_NS, PS_PER_S, Ps};
+use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
-use crate::pfc::Threshold;
+use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
 use crate::sim::{EcnPolicy, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
@@ -453,9 +454,25 @@ impl Experiment {
         let ack_high = num("ACK_HIGH_PRIO")?.unwrap_or(0.0);
         cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
         used.push("ACK_HIGH_PRIO");
+        // third.cc hands PAUSE_TIME (µs) to QbbNetDevice::PauseTime, a
+        // whole number of µs, and every XOFF carries that same time on
+        // every link, whatever its speed; its receiver then holds the pause
+        // until the XON. Here an XOFF carries the time in the quanta of the
+        // link it is sent on (512 bit times of that link), and the switch
+        // refreshes it halfway while XOFF holds, so it too lasts until the
+        // XON. Absent, XOFF carries the most quanta a frame holds.
         if let Some(us) = num("PAUSE_TIME")? {
-            // Quanta at 100 Gb/s; the simulator refreshes pauses anyway.
-            cfg.buffer.pause_quanta = ((us * 1e-6 * 100e9 / 512.0) as u64).clamp(1, 0xffff) as u16;
+            let line = kv.get("PAUSE_TIME").map_or(0, |x| x.0);
+            if us.is_nan() || us < 1.0 {
+                return Err(err(
+                    line,
+                    "PAUSE_TIME",
+                    format!(
+                        "{us} µs: ns-3 keeps whole µs, and an XOFF carrying 0 reads as an XON there (PFC never pauses); give at least 1"
+                    ),
+                ));
+            }
+            cfg.buffer.pause_time_ps = Some((us.trunc() as u64).saturating_mul(PS_PER_US));
         }
         used.push("PAUSE_TIME");
         let stop_s = num("SIMULATOR_STOP_TIME")?;
@@ -563,6 +580,9 @@ impl Experiment {
             }
         }
         let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        if let Some(ps) = cfg.buffer.pause_time_ps {
+            warnings.extend(pause_time_warnings(&topo, ps));
+        }
         // ns-3's links carry frames back to back: no preamble, SFD or
         // inter-frame gap (the point-to-point device's InterframeGap is 0).
         cfg.ifg_bytes = 0;
@@ -572,7 +592,8 @@ impl Experiment {
         if let CcConfig::Hpcc(h) = &mut cfg.cc
             && h.base_rtt_ns.is_none()
         {
-            h.base_rtt_ns = Some(max_pair_rtt_ns(&topo, &topo.routes(), payload).max(1));
+            let hop = HopCost::Ns3 { payload };
+            h.base_rtt_ns = Some((max_base_rtt_ps(&topo, &topo.routes(), hop) / PS_PER_NS).max(1));
         }
         if qcn {
             let mut rates: Vec<u64> = topo.links.iter().map(|l| l.rate_bps).collect();
@@ -625,12 +646,8 @@ impl Experiment {
         })
     }
 
-    /// The last FCT column, computed as third.cc's `qp_finish` does: the
-    /// pair's base RTT (twice the path delay plus one `PACKET_PAYLOAD_SIZE`
-    /// packet serialized per hop, in whole ns per hop) plus the flow's bytes
-    /// with per-packet headers at the path's slowest link. The per-packet
-    /// header is ours (RoCEv2 data-packet headers, FCS and inter-frame gap,
-    /// from the first packet's RETH on) where ns-3 counts its own 48 bytes.
+    /// The last FCT column, computed as third.cc's `qp_finish` does (see
+    /// [`ns3_standalone_fct_ns`]) on the route from `src` to `dst`.
     pub fn standalone_fct_ns(
         &self,
         routes: &crate::topology::Routes,
@@ -638,18 +655,13 @@ impl Experiment {
         dst: u32,
         size: u64,
     ) -> u64 {
-        let path = self.topo.path(routes, src, dst);
-        let Some(bw) = path.iter().map(|p| p.rate_bps).min() else {
-            return 0;
-        };
-        let rtt = pair_rtt_ns(&path, self.payload_size);
-        let mtu = u64::from(self.cfg.mtu.bytes());
-        let n = size.div_ceil(mtu).max(1);
-        let per_pkt =
-            crate::packet::L2_L4_HEADER + 12 + 4 + crate::packet::FCS + self.cfg.ifg_bytes;
-        // BTH (12), ICRC (4); the first packet also carries a RETH (16).
-        let total = size + n * per_pkt + 16;
-        rtt + total * 8 * 1_000_000_000 / bw
+        ns3_standalone_fct_ns(
+            &self.topo.path(routes, src, dst),
+            size,
+            self.payload_size,
+            self.cfg.mtu,
+            self.cfg.ifg_bytes,
+        )
     }
 
     /// Creates every output file the config names, empty, with the
@@ -708,8 +720,69 @@ impl Experiment {
     }
 }
 
+/// What a `PAUSE_TIME` of `ps` does differently from ns-3 on this fabric's
+/// links: a pause capped at 0xffff quanta, or one that runs out before its
+/// refresh arrives (ns-3's pauses last until the XON whatever their time).
+fn pause_time_warnings(topo: &Topology, ps: Ps) -> Vec<String> {
+    let mut speeds: Vec<(u64, Ps)> = topo
+        .links
+        .iter()
+        .map(|l| (l.rate_bps, l.delay_ps))
+        .collect();
+    speeds.sort_unstable();
+    speeds.dedup();
+    let mut capped = Vec::new();
+    let mut lapse = Vec::new();
+    for (rate, delay) in speeds {
+        let q = quanta_for(ps, rate);
+        let dur = crate::sim::pause_ps(q, rate);
+        if dur < ps && !capped.contains(&rate) {
+            capped.push(rate);
+        }
+        // The refresh leaves halfway and needs a PFC frame's serialization
+        // and the link's delay to land.
+        if dur - dur / 2 <= ser_ps(64, rate) + delay {
+            lapse.push(format!(
+                "{} Gb/s with {} ns",
+                rate / 1_000_000_000,
+                delay / PS_PER_NS
+            ));
+        }
+    }
+    let us = ps / PS_PER_US;
+    let mut w = Vec::new();
+    if !capped.is_empty() {
+        let at: Vec<String> = capped
+            .iter()
+            .map(|r| format!("{} Gb/s", r / 1_000_000_000))
+            .collect();
+        w.push(format!(
+            "PAUSE_TIME {us} µs is more than a PFC frame's 0xffff quanta hold at {}: pauses there last 0xffff quanta (refreshed while XOFF holds)",
+            at.join(", ")
+        ));
+    }
+    if !lapse.is_empty() {
+        w.push(format!(
+            "PAUSE_TIME {us} µs: on links of {} a pause runs out before the refresh sent halfway through it arrives, so it lapses between refreshes (ns-3 holds a pause until the XON)",
+            lapse.join(", ")
+        ));
+    }
+    w
+}
+
+/// ns-3's interface index of our port `port` of a node. Both count a
+/// node's ports in the order the topology file lists its links; ns-3 from 1
+/// (its device 0 is the loopback), we from 0 (`pfc.csv`, `queues.csv`).
+/// Node ids are the file's in both (`pfc.csv` names node 7 `host7` or
+/// `switch7`).
+pub fn ns3_if_index(port: u16) -> u32 {
+    u32::from(port) + 1
+}
+
 /// `time_ns node node_type if_index 1|0` per pause (1) and resume or
-/// expiry (0) at the device receiving the PFC frame (third.cc's `get_pfc`).
+/// expiry (0) at the device receiving the PFC frame (third.cc's `get_pfc`):
+/// `pfc.csv`'s `pause`, `resume` and `expire` rows, in ns-3's numbering
+/// ([`ns3_if_index`]).
 fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
     for e in &r.pfc {
         let t = match e.what {
@@ -724,38 +797,11 @@ fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
             e.time / PS_PER_NS,
             e.node,
             node_type,
-            e.port + 1,
+            ns3_if_index(e.port),
             t
         )?;
     }
     Ok(())
-}
-
-/// third.cc's base RTT of a path: twice its propagation delay plus one
-/// `payload`-byte packet serialized per hop (whole ns per hop).
-fn pair_rtt_ns(path: &[crate::topology::PortRef], payload: u32) -> u64 {
-    path.iter()
-        .map(|p| 2 * (p.delay_ps / PS_PER_NS) + u64::from(payload) * 1_000_000_000 * 8 / p.rate_bps)
-        .sum()
-}
-
-/// third.cc's `maxRtt`: the largest [`pair_rtt_ns`] over host pairs (every
-/// pair up to 512 hosts; beyond, from a few sources, which symmetric
-/// fabrics make enough).
-pub fn max_pair_rtt_ns(topo: &Topology, routes: &crate::topology::Routes, payload: u32) -> u64 {
-    let n = topo.n_hosts() as u32;
-    let sources: Vec<u32> = if n <= 512 {
-        (0..n).collect()
-    } else {
-        vec![0, n / 2, n - 1]
-    };
-    let mut best = 0;
-    for &s in &sources {
-        for d in (0..n).filter(|&d| d != s) {
-            best = best.max(pair_rtt_ns(&topo.path(routes, s, d), payload));
-        }
-    }
-    best
 }
 
 /// The HPCC simulator's address of node `id`.
@@ -1185,6 +1231,170 @@ mod tests {
             panic!("{:?}", e.cfg.cc)
         };
         assert_eq!((d.g, d.rate_ai_bps, d.window), (0.125, 500_000_000, false));
+    }
+
+    /// Hosts 0 (400 Gb/s) and 1 (100 Gb/s) each send 1 MB to host 2
+    /// (100 Gb/s) through switch 3 with a 1 MB buffer and a static XOFF
+    /// threshold (1/8 of it): both ingress ports of the switch pause
+    /// their senders. Returns the experiment and its report, PFC frames
+    /// captured.
+    fn mixed_speed_incast(tag: &str, extra: &str) -> (Experiment, Report) {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("topo.txt"),
+            "4 1 3\n3\n0 3 400Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 100Gbps 1000ns 0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("flow.txt"),
+            "2\n0 2 3 100 1000000 0.000001\n1 2 3 100 1000000 0.000001\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("config.txt"),
+            format!("TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nCC_MODE 0\nENABLE_QCN 0\nBUFFER_SIZE 1\nUSE_DYNAMIC_PFC_THRESHOLD 0\n{extra}"),
+        )
+        .unwrap();
+        let mut e = Experiment::load(&d.join("config.txt"), None).unwrap();
+        let _ = std::fs::remove_dir_all(&d);
+        e.cfg.capture_pfc = true;
+        let mut sim = crate::sim::Simulator::new(e.cfg.clone(), e.topo.clone(), &e.flows).unwrap();
+        sim.run().unwrap();
+        let r = sim.report();
+        (e, r)
+    }
+
+    #[test]
+    fn pause_time_is_one_time_in_the_quanta_of_each_link() {
+        let e = load_with("pause-time", "CC_MODE 1\nPAUSE_TIME 5.9\n");
+        assert_eq!(
+            e.cfg.buffer.pause_time_ps,
+            Some(5 * PS_PER_US),
+            "whole µs, as ns-3 keeps it"
+        );
+        let d = std::env::temp_dir().join(format!("roce-hpcc-pause0-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("config.txt"), "CC_MODE 1\nPAUSE_TIME 0.5\n").unwrap();
+        let err = Experiment::load(&d.join("config.txt"), None).unwrap_err();
+        let _ = std::fs::remove_dir_all(&d);
+        assert_eq!((err.line, err.field.as_str()), (2, "PAUSE_TIME"), "{err}");
+
+        let (e, r) = mixed_speed_incast("pause-quanta", "PAUSE_TIME 5\n");
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("PAUSE_TIME")),
+            "{:?}",
+            e.warnings
+        );
+        // Each XOFF names its sender (node, port) in its source MAC.
+        let mut rates = Vec::new();
+        for (_, f) in &r.pfc_frames {
+            let (node, port) = (u32::from_be_bytes([0, f[8], f[9], f[10]]), f[11]);
+            let pfc = roce_wire::PfcRepr::parse(&f[14..]).unwrap();
+            let q = pfc.quanta[usize::from(e.cfg.data_prio)];
+            if q == 0 {
+                continue; // XON
+            }
+            let rate = e.topo.ports[node as usize][usize::from(port)].rate_bps;
+            assert_eq!(
+                q,
+                quanta_for(5 * PS_PER_US, rate),
+                "XOFF from node {node} port {port} at {rate} b/s"
+            );
+            assert_eq!(
+                pfc.pause_ns(e.cfg.data_prio, rate).map(|ns| ns / 1000),
+                Some(5),
+                "5 µs at {rate} b/s"
+            );
+            rates.push(rate);
+        }
+        rates.sort_unstable();
+        rates.dedup();
+        assert_eq!(
+            rates,
+            [100_000_000_000, 400_000_000_000],
+            "XOFF went out on both speeds"
+        );
+        // 3907 quanta at 400 Gb/s, 977 at 100 Gb/s: the same 5 µs.
+        assert_eq!(quanta_for(5 * PS_PER_US, 400_000_000_000), 3907);
+        assert_eq!(quanta_for(5 * PS_PER_US, 100_000_000_000), 977);
+
+        // A time too short to be refreshed over a 1 µs link, and one too
+        // long for a frame's 0xffff quanta (335.5 µs at 100 Gb/s), are said.
+        let e = load_with("pause-short", "CC_MODE 1\nPAUSE_TIME 1\n");
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("lapses between refreshes")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with("pause-long", "CC_MODE 1\nPAUSE_TIME 400\n");
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("PAUSE_TIME 400 µs is more than") && w.contains("at 100 Gb/s")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with("pause-fits", "CC_MODE 1\nPAUSE_TIME 300\n");
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("PAUSE_TIME")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn pfc_csv_and_the_pfc_file_number_nodes_and_ports_alike() {
+        let (e, r) = mixed_speed_incast("pfc-numbering", "");
+        assert!(r.pfc.iter().any(|p| p.what == "pause"), "the incast pauses");
+        let mut csv = Vec::new();
+        r.write_pfc_csv(&mut csv).unwrap();
+        let mut txt = Vec::new();
+        write_pfc(&r, &mut txt).unwrap();
+        // pfc.csv's pause/resume/expire rows (at the paused port), in
+        // ns-3's numbering: node id from the name, if_index = port + 1.
+        let from_csv: Vec<String> = String::from_utf8(csv)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .filter_map(|l| {
+                let c: Vec<&str> = l.split(',').collect();
+                let kind = match c[4] {
+                    "pause" => 1,
+                    "resume" | "expire" => 0,
+                    _ => return None,
+                };
+                let id: u32 = c[1]
+                    .trim_start_matches(char::is_alphabetic)
+                    .parse()
+                    .unwrap();
+                let port: u32 = c[2].parse().unwrap();
+                let node_type = u32::from(c[1].starts_with("switch"));
+                // pfc.csv keeps ps (ns with 3 decimals); ns-3's file whole ns.
+                let ns = c[0].split('.').next().unwrap();
+                Some(format!("{ns} {id} {node_type} {} {kind}", port + 1))
+            })
+            .collect();
+        let from_txt: Vec<String> = String::from_utf8(txt)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect();
+        assert!(!from_txt.is_empty());
+        assert_eq!(from_csv, from_txt);
+        // The hosts are paused on their one port: ns-3's device 1 (0 is
+        // the loopback), pfc.csv's port 0; host 0 is node 0 in both.
+        assert!(
+            from_txt.iter().any(|l| l.split(' ').nth(1) == Some("0")),
+            "{from_txt:?}"
+        );
+        assert!(
+            from_txt.iter().all(|l| l.split(' ').nth(3) == Some("1")),
+            "{from_txt:?}"
+        );
+        assert_eq!(e.host_ids, [0, 1, 2]);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! fabrics whose hosts run the real software RNIC (`roce-rnic`).
 //!
 //! Modules are named after the domain: [`event`] (time and the event queue),
+//! [`baseline`] (a flow alone on the fabric: base RTT and ideal FCT),
 //! [`link`] (ports, queues, scheduling), [`pfc`] (switch buffer and priority
 //! flow control), [`ecn`] (RED marking), [`ecmp`] (multipath hashing),
 //! [`topology`] (graphs and routing), [`workload`] (flows and generators),
@@ -10,6 +11,7 @@
 //! across machines), [`plot`] (the figures of a run), [`validate`] (the `roce validate` suite) and [`hpcc`] (the HPCC
 //! ns-3 simulator's input and output formats).
 
+pub mod baseline;
 pub mod cc;
 pub mod ecmp;
 pub mod ecn;

@@ -4,7 +4,7 @@
 //! stays one field.
 //!
 //! Slowdown is FCT divided by the ideal FCT of the same flow alone on the
-//! fabric (see [`crate::sim::ideal_fct`]), the normalisation used by pFabric,
+//! fabric (see [`crate::baseline::ideal_fct`]), the normalisation used by pFabric,
 //! HPCC and most datacenter transport papers.
 
 use crate::event::Ps;

@@ -47,8 +47,38 @@ pub struct BufferConfig {
     pub headroom_bytes: Option<u64>,
     /// Bit `p` set: priority `p` is lossless (PFC-enabled).
     pub lossless: u8,
-    /// Pause time carried by XOFF frames, in 512-bit-time quanta.
+    /// Pause time carried by XOFF frames, in 512-bit-time quanta (the
+    /// same count on every link, so a shorter pause on a faster link).
     pub pause_quanta: u16,
+    /// A pause *time* instead, the same on every link: each XOFF carries
+    /// it in the quanta of the link it is sent on (see
+    /// [`pause_quanta_at`](Self::pause_quanta_at)). The HPCC simulator's
+    /// `PAUSE_TIME` is one time in µs for every link speed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_time_ps: Option<u64>,
+}
+
+impl BufferConfig {
+    /// The quanta an XOFF sent on a `rate_bps` link carries: 802.1Qbb
+    /// counts pause time in quanta of 512 bit times *of that link*
+    /// (IEEE 802.1Q-2018 §36.1.3.1), so one pause time is 976.6 quanta at
+    /// 100 Gb/s and 3,906.25 at 400 Gb/s. A time is rounded up to whole
+    /// quanta (the pause lasts at least that long) and capped at 0xffff
+    /// (335 µs at 100 Gb/s, 84 µs at 400 Gb/s).
+    pub fn pause_quanta_at(&self, rate_bps: u64) -> u16 {
+        match self.pause_time_ps {
+            None => self.pause_quanta.max(1),
+            Some(ps) => quanta_for(ps, rate_bps),
+        }
+    }
+}
+
+/// `ps` of pause in 512-bit-time quanta at `rate_bps`, rounded up and kept
+/// to `1..=0xffff`.
+pub fn quanta_for(ps: u64, rate_bps: u64) -> u16 {
+    let bits = u128::from(ps) * u128::from(rate_bps);
+    let q = bits.div_ceil(512 * 1_000_000_000_000);
+    q.clamp(1, 0xffff) as u16
 }
 
 impl Default for BufferConfig {
@@ -61,6 +91,7 @@ impl Default for BufferConfig {
             headroom_bytes: None,
             lossless: 1 << 3,
             pause_quanta: 0xffff,
+            pause_time_ps: None,
         }
     }
 }
@@ -259,6 +290,7 @@ mod tests {
                 headroom_bytes: None,
                 lossless: 1 << 3,
                 pause_quanta: 0xffff,
+                pause_time_ps: None,
             },
             vec![10_000, 10_000],
         )
@@ -348,6 +380,36 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn one_pause_time_is_a_quanta_count_per_link_speed() {
+        let at = |ps, gbps: u64| quanta_for(ps, gbps * 1_000_000_000);
+        // 5 µs: 976.5625 quanta at 100 Gb/s, 3906.25 at 400, 244.14 at 25.
+        assert_eq!(at(5_000_000, 100), 977);
+        assert_eq!(at(5_000_000, 400), 3907);
+        assert_eq!(at(5_000_000, 25), 245);
+        // Each lasts at least the time, and less than one quantum more.
+        for gbps in [10, 25, 40, 100, 200, 400] {
+            let q = at(5_000_000, gbps);
+            let ps = crate::sim::pause_ps(q, gbps * 1_000_000_000);
+            let quantum = crate::sim::pause_ps(1, gbps * 1_000_000_000);
+            assert!(
+                (5_000_000..5_000_000 + quantum + 1).contains(&ps),
+                "{gbps}G: {q} quanta = {ps} ps"
+            );
+        }
+        // Past 0xffff quanta (84 µs at 400 Gb/s) the frame holds no more.
+        assert_eq!(at(100_000_000, 400), 0xffff);
+        assert_eq!(at(1, 10), 1, "a pause is at least one quantum");
+        let fixed = BufferConfig::default();
+        assert_eq!(fixed.pause_quanta_at(400_000_000_000), 0xffff);
+        let timed = BufferConfig {
+            pause_time_ps: Some(5_000_000),
+            ..fixed
+        };
+        assert_eq!(timed.pause_quanta_at(100_000_000_000), 977);
+        assert_eq!(timed.pause_quanta_at(400_000_000_000), 3907);
     }
 
     #[test]

@@ -143,7 +143,7 @@ impl QlenMonitor {
             order.sort_by_key(|s| s.0);
             for &&(id, first, n) in &order {
                 for (j, p) in self.ports[first..first + n].iter().enumerate() {
-                    let _ = write!(self.text, "{} {}", id, j + 1);
+                    let _ = write!(self.text, "{} {}", id, crate::hpcc::ns3_if_index(j as u16));
                     for c in &p.cnt {
                         let _ = write!(self.text, " {c}");
                     }

@@ -7,6 +7,7 @@
 //! There is no second transport: retransmission, ACK coalescing, CNP
 //! generation and pacing are the RNIC's.
 
+pub use crate::baseline::ideal_fct;
 use crate::cc::{CcConfig, CcPlan};
 use crate::ecmp::{self, FiveTuple};
 use crate::ecn::EcnConfig;
@@ -21,7 +22,7 @@ use crate::packet::{
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
-use crate::topology::{NodeKind, PortRef, Topology};
+use crate::topology::{NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
@@ -1387,12 +1388,13 @@ impl Simulator {
     /// Sends XOFF (`pause`) or XON for `prio` out of `port` to the peer.
     fn send_pfc(&mut self, node: u32, port: u16, prio: u8, pause: bool) {
         let now = self.q.now();
+        let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+        // Quanta are bit times of the link the frame is sent on.
         let quanta = if pause {
-            self.cfg.buffer.pause_quanta.max(1)
+            self.cfg.buffer.pause_quanta_at(p.rate_bps)
         } else {
             0
         };
-        let p = &mut self.nodes[node as usize].ports[usize::from(port)];
         let pi = usize::from(prio);
         if pause {
             p.xoff_tx[pi] += 1;
@@ -1790,49 +1792,5 @@ fn data_repr(first: bool) -> TransportRepr {
     if first {
         t.reth = Some(RethRepr::default());
     }
-    t
-}
-
-/// The flow completion time with the fabric to itself: the sender
-/// serializes every packet at the path's slowest link, the largest packet
-/// is store-and-forwarded once by every other hop, every link's delay is
-/// paid, and the final ACK returns over the same links.
-pub fn ideal_fct(path: &[PortRef], size: u64, mtu: Mtu, ifg: u64) -> Ps {
-    if path.is_empty() {
-        return 0;
-    }
-    let m = u64::from(mtu.bytes());
-    let n = size.div_ceil(m).max(1);
-    let wire = |op: Opcode, reth: bool, len: u64| {
-        let mut t = TransportRepr::new(BthRepr {
-            opcode: op,
-            ..Default::default()
-        });
-        if reth {
-            t.reth = Some(RethRepr::default());
-        }
-        frame_len(&t, len as usize) + ifg
-    };
-    let (total_wire, max_wire) = if n == 1 {
-        let w = wire(Opcode::RcWriteOnly, true, size);
-        (w, w)
-    } else {
-        let first = wire(Opcode::RcWriteFirst, true, m);
-        let mid = wire(Opcode::RcWriteMiddle, false, m);
-        let last = wire(Opcode::RcWriteLast, false, size - (n - 1) * m);
-        (first + mid * (n - 2) + last, first.max(mid).max(last))
-    };
-    let rmin = path.iter().map(|p| p.rate_bps).min().unwrap_or(1);
-    let mut t = ser_ps(total_wire, rmin);
-    let ack = 66 + ifg;
-    for p in path {
-        t += p.delay_ps * 2 + ser_ps(ack, p.rate_bps);
-        if p.rate_bps != rmin {
-            t += ser_ps(max_wire, p.rate_bps);
-        }
-    }
-    // Every hop but one bottleneck store-and-forwards the largest packet.
-    let bottlenecks = path.iter().filter(|p| p.rate_bps == rmin).count() as u64;
-    t += ser_ps(max_wire, rmin) * bottlenecks.saturating_sub(1);
     t
 }

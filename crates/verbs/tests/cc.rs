@@ -5,6 +5,7 @@
 //! it grow to the socket buffer.
 
 mod common;
+mod prereq;
 use common::*;
 use roce_rnic::cc::{CcConfig, CcParams};
 use roce_verbs::*;
@@ -263,11 +264,13 @@ struct Veth {
 }
 
 impl Veth {
-    /// `None` when not root (the test then says so and checks nothing
-    /// more); any failure of the setup as root is a test failure.
-    fn new() -> Option<Veth> {
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIPPED: veth between namespaces needs root");
+    /// `None` when not root or without `ip` (the test then says so and
+    /// checks nothing more, or fails when prerequisites are required; see
+    /// `prereq`); any failure of the setup as root is a test failure.
+    fn new(test: &str) -> Option<Veth> {
+        if !prereq::root(test, "a veth pair between network namespaces")
+            || !prereq::tool(test, &["ip", "-V"], "apt-get install iproute2")
+        {
             return None;
         }
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -336,7 +339,10 @@ impl Drop for Veth {
 
 #[test]
 fn dcqcn_across_a_veth_pair_between_namespaces_cuts_and_recovers() {
-    let Some(veth) = Veth::new() else { return };
+    let Some(veth) = Veth::new("dcqcn_across_a_veth_pair_between_namespaces_cuts_and_recovers")
+    else {
+        return;
+    };
     let veth = std::sync::Arc::new(veth);
     // The interface speed is what --cc-line-rate defaults to: veth says 10 Gb/s.
     let speed = veth.within(0, || cc::interface_speed_bps("10.231.0.1".parse().unwrap()));
@@ -350,7 +356,11 @@ fn dcqcn_across_a_veth_pair_between_namespaces_cuts_and_recovers() {
 
 #[test]
 fn red_across_a_veth_pair_lets_dcqcn_hold_the_queue_near_its_thresholds() {
-    let Some(veth) = Veth::new() else { return };
+    let Some(veth) =
+        Veth::new("red_across_a_veth_pair_lets_dcqcn_hold_the_queue_near_its_thresholds")
+    else {
+        return;
+    };
     red_holds_the_backlog(&veth_net(&std::sync::Arc::new(veth)));
 }
 

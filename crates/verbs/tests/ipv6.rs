@@ -4,6 +4,7 @@
 //! with its variant fields masked; the traffic class carries DSCP and ECN.
 
 mod common;
+mod prereq;
 
 use common::*;
 use roce_verbs::*;
@@ -197,25 +198,14 @@ fn add_lo_address(addr: &str) {
     );
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Two IPv6 addresses of their own on `lo`, as two hosts would have: needs
 /// root to add them; as root it must run, and fails if it cannot set up.
 #[test]
 fn rc_between_two_ipv6_addresses_on_lo() {
-    if !is_root() {
-        eprintln!(
-            "SKIP rc_between_two_ipv6_addresses_on_lo: adding fd00::1 and fd00::2 to lo needs root"
-        );
+    const TEST: &str = "rc_between_two_ipv6_addresses_on_lo";
+    if !prereq::root(TEST, "adding fd00::1 and fd00::2 to lo")
+        || !prereq::tool(TEST, &["ip", "-V"], "apt-get install iproute2")
+    {
         return;
     }
     add_lo_address("fd00::1");

@@ -3,6 +3,7 @@
 //! capture of the kernel's own frames verifies segment by segment.
 
 mod common;
+mod prereq;
 
 use common::*;
 use roce_rnic::{Payload, RealMemory, Transmit};
@@ -11,11 +12,9 @@ use roce_verbs::sys::{SendBatch, UDP_GRO, UDP_SEGMENT};
 use roce_verbs::*;
 use roce_wire::{BthRepr, Opcode, Psn, TransportRepr};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn setsockopt(fd: i32, level: i32, name: i32, v: i32) -> bool {
@@ -289,11 +288,6 @@ fn transfers_use_gso_and_gro_and_stay_exact() {
     assert_eq!(sa.icrc_errors + sb.icrc_errors, 0);
 }
 
-unsafe extern "C" {
-    #[link_name = "geteuid"]
-    fn libc_geteuid() -> u32;
-}
-
 fn write_middle(dst: SocketAddrV4, psn: u32, last: bool, len: usize) -> Transmit {
     let repr = TransportRepr::new(BthRepr {
         opcode: if last {
@@ -330,9 +324,8 @@ fn write_middle(dst: SocketAddrV4, psn: u32, last: bool, len: usize) -> Transmit
 ///    must verify; every other frame must verify as it is, with ID 0.
 #[test]
 fn kernel_capture_of_gso_traffic_verifies() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc_geteuid() } != 0 {
-        eprintln!("SKIP kernel_capture_of_gso_traffic_verifies: capturing needs root");
+    const TEST: &str = "kernel_capture_of_gso_traffic_verifies";
+    if !prereq::root(TEST, "capturing on lo") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -343,22 +336,9 @@ fn kernel_capture_of_gso_traffic_verifies() {
     let ip = |net: u8| Ipv4Addr::new(127, net, (p >> 8) as u8, p as u8);
     let (ip_a, ip_b, ip_r, ip_s) = (ip(71), ip(72), ip(73), ip(74));
     let filter = format!("udp port 4791 and (host {ip_a} or host {ip_r})");
-    let Ok(mut cap) = Command::new("dumpcap")
-        .args(["-i", "lo", "-f", &filter, "-q", "-w"])
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-    else {
-        eprintln!(
-            "SKIP kernel_capture_of_gso_traffic_verifies: dumpcap (from tshark) is not installed"
-        );
+    let Some(cap) = prereq::Capture::start(TEST, "lo", &filter, &file) else {
         return;
     };
-    let mut err = BufReader::new(cap.stderr.take().unwrap());
-    let mut line = String::new();
-    let _ = err.read_line(&mut line);
-    std::thread::sleep(Duration::from_millis(500));
 
     // Part 1: a run the kernel must cut itself.
     let from = SocketAddrV4::new(ip_r, 4791);
@@ -397,17 +377,15 @@ fn kernel_capture_of_gso_traffic_verifies() {
         exercise(&a, &b, 64 * 1024, 9);
         a.ctx.flush_pcap().unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill")
-        .args(["-INT", &cap.id().to_string()])
-        .status();
-    let _ = cap.wait();
+    let bytes = cap.stop(
+        SocketAddr::new(ip_r.into(), 0),
+        SocketAddr::new(ip_s.into(), 4791),
+    );
     match sent {
         Ok(63) => {}
         r => panic!("the oversized GSO run was refused: {r:?}"),
     }
 
-    let bytes = std::fs::read(&file).expect("dumpcap wrote no file");
     let capture = roce_wire::pcap::read_capture(&bytes).unwrap();
     // Where the engine's datagrams end: UDP payload length by source and first bytes.
     let key = |f: &[u8]| -> ([u8; 6], Vec<u8>) {
@@ -435,6 +413,9 @@ fn kernel_capture_of_gso_traffic_verifies() {
     let mut plain = 0;
     for f in &capture.frames {
         let d = &f.data;
+        if prereq::is_marker(d) {
+            continue; // the capture's own end marker
+        }
         assert_eq!(d[20] & 0x40, 0x40, "DF is set");
         let src = Ipv4Addr::new(d[26], d[27], d[28], d[29]);
         if d[26..30] == d[30..34] && d[34..36] == d[36..38] {

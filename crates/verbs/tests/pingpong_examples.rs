@@ -4,6 +4,8 @@
 //! it runs this file; a missing example binary fails the test (it never
 //! skips).
 
+mod prereq;
+
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -238,17 +240,6 @@ fn bad_options_are_one_clear_error() {
     drop(busy);
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Puts `addr/128` on `lo` (root only; `replace` keeps one already there).
 fn lo_address(addr: &str) {
     let out = Command::new("ip")
@@ -275,10 +266,10 @@ fn lo_address(addr: &str) {
 /// facing an IPv6 server: the server refuses with the family error.
 #[test]
 fn pingpongs_over_ipv6_and_a_family_mismatch() {
-    if !is_root() {
-        eprintln!(
-            "SKIP pingpongs_over_ipv6_and_a_family_mismatch: adding fd00::31:1/2 to lo needs root"
-        );
+    const TEST: &str = "pingpongs_over_ipv6_and_a_family_mismatch";
+    if !prereq::root(TEST, "adding fd00::31:1 and fd00::31:2 to lo")
+        || !prereq::tool(TEST, &["ip", "-V"], "apt-get install iproute2")
+    {
         return;
     }
     let (a, b) = ("fd00::31:1", "fd00::31:2");

@@ -1,11 +1,15 @@
 //! Wireshark (tshark) reads our sample frames and must see the same values
 //! our decoder does, and flag nothing as malformed. Skips, saying why, when
-//! tshark is not installed (`.ci/run` installs it).
+//! tshark is not installed — unless `ROCE_REQUIRE_ROOT_TESTS` is set (as
+//! `.ci/run` does after installing it), where that is a failure.
 
 use roce_wire::pcap::CaptureWriter;
 use roce_wire::sample::sample_frames;
 use roce_wire::{Frame, parse_frame};
 use std::process::Command;
+
+#[path = "../../verbs/tests/prereq/mod.rs"]
+mod prereq;
 
 const FIELDS: &[&str] = &[
     "frame.number",
@@ -42,8 +46,11 @@ fn num(s: &str) -> Option<u64> {
 
 #[test]
 fn wireshark_agrees_with_our_decoder() {
-    if Command::new("tshark").arg("--version").output().is_err() {
-        println!("SKIP: tshark not installed (apt-get install -y tshark)");
+    if !prereq::tool(
+        "wireshark_agrees_with_our_decoder",
+        &["tshark", "--version"],
+        "apt-get install tshark",
+    ) {
         return;
     }
     let dir = std::env::temp_dir().join(format!("roce-tshark-{}", std::process::id()));
