@@ -32,6 +32,11 @@ pub struct PerfArgs {
     /// Number of QPs (bandwidth tests).
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
+    /// With --loopback: run this many engine pairs side by side (a server
+    /// and a client thread each, with their own UDP sockets and -q QPs) and
+    /// add their bandwidths up; --baseline then runs as many TCP streams at once
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -157,6 +162,7 @@ impl From<PerfArgs> for Options {
             iters: a.iters,
             duration: a.duration,
             qps: a.qps,
+            threads: a.threads,
             mtu: a.mtu,
             inline_size: a.inline_size,
             tx_depth: a.tx_depth,

@@ -33,6 +33,7 @@ mod report;
 mod results;
 mod session;
 mod setup;
+mod threads;
 pub mod wire;
 
 pub use results::{Baseline, Latency, Report, Served, SideProfiles, SizeResult};
@@ -67,6 +68,10 @@ pub struct Options {
     pub duration: Option<f64>,
     /// Number of QPs (bandwidth tests).
     pub qps: u32,
+    /// Engine pairs run side by side with `loopback` (bandwidth tests), each
+    /// a server and a client thread with sockets and `qps` QPs of their
+    /// own; their figures are added up ([`threads`](crate::threads)).
+    pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -158,6 +163,7 @@ impl Options {
             iters: None,
             duration: None,
             qps: 1,
+            threads: 1,
             mtu: None,
             inline_size: None,
             tx_depth: 128,
@@ -207,6 +213,15 @@ impl Options {
         self.mtu.map(mtu_of).transpose()?;
         if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
             fail!(Usage, "-q, -t and --cq-mod must be at least 1");
+        }
+        if self.threads == 0 {
+            fail!(Usage, "--threads must be at least 1");
+        }
+        if self.threads > 1 && !self.loopback {
+            fail!(
+                Unsupported,
+                "--threads runs engine pairs in this process, with --loopback; between two hosts run one roce perf pair per thread, each with its own -p and --udp-port"
+            );
         }
         if self.baseline && !self.loopback {
             fail!(
@@ -380,6 +395,9 @@ pub fn loopback(opts: &Options) -> Result<Report> {
     let mut args = opts.clone();
     args.loopback = true;
     let test = args.check()?;
+    if args.threads > 1 {
+        return threads::loopback(&args, test);
+    }
     let server_ip = Ipv4Addr::new(127, 0, 0, 1);
     let client_ip = Ipv4Addr::new(127, 0, 0, 2);
     let io = |what: &str| {
