@@ -32,9 +32,11 @@ pub struct PerfArgs {
     /// Number of QPs (bandwidth tests).
     #[arg(short = 'q', long = "qp", default_value_t = 1)]
     pub qps: u32,
-    /// With --loopback: run this many engine pairs side by side (a server
-    /// and a client thread each, with their own UDP sockets and -q QPs) and
-    /// add their bandwidths up; --baseline then runs as many TCP streams at once
+    /// Run this many engines per side at once (bandwidth tests), each on a
+    /// thread with its own UDP socket and -q QPs, and add their bandwidths
+    /// up: with --loopback as many pairs (--baseline then runs as many TCP
+    /// streams at once); a client connects this many times, and a server
+    /// given the same number serves this many clients at once
     #[arg(long, default_value_t = 1)]
     pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active

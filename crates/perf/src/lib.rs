@@ -68,9 +68,10 @@ pub struct Options {
     pub duration: Option<f64>,
     /// Number of QPs (bandwidth tests).
     pub qps: u32,
-    /// Engine pairs run side by side with `loopback` (bandwidth tests), each
-    /// a server and a client thread with sockets and `qps` QPs of their
-    /// own; their figures are added up ([`threads`](crate::threads)).
+    /// Engines per side run at once (bandwidth tests), each on a thread
+    /// with a socket and `qps` QPs of its own, their figures added up: with
+    /// `loopback` as many pairs; a client connects this many times, and a
+    /// server with the same number serves this many clients at once.
     pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
@@ -217,10 +218,16 @@ impl Options {
         if self.threads == 0 {
             fail!(Usage, "--threads must be at least 1");
         }
-        if self.threads > 1 && !self.loopback {
+        if self.threads > 1 && test.kind != Kind::Bw {
             fail!(
-                Unsupported,
-                "--threads runs engine pairs in this process, with --loopback; between two hosts run one roce perf pair per thread, each with its own -p and --udp-port"
+                Usage,
+                "--threads is for bandwidth tests (a latency test is one ping-pong)"
+            );
+        }
+        if self.threads > 1 && self.udp_port.is_some_and(|p| p != 0) {
+            fail!(
+                Usage,
+                "--threads gives every engine but the first a free UDP port of its own (the exchange tells the peer); drop --udp-port"
             );
         }
         if self.baseline && !self.loopback {
@@ -370,7 +377,13 @@ impl Server {
 
     /// Serves one client (a roce perf or a perftest `ib_*` client); returns
     /// its summary.
+    /// With `threads` above 1, serves that many clients at once (a roce
+    /// perf client with as many `--threads`), each on a thread and an
+    /// engine of its own, and sums them up in one [`Served`].
     pub fn serve(&self) -> Result<Served> {
+        if self.opts.threads > 1 {
+            return threads::serve(&self.opts, self.test, &self.listener);
+        }
         session::server(&self.opts, self.test, &self.listener)
     }
 }
@@ -383,6 +396,9 @@ pub fn client(opts: &Options) -> Result<Report> {
         .server
         .clone()
         .ok_or_else(|| Error::Usage("a client needs a SERVER to connect to".into()))?;
+    if opts.threads > 1 {
+        return threads::client(&opts, test, &server);
+    }
     let mut r = session::client(&opts, test, &server, opts.bind)?;
     r.analyze(&opts);
     Ok(r)

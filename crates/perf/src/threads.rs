@@ -1,43 +1,128 @@
-//! `--threads N` on loopback: N engine pairs side by side, each pair a
-//! server thread and a client thread with engines (UDP sockets) and QPs of
-//! their own, as perftest's multi-process runs are, and the bandwidths
-//! added up.
+//! `--threads N`: N engines per side at once, each driven by a thread of
+//! its own with a UDP socket and `-q` QPs of its own, as perftest's users
+//! run parallel processes, and the bandwidths added up. On loopback N
+//! pairs run in this process; between two hosts the client connects N
+//! times and a server with the same `--threads` serves N clients at once
+//! (every engine but the first takes a free UDP port, which the exchange
+//! tells the peer).
 //!
 //! One engine is one socket driven by one thread ([`roce_verbs::Context`]),
 //! so `-q N` multiplies QPs inside an engine (more work in flight, the same
 //! thread and socket), while `--threads N` multiplies engines: it is the
 //! way to put more than one core under each side. On a machine with fewer
-//! cores than the `2 N` threads this starts, the threads share them and the
-//! sum cannot exceed what the cores carry.
+//! cores than the threads this starts, the threads share them and the sum
+//! cannot exceed what the cores carry.
 //!
 //! The figures are summed as perftest's users add up the reports of
-//! parallel processes: each pair measures its own run, and the pairs start
+//! parallel processes: each engine measures its own run, and they start
 //! within the few milliseconds their setup takes, so for `-D` runs the
-//! windows overlap all but that. The kernel's baseline beside it
-//! (`--baseline`) is as many TCP streams at once, added up the same way.
+//! windows overlap all but that. The kernel's baseline beside a loopback
+//! run (`--baseline`) is as many TCP streams at once, added up the same way.
 
 use crate::error::fail;
-use crate::results::{Baseline, Report};
-use crate::{Error, Kind, Options, Result, Test, session};
+use crate::results::{Baseline, Report, Served};
+use crate::{Error, Options, Result, Test, session};
 use roce_verbs::Stats;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::Duration;
 
+/// Runs `args.threads` clients against `server` at once and adds their
+/// figures up.
+pub(crate) fn client(args: &Options, test: Test, server: &str) -> Result<Report> {
+    let mut handles = Vec::new();
+    for k in 0..args.threads {
+        let mut cargs = args.clone();
+        cargs.seed = args.seed.wrapping_add(2 * u64::from(k));
+        if k > 0 {
+            cargs.pcap = None;
+            cargs.udp_port = Some(0);
+        }
+        let server = server.to_string();
+        let h = std::thread::Builder::new()
+            .name(format!("perf-client-{k}"))
+            .spawn(move || {
+                let mut r = session::client(&cargs, test, &server, cargs.bind)?;
+                r.analyze(&cargs);
+                Ok(r)
+            })
+            .map_err(|source| Error::Io {
+                what: format!("starting client thread {k}"),
+                source,
+            })?;
+        handles.push(h);
+    }
+    let mut reports = Vec::new();
+    let mut first_error = None;
+    for (k, h) in handles.into_iter().enumerate() {
+        match h
+            .join()
+            .map_err(|_| Error::Run(format!("client thread {k} panicked")))
+            .and_then(|r| r)
+        {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
+    let mut total = add_up(reports)?;
+    analyze_note(args, &mut total);
+    Ok(total)
+}
+
+/// `--analyze` tables are per engine; the sum has none, and says so.
+fn analyze_note(args: &Options, total: &mut Report) {
+    if args.analyze {
+        total.notes.push(format!(
+            "--analyze profiles one engine pair; with --threads {} the stage tables are left out (run --threads 1 for them)",
+            args.threads
+        ));
+    }
+}
+
+/// Serves `args.threads` clients at once on `listener`, each on a thread
+/// and an engine of its own.
+pub(crate) fn serve(args: &Options, test: Test, listener: &TcpListener) -> Result<Served> {
+    let results: Vec<Result<Served>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..args.threads)
+            .map(|k| {
+                let mut sargs = args.clone();
+                sargs.seed = args.seed.wrapping_add(2 * u64::from(k) + 1);
+                if k > 0 {
+                    sargs.pcap = None;
+                }
+                s.spawn(move || session::server(&sargs, test, listener))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(k, h)| {
+                h.join()
+                    .map_err(|_| Error::Run(format!("server thread {k} panicked")))
+                    .and_then(|r| r)
+            })
+            .collect()
+    });
+    let mut summary = Vec::new();
+    let mut notes = Vec::new();
+    for (k, r) in results.into_iter().enumerate() {
+        let s = r?;
+        summary.push(format!("thread {k}: {}", s.summary));
+        notes.extend(s.notes);
+    }
+    Ok(Served {
+        summary: summary.join("\n"),
+        notes,
+    })
+}
+
 /// Runs `args.threads` loopback pairs at once and adds their figures up.
 pub(crate) fn loopback(args: &Options, test: Test) -> Result<Report> {
     let n = args.threads;
-    if test.kind != Kind::Bw {
-        fail!(
-            Usage,
-            "--threads is for bandwidth tests (a latency test is one ping-pong)"
-        );
-    }
-    if args.udp_port.is_some_and(|p| p != 0) {
-        fail!(
-            Usage,
-            "--threads gives every engine a free UDP port of its own; drop --udp-port"
-        );
-    }
     let server_ip = Ipv4Addr::new(127, 0, 0, 1);
     let client_ip = Ipv4Addr::new(127, 0, 0, 2);
     let io = |what: String| move |source| Error::Io { what, source };
@@ -102,11 +187,7 @@ pub(crate) fn loopback(args: &Options, test: Test) -> Result<Report> {
     }
     let mut total = add_up(reports)?;
     total.notes.splice(0..0, notes);
-    if args.analyze {
-        total.notes.push(format!(
-            "--analyze profiles one engine pair; with --threads {n} the stage tables are left out (run --threads 1 for them)"
-        ));
-    }
+    analyze_note(args, &mut total);
     if args.baseline || args.analyze {
         total.notes.push(format!(
             "the TCP baseline is {n} streams at once, their Gb/s added"
@@ -141,6 +222,7 @@ fn add_up(reports: Vec<Report>) -> Result<Report> {
         .collect();
     for r in &mut total.results {
         r.profile = None;
+        r.analysis = None;
     }
     for rep in it {
         for ((t, r), each) in total

@@ -41,14 +41,45 @@ fn threads_are_refused_where_they_mean_nothing() {
     let mut lat = opts("write_lat");
     lat.iters = Some(10);
     assert!(matches!(roce_perf::loopback(&lat), Err(Error::Usage(_))));
-    let mut remote = opts("write_bw");
-    remote.server = Some("127.0.0.1".into());
-    let e = roce_perf::client(&remote).unwrap_err();
-    assert!(matches!(e, Error::Unsupported(_)), "{e}");
+    let mut remote = opts("write_lat");
+    remote.server = Some("127.0.0.1:1".into());
+    assert!(matches!(roce_perf::client(&remote), Err(Error::Usage(_))));
     let mut zero = opts("write_bw");
     zero.threads = 0;
     assert!(matches!(roce_perf::loopback(&zero), Err(Error::Usage(_))));
     let mut port = opts("write_bw");
     port.udp_port = Some(4791);
     assert!(matches!(roce_perf::loopback(&port), Err(Error::Usage(_))));
+}
+
+#[test]
+fn a_threaded_client_and_a_threaded_server_face_each_other() {
+    // The server serves as many clients at once as it has threads; the
+    // client connects once per thread. Every engine takes a free UDP port.
+    let mut so = Options::new("write_bw");
+    so.udp_port = Some(0);
+    so.threads = 3;
+    so.port = 0;
+    so.bind = Some(std::net::Ipv4Addr::LOCALHOST);
+    let server = roce_perf::Server::bind(&so).unwrap();
+    let at = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+    let mut co = Options::new("write_bw");
+    co.udp_port = Some(0);
+    co.threads = 3;
+    co.iters = Some(30);
+    co.size = Some(8192);
+    co.verify = true;
+    co.server = Some(at.to_string());
+    let r = roce_perf::client(&co).unwrap();
+    let served = served.join().unwrap().unwrap();
+    assert_eq!(r.verified(&co), Some(true));
+    assert_eq!(r.results[0].iterations, 90);
+    assert_eq!(r.local.len(), 3);
+    assert_eq!(served.summary.lines().count(), 3, "{}", served.summary);
+    assert!(
+        r.notes.iter().any(|n| n.contains("3 threads")),
+        "{:?}",
+        r.notes
+    );
 }
