@@ -51,6 +51,13 @@ pub struct PerfArgs {
     /// as perftest's --use_srq.
     #[arg(long = "use_srq")]
     pub use_srq: bool,
+    /// Run this many engines per side at once (bandwidth tests), each on a
+    /// thread with its own UDP socket and -q QPs, and add their bandwidths
+    /// up: with --loopback as many pairs (--baseline then runs as many TCP
+    /// streams at once); a client connects this many times, and a server
+    /// given the same number serves this many clients at once
+    #[arg(long, default_value_t = 1)]
+    pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -189,6 +196,7 @@ impl From<PerfArgs> for Options {
             qps: a.qps,
             connection: a.connection,
             use_srq: a.use_srq,
+            threads: a.threads,
             mtu: a.mtu,
             inline_size: a.inline_size,
             tx_depth: a.tx_depth,

@@ -33,6 +33,7 @@ mod report;
 mod results;
 mod session;
 mod setup;
+mod threads;
 pub mod wire;
 
 pub use results::{Baseline, Latency, Report, Served, SideProfiles, SizeResult};
@@ -78,6 +79,11 @@ pub struct Options {
     /// their receives from one shared receive queue (a latency test's
     /// client too, as perftest's).
     pub use_srq: bool,
+    /// Engines per side run at once (bandwidth tests), each on a thread
+    /// with a socket and `qps` QPs of its own, their figures added up: with
+    /// `loopback` as many pairs; a client connects this many times, and a
+    /// server with the same number serves this many clients at once.
+    pub threads: u32,
     /// Path MTU: 256, 512, 1024, 2048 or 4096 (default: the port's active
     /// MTU, from the IP MTU of the interface holding the address, as rxe
     /// derives it: 4096 on loopback, 1024 on a 1500-byte Ethernet; a server
@@ -181,6 +187,7 @@ impl Options {
             qps: 1,
             connection: Connection::Rc,
             use_srq: false,
+            threads: 1,
             mtu: None,
             inline_size: None,
             tx_depth: 128,
@@ -245,6 +252,21 @@ impl Options {
         }
         if self.qps == 0 || self.tx_depth == 0 || self.cq_mod == 0 {
             fail!(Usage, "-q, -t and --cq-mod must be at least 1");
+        }
+        if self.threads == 0 {
+            fail!(Usage, "--threads must be at least 1");
+        }
+        if self.threads > 1 && test.kind != Kind::Bw {
+            fail!(
+                Usage,
+                "--threads is for bandwidth tests (a latency test is one ping-pong)"
+            );
+        }
+        if self.threads > 1 && self.udp_port.is_some_and(|p| p != 0) {
+            fail!(
+                Usage,
+                "--threads gives every engine but the first a free UDP port of its own (the exchange tells the peer); drop --udp-port"
+            );
         }
         if self.baseline && !self.loopback {
             fail!(
@@ -467,7 +489,13 @@ impl Server {
 
     /// Serves one client (a roce perf or a perftest `ib_*` client); returns
     /// its summary.
+    /// With `threads` above 1, serves that many clients at once (a roce
+    /// perf client with as many `--threads`), each on a thread and an
+    /// engine of its own, and sums them up in one [`Served`].
     pub fn serve(&self) -> Result<Served> {
+        if self.opts.threads > 1 {
+            return threads::serve(&self.opts, self.test, &self.listener);
+        }
         session::server(&self.opts, self.test, &self.listener)
     }
 }
@@ -480,6 +508,9 @@ pub fn client(opts: &Options) -> Result<Report> {
         .server
         .clone()
         .ok_or_else(|| Error::Usage("a client needs a SERVER to connect to".into()))?;
+    if opts.threads > 1 {
+        return threads::client(&opts, test, &server);
+    }
     let mut r = session::client(&opts, test, &server, opts.bind)?;
     r.analyze(&opts);
     Ok(r)
@@ -493,6 +524,9 @@ pub fn loopback(opts: &Options) -> Result<Report> {
     let mut args = opts.clone();
     args.loopback = true;
     let test = args.check()?;
+    if args.threads > 1 {
+        return threads::loopback(&args, test);
+    }
     let (server_ip, client_ip) = loopback_ips(&args);
     args.server = None;
     let io = |what: &str| {

@@ -281,6 +281,21 @@ impl<M: Memory> Rnic<M> {
         self.cfg.port_mtu = mtu;
     }
 
+    /// Sets how many packets an RC QP may keep unacknowledged (go-back-N's
+    /// window), for QPs old and new: a driver whose QPs share one receive
+    /// buffer at the peer divides it among them as QPs come and go.
+    pub fn set_max_outstanding_pkts(&mut self, n: u32) {
+        self.cfg.max_outstanding_pkts = n.max(1);
+    }
+
+    /// The RC QPs this RNIC holds, in any state.
+    pub fn rc_qp_count(&self) -> usize {
+        self.qps
+            .values()
+            .filter(|q| q.init.qp_type == QpType::Rc)
+            .count()
+    }
+
     pub fn config(&self) -> &RnicConfig {
         &self.cfg
     }

@@ -446,6 +446,11 @@ pub fn build(t: Transmit, src: SocketAddr) -> Result<OutDatagram, BuildError> {
 const ICRC_IDENT_AT: usize = 8 + 4;
 /// Lengths whose tables [`IdentDelta`] keeps.
 const DELTA_CACHE: usize = 16;
+/// IDs whose deltas [`IdentDelta`] keeps ready per length: every segment
+/// index a GSO send of the engine's (at most `sys::MAX_GSO_SEGMENTS`) or a
+/// GRO buffer (the kernel's `UDP_MAX_SEGMENTS`, 128) can have, so the
+/// per-packet case is one load.
+const DELTA_DIRECT: usize = 128;
 
 /// How the ICRC changes with the IP ID, per datagram length.
 ///
@@ -454,11 +459,40 @@ const DELTA_CACHE: usize = 16;
 /// the one with ID 0 only in the two ID bytes, so `icrc(x) = icrc(0) ^
 /// delta(x)`, where `delta` depends on the length alone and is linear in
 /// `x`: sixteen values per length (one per ID bit), computed once per
-/// length from zero buffers and cached.
+/// length from zero buffers and cached, with the deltas of the small IDs a
+/// GSO run uses (segment `k` gets ID `k`) expanded from them, because
+/// every segment of a run but the first needs one.
 #[derive(Debug, Default, Clone)]
 pub struct IdentDelta {
-    cache: Vec<(usize, [u32; 16])>,
+    cache: Vec<DeltaTable>,
     next: usize,
+    /// Index in `cache` of the length asked for last (runs share a length).
+    last: usize,
+}
+
+#[derive(Debug, Clone)]
+struct DeltaTable {
+    len: usize,
+    bits: [u32; 16],
+    direct: Box<[u32; DELTA_DIRECT]>,
+}
+
+impl DeltaTable {
+    fn new(len: usize) -> Self {
+        let bits = IdentDelta::table(len);
+        let mut direct = Box::new([0u32; DELTA_DIRECT]);
+        for (x, d) in direct.iter_mut().enumerate() {
+            *d = fold_bits(&bits, x as u16);
+        }
+        DeltaTable { len, bits, direct }
+    }
+}
+
+/// The delta of ID `x`: the XOR of the deltas of its set bits (linearity).
+fn fold_bits(bits: &[u32; 16], x: u16) -> u32 {
+    (0..16)
+        .filter(|b| x >> b & 1 == 1)
+        .fold(0, |acc, b| acc ^ bits[b])
 }
 
 impl IdentDelta {
@@ -472,22 +506,30 @@ impl IdentDelta {
         if ident == 0 {
             return 0;
         }
-        let t = match self.cache.iter().find(|(l, _)| *l == udp_payload_len) {
-            Some((_, t)) => *t,
-            None => {
-                let t = Self::table(udp_payload_len);
-                if self.cache.len() < DELTA_CACHE {
-                    self.cache.push((udp_payload_len, t));
-                } else {
-                    self.cache[self.next] = (udp_payload_len, t);
-                    self.next = (self.next + 1) % DELTA_CACHE;
+        let i = match self.cache.get(self.last) {
+            Some(t) if t.len == udp_payload_len => self.last,
+            _ => match self.cache.iter().position(|t| t.len == udp_payload_len) {
+                Some(i) => i,
+                None => {
+                    let t = DeltaTable::new(udp_payload_len);
+                    if self.cache.len() < DELTA_CACHE {
+                        self.cache.push(t);
+                        self.cache.len() - 1
+                    } else {
+                        let i = self.next;
+                        self.cache[i] = t;
+                        self.next = (self.next + 1) % DELTA_CACHE;
+                        i
+                    }
                 }
-                t
-            }
+            },
         };
-        (0..16)
-            .filter(|b| ident >> b & 1 == 1)
-            .fold(0, |acc, b| acc ^ t[b])
+        self.last = i;
+        let t = &self.cache[i];
+        match t.direct.get(usize::from(ident)) {
+            Some(&d) => d,
+            None => fold_bits(&t.bits, ident),
+        }
     }
 
     fn table(udp_payload_len: usize) -> [u32; 16] {
@@ -887,7 +929,7 @@ mod tests {
         let mut deltas = IdentDelta::new();
         for len in [0usize, 3, 1024, 4096] {
             let d0 = build(write_first(len), src).unwrap();
-            for ident in [1u16, 2, 7, 63, 0x8000, 0xffff] {
+            for ident in [1u16, 2, 7, 63, 64, 127, 128, 129, 0x8000, 0xffff] {
                 let mut d = d0.clone();
                 d.set_ident(ident, &mut deltas);
                 let bytes = d.to_vec(&RealMemory::new());
@@ -905,6 +947,28 @@ mod tests {
                 // …and moving it back restores the original bytes.
                 d.set_ident(0, &mut deltas);
                 assert_eq!(d.to_vec(&RealMemory::new()), d0.to_vec(&RealMemory::new()));
+            }
+        }
+    }
+
+    #[test]
+    fn ident_deltas_stay_right_when_lengths_alternate_and_the_cache_turns_over() {
+        // More lengths than the cache keeps, visited twice in alternation:
+        // every answer must be the one computed from the bit table afresh.
+        let mut deltas = IdentDelta::new();
+        for round in 0..2 {
+            for len in (0..DELTA_CACHE + 3).map(|i| 40 + 97 * i) {
+                for ident in [1u16, 3, 64, 127, 128, 300, 0xffff] {
+                    let want = fold_bits(&IdentDelta::table(len), ident);
+                    assert_eq!(
+                        deltas.delta(len, ident),
+                        want,
+                        "round {round} len {len} id {ident}"
+                    );
+                    // The same length again (the shortcut) and another one.
+                    assert_eq!(deltas.delta(len, ident), want);
+                    assert_eq!(deltas.delta(len + 1, 0), 0);
+                }
             }
         }
     }

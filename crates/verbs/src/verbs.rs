@@ -965,6 +965,7 @@ impl<'a> QpBuilder<'a> {
             let _ = e.rnic.destroy_qp(qpn);
             return Err(err.into());
         }
+        e.share_window();
         let psn = self.psn.unwrap_or_else(|| {
             // Like perftest's lrand48() & 0xffffff: distinct runs, and two
             // processes started together (a ping-pong's two sides), use
@@ -1132,7 +1133,9 @@ pub struct Qp {
 
 impl Drop for Qp {
     fn drop(&mut self) {
-        let _ = self.pd.context().lock().rnic.destroy_qp(self.qpn);
+        let mut e = self.pd.context().lock();
+        let _ = e.rnic.destroy_qp(self.qpn);
+        e.share_window();
     }
 }
 
@@ -1210,5 +1213,52 @@ impl Qp {
     /// A one-paragraph dump of the QP's transport state, for debugging.
     pub fn debug(&self) -> String {
         self.pd.context().lock().rnic.debug_qp(self.qpn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{MIN_SHARED_WINDOW, window_for};
+
+    fn window(ctx: &Context) -> u32 {
+        ctx.lock().rnic.config().max_outstanding_pkts
+    }
+
+    fn rc(pd: &Pd, cq: &Cq) -> PreparedQp {
+        pd.qp_builder(cq).build().unwrap()
+    }
+
+    #[test]
+    fn the_socket_window_is_shared_among_the_rc_qps_as_they_come_and_go() {
+        let ctx =
+            Device::open_with("127.0.0.1:0".parse().unwrap(), EngineConfig::default()).unwrap();
+        let whole = window_for(ctx.lock().sock_recv_buffer());
+        assert_eq!(window(&ctx), whole);
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let a = rc(&pd, &cq);
+        assert_eq!(window(&ctx), whole);
+        let more: Vec<PreparedQp> = (0..3).map(|_| rc(&pd, &cq)).collect();
+        assert_eq!(window(&ctx), (whole / 4).max(MIN_SHARED_WINDOW.min(whole)));
+        // A UD QP sends no window's worth: it takes no share.
+        let ud = pd.qp_builder(&cq).qp_type(QpType::Ud).build().unwrap();
+        assert_eq!(window(&ctx), (whole / 4).max(MIN_SHARED_WINDOW.min(whole)));
+        drop(more);
+        drop(ud);
+        assert_eq!(window(&ctx), whole);
+        drop(a);
+        assert_eq!(window(&ctx), whole);
+    }
+
+    #[test]
+    fn a_window_the_application_chose_is_left_alone() {
+        let mut cfg = EngineConfig::default();
+        cfg.rnic.max_outstanding_pkts = 100;
+        let ctx = Device::open_with("127.0.0.1:0".parse().unwrap(), cfg).unwrap();
+        let pd = ctx.alloc_pd().unwrap();
+        let cq = ctx.create_cq(64).unwrap();
+        let _qps: Vec<PreparedQp> = (0..4).map(|_| rc(&pd, &cq)).collect();
+        assert_eq!(window(&ctx), 100);
     }
 }
