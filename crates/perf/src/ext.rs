@@ -12,6 +12,10 @@ use crate::Test;
 use roce_verbs::{StageProfile, Stats};
 use serde::{Deserialize, Serialize};
 
+fn one() -> u32 {
+    1
+}
+
 /// The extension's messages, one JSON object per line.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -32,6 +36,14 @@ pub enum Msg {
         /// that predates UD: RC).
         #[serde(default)]
         connection: crate::Connection,
+        /// `--threads`: as many connections come from this client, and a
+        /// server must serve as many at once (absent: 1).
+        #[serde(default = "one")]
+        threads: u32,
+        /// `--use_srq` (absent: off); both sides must agree, since the
+        /// receiving side's SRQ is the server's for the bandwidth tests.
+        #[serde(default)]
+        use_srq: bool,
     },
     /// Server: accepted; the UDP port of its engine.
     Welcome {

@@ -57,6 +57,11 @@ pub const MIN_VERSION: f64 = 5.70;
 pub const NEGOTIATE_VERSION: f64 = 6.28;
 /// perftest's cycle buffer default: the page size.
 pub const CYCLE_BUFFER: u32 = 4096;
+/// The largest cycle buffer a peer may announce: perftest announces its
+/// page size (4 KiB to 64 KiB on the machines it runs on); both sides size
+/// their buffers by the larger of the two, so an unbounded value from the
+/// wire would be an allocation of the peer's choosing.
+pub const MAX_CYCLE_BUFFER: u32 = 1 << 24;
 /// perftest's cache line default.
 pub const CACHE_LINE: u32 = 64;
 
@@ -298,6 +303,11 @@ impl Keys {
     /// no RoCEv2 address).
     pub fn ip_for(&self, local: IpAddr) -> Result<IpAddr, PerftestError> {
         match (self.gid.ip(), local) {
+            (Some(IpAddr::V6(v)), _) if v.segments()[0] & 0xffc0 == 0xfe80 => {
+                Err(PerftestError::Incompatible(format!(
+                    "the peer's GID {v} is an IPv6 link-local address, which roce cannot reach yet (it carries no scope id): give the peer an IPv4 or global GID (perftest's -x)"
+                )))
+            }
             (Some(peer), local) if peer.is_ipv4() == local.is_ipv4() => Ok(peer),
             (Some(IpAddr::V6(v)), IpAddr::V4(l)) => Err(PerftestError::Incompatible(format!(
                 "the peer's GID {v} is an IPv6 address and this side's ({l}) is IPv4-mapped: give both sides IPv6 addresses (--bind) or the peer an IPv4 GID (perftest's -x)"
@@ -414,6 +424,24 @@ mod tests {
             gid: Gid::from_ip("192.168.1.10".parse().unwrap()),
             srqn: 0,
         }
+    }
+
+    /// rxe's default GID (index 0) is the link-local address; a peer that
+    /// announces it cannot be reached without a scope, and says so.
+    #[test]
+    fn a_link_local_peer_gid_is_one_clear_error() {
+        let mut k = sample();
+        k.gid = Gid::from_ip("fe80::1c2:3ff:fe04:506".parse().unwrap());
+        let e = k
+            .ip_for("fd00::1".parse().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("link-local"), "{e}");
+        k.gid = Gid::from_ip("fd00::2".parse().unwrap());
+        assert_eq!(
+            k.ip_for("fd00::1".parse().unwrap()).unwrap(),
+            "fd00::2".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@ use roce_verbs::*;
 use std::net::{IpAddr, SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
+/// How long a client waits for the server's part of the greeting.
+const GREETING_WAIT: Duration = Duration::from_secs(30);
+
 /// How long a UD receiver waits for SENDs still on their way after the
 /// sender is done (what does not come by then was lost).
 const UD_GRACE: Duration = Duration::from_millis(500);
@@ -26,6 +29,9 @@ pub(crate) fn client(
 ) -> Result<Report> {
     let server = server_addr(server, args.port);
     let mut wire = Wire::connect(&server, Duration::from_secs(5))?;
+    // A server answers the greeting at once if it serves this connection at
+    // all (one started with fewer --threads leaves the rest in its backlog).
+    wire.set_read_timeout(Some(GREETING_WAIT))?;
     let ip = select_gid(
         args,
         bind.unwrap_or_else(|| engine_ip(wire.local_addr().ip())),
@@ -53,6 +59,8 @@ pub(crate) fn client(
             qps: nqp,
             udp_port: ctx.local_addr().port(),
             connection: args.connection,
+            threads: args.threads,
+            use_srq: args.use_srq,
         })?;
         match wire.recv::<Msg>()? {
             Msg::Welcome { udp_port } => udp_port,
@@ -63,6 +71,8 @@ pub(crate) fn client(
         plain_peer(test, args, &ctx, &hello)?;
         ROCE_PORT
     };
+    // From here on the server may take as long as the run does.
+    wire.set_read_timeout(None)?;
     let half = max + if ud { GRH } else { 0 };
     let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
     // perftest's latency client takes its receives from the SRQ too.
@@ -307,19 +317,30 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
     let (sizes, nqp, cmtu, verify, peer_udp) = if roce {
-        let (ctest, sizes, cmtu, verify, nqp, udp, conn) = match wire.recv::<Msg>()? {
-            Msg::Hello {
-                test,
-                sizes,
-                mtu,
-                verify,
-                qps,
-                udp_port,
-                connection,
-                ..
-            } => (test, sizes, mtu, verify, qps, udp_port, connection),
-            m => fail!(Peer, "unexpected first message from the client: {m:?}"),
-        };
+        let (ctest, sizes, cmtu, verify, nqp, udp, (conn, cthreads, csrq)) =
+            match wire.recv::<Msg>()? {
+                Msg::Hello {
+                    test,
+                    sizes,
+                    mtu,
+                    verify,
+                    qps,
+                    udp_port,
+                    connection,
+                    threads,
+                    use_srq,
+                    ..
+                } => (
+                    test,
+                    sizes,
+                    mtu,
+                    verify,
+                    qps,
+                    udp_port,
+                    (connection, threads, use_srq),
+                ),
+                m => fail!(Peer, "unexpected first message from the client: {m:?}"),
+            };
         let refuse = |wire: &mut Wire, why: String| -> Result<Served> {
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
             fail!(Peer, "refused the client: {why}")
@@ -341,6 +362,25 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                     "this server's QPs are {} (-c), the client's {}: give both sides the same -c",
                     args.connection.name(),
                     conn.name()
+                ),
+            );
+        }
+        if cthreads != args.threads {
+            return refuse(
+                &mut wire,
+                format!(
+                    "this server serves {} connections at once (--threads), the client makes {cthreads}: give both sides the same --threads",
+                    args.threads
+                ),
+            );
+        }
+        if csrq != args.use_srq {
+            return refuse(
+                &mut wire,
+                format!(
+                    "this server {} --use_srq, the client {}: give both sides the same --use_srq",
+                    if args.use_srq { "has" } else { "lacks" },
+                    if csrq { "has it" } else { "not" }
                 ),
             );
         }
@@ -372,6 +412,13 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         })?;
         (sizes, nqp, cmtu, verify, udp)
     } else {
+        if args.threads > 1 {
+            fail!(
+                Peer,
+                "a plain perftest client makes one connection; this server waits for {} (--threads): run it without --threads",
+                args.threads
+            );
+        }
         plain_peer(test, args, &ctx, &hello)?;
         let mtu = my_mtu.min(hello.mtu);
         (
@@ -430,8 +477,12 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
             Msg::Finish => break,
             m => fail!(Peer, "unexpected message from the client: {m:?}"),
         };
-        if size > max {
-            let why = format!("size {size} exceeds the announced {max}");
+        if size > max || size == 0 || iters == 0 {
+            let why = if size > max {
+                format!("size {size} exceeds the announced {max}")
+            } else {
+                format!("a run of {iters} messages of {size} bytes (both must be at least 1)")
+            };
             let _ = wire.send(&Msg::Refuse { why: why.clone() });
             fail!(Peer, "refused the client: {why}");
         }

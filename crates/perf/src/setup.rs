@@ -134,7 +134,15 @@ pub(crate) fn select_gid(args: &Options, ip: IpAddr) -> Result<IpAddr> {
     };
     let table = roce_verbs::gid_table(&dev);
     match table.iter().find(|e| e.index == x) {
-        Some(e) => Ok(e.ip()),
+        Some(e) => match e.ip() {
+            // fe80::/10 needs a scope (the interface) to bind or to reach,
+            // which an engine's address does not carry.
+            IpAddr::V6(v) if v.segments()[0] & 0xffc0 == 0xfe80 => fail!(
+                Usage,
+                "GID index {x} is {v}, {dev}'s IPv6 link-local address, which an engine cannot open on yet (it has no scope id); choose an IPv4-mapped or global entry (`roce perf --list-gids`)"
+            ),
+            ip => Ok(ip),
+        },
         None => fail!(
             Usage,
             "GID index {x} does not exist: the GID table of {dev} (which holds {ip}) has {} RoCEv2 GIDs{}; `roce perf --list-gids` shows them",

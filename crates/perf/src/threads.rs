@@ -23,7 +23,7 @@ use crate::error::fail;
 use crate::results::{Baseline, Report, Served};
 use crate::{Error, Options, Result, Test, session};
 use roce_verbs::Stats;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
 /// Runs `args.threads` clients against `server` at once and adds their
@@ -84,9 +84,16 @@ fn analyze_note(args: &Options, total: &mut Report) {
 }
 
 /// Serves `args.threads` clients at once on `listener`, each on a thread
-/// and an engine of its own.
+/// and an engine of its own. When one of them fails (a client that asked
+/// for another `--threads`, a plain perftest client, a run that broke), the
+/// others may be waiting in `accept` for clients that will never come:
+/// they are woken by connections that close at once, so the server reports
+/// the failure instead of hanging.
 pub(crate) fn serve(args: &Options, test: Test, listener: &TcpListener) -> Result<Served> {
-    let results: Vec<Result<Served>> = std::thread::scope(|s| {
+    let n = args.threads as usize;
+    let wake = listener.local_addr().ok();
+    let (first_failed, results): (Option<usize>, Vec<Result<Served>>) = std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
         let handles: Vec<_> = (0..args.threads)
             .map(|k| {
                 let mut sargs = args.clone();
@@ -94,10 +101,29 @@ pub(crate) fn serve(args: &Options, test: Test, listener: &TcpListener) -> Resul
                 if k > 0 {
                     sargs.pcap = None;
                 }
-                s.spawn(move || session::server(&sargs, test, listener))
+                let tx = tx.clone();
+                s.spawn(move || {
+                    let r = session::server(&sargs, test, listener);
+                    let _ = tx.send((k as usize, r.is_err()));
+                    r
+                })
             })
             .collect();
-        handles
+        drop(tx);
+        // Every thread sends once, or drops its sender when it panics.
+        let mut first_failed = None;
+        for (k, failed) in rx.iter() {
+            if failed {
+                first_failed = Some(k);
+                if let Some(a) = wake {
+                    for _ in 0..n {
+                        let _ = TcpStream::connect_timeout(&a, Duration::from_secs(1));
+                    }
+                }
+                break;
+            }
+        }
+        let results = handles
             .into_iter()
             .enumerate()
             .map(|(k, h)| {
@@ -105,8 +131,14 @@ pub(crate) fn serve(args: &Options, test: Test, listener: &TcpListener) -> Resul
                     .map_err(|_| Error::Run(format!("server thread {k} panicked")))
                     .and_then(|r| r)
             })
-            .collect()
+            .collect();
+        (first_failed, results)
     });
+    // The failure that came first is the cause; the woken threads' are not.
+    let mut results = results;
+    if let Some(k) = first_failed {
+        results.swap(0, k);
+    }
     let mut summary = Vec::new();
     let mut notes = Vec::new();
     for (k, r) in results.into_iter().enumerate() {

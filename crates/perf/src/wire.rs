@@ -32,6 +32,14 @@ pub enum WireError {
         step: &'static str,
         source: std::io::Error,
     },
+    #[error(
+        "out-of-band exchange with {peer}, {step}: no answer within {after:?} (is the server busy serving other clients, or started with fewer --threads?)"
+    )]
+    Silent {
+        peer: SocketAddr,
+        step: &'static str,
+        after: std::time::Duration,
+    },
     #[error("out-of-band exchange with {peer}, {step}: {source}")]
     Perftest {
         peer: SocketAddr,
@@ -55,6 +63,8 @@ pub struct Wire {
     peer: SocketAddr,
     local: SocketAddr,
     role: Role,
+    /// The read timeout in force, to name it when it expires.
+    read_timeout: Option<Duration>,
 }
 
 /// The connection's socket, so a device blocked in `epoll` wakes when the
@@ -81,7 +91,19 @@ impl Wire {
             peer,
             local,
             role,
+            read_timeout: None,
         })
+    }
+
+    /// Gives up a read after `t` (`None`: wait as long as it takes). A
+    /// client sets one for the greeting, which a server answers at once
+    /// when it serves us at all; the run itself may be silent for `-D`.
+    pub fn set_read_timeout(&mut self, t: Option<Duration>) -> Result<(), WireError> {
+        self.writer
+            .set_read_timeout(t)
+            .map_err(|e| self.io("setting a read timeout", e))?;
+        self.read_timeout = t;
+        Ok(())
     }
 
     /// Connects to `server` (host:port), trying for at most `timeout`.
@@ -139,6 +161,14 @@ impl Wire {
                 peer: self.peer,
                 step,
             }
+        } else if let (Some(after), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =
+            (self.read_timeout, e.kind())
+        {
+            WireError::Silent {
+                peer: self.peer,
+                step,
+                after,
+            }
         } else {
             WireError::Io {
                 peer: self.peer,
@@ -190,6 +220,16 @@ impl Wire {
             "cache line size",
             &perftest::encode_int(perftest::CACHE_LINE),
         )?;
+        let cycle_buffer = perftest::decode_int(cycle);
+        if cycle_buffer > perftest::MAX_CYCLE_BUFFER {
+            return Err(self.perftest(
+                "cycle buffer",
+                PerftestError::Incompatible(format!(
+                    "the peer's cycle buffer of {cycle_buffer} bytes exceeds {} (a page size is expected)",
+                    perftest::MAX_CYCLE_BUFFER
+                )),
+            ));
+        }
         let m = perftest::encode_mtu(mtu).ok_or_else(|| {
             self.perftest(
                 "MTU",
@@ -200,7 +240,7 @@ impl Wire {
         let peer_mtu = perftest::decode_mtu(m).map_err(|e| self.perftest("MTU", e))?;
         Ok(Greeting {
             version,
-            cycle_buffer: perftest::decode_int(cycle),
+            cycle_buffer,
             cache_line: perftest::decode_int(line),
             mtu: peer_mtu,
         })

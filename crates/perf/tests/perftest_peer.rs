@@ -7,6 +7,9 @@
 //! is under test. `scripts/perftest_interop.sh` runs the real `ib_write_bw`
 //! where rxe exists.
 
+#[path = "../../verbs/tests/prereq/mod.rs"]
+mod prereq;
+
 use roce_perf::{Options, Server};
 use roce_verbs::*;
 use std::io::{Read, Write};
@@ -403,6 +406,15 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
     steps.push(b"7\0".to_vec());
     let e = client_error("write_bw", None, steps);
     assert!(e.contains("MTU message is not perftest's"), "{e}");
+    // A cycle buffer no page size has (both sides would allocate twice it).
+    let mut steps = greet[..3].to_vec();
+    steps[1] = (1u32 << 30).to_be_bytes().to_vec();
+    let e = client_error("write_bw", None, steps);
+    assert!(
+        e.contains("cycle buffer of 1073741824 bytes exceeds"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
     // send_bw over more QPs than a perftest server counts on.
     let e = client_error_with("send_bw", greet.clone(), |o| o.qps = 2);
     assert!(e.contains("counts -n SENDs on every QP"), "{e}");
@@ -476,19 +488,19 @@ fn an_ipv4_gid_against_an_ipv6_side_is_one_clear_error() {
     assert_eq!(e.lines().count(), 1, "{e}");
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|u| u == "0"))
-        })
-        .unwrap_or(false)
+/// An address put on `lo` for one test, taken off again when dropped.
+struct LoAddress(String);
+
+impl Drop for LoAddress {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["-6", "addr", "del", &format!("{}/128", self.0), "dev", "lo"])
+            .output();
+    }
 }
 
 /// Puts `addr/128` on `lo` (as root; `replace` leaves one already there).
-fn add_lo_address(addr: &str) {
+fn add_lo_address(addr: &str) -> LoAddress {
     let out = std::process::Command::new("ip")
         .args([
             "-6",
@@ -506,6 +518,7 @@ fn add_lo_address(addr: &str) {
         "ip -6 addr replace {addr}/128 dev lo: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    LoAddress(addr.to_string())
 }
 
 /// Two IPv6 addresses on `lo` (root adds them, as two hosts would have
@@ -515,14 +528,18 @@ fn add_lo_address(addr: &str) {
 /// roce perf on both sides between the two.
 #[test]
 fn perftest_and_roce_between_two_ipv6_addresses() {
-    if !is_root() {
-        eprintln!(
-            "SKIP perftest_and_roce_between_two_ipv6_addresses: adding fd00::61 and fd00::62 to lo needs root"
-        );
+    if !prereq::root(
+        "perftest_and_roce_between_two_ipv6_addresses",
+        "adding fd00::61 and fd00::62 to lo",
+    ) || !prereq::tool(
+        "perftest_and_roce_between_two_ipv6_addresses",
+        &["ip", "-V"],
+        "iproute2",
+    ) {
         return;
     }
-    add_lo_address("fd00::61");
-    add_lo_address("fd00::62");
+    let _a = add_lo_address("fd00::61");
+    let _b = add_lo_address("fd00::62");
     let sip: IpAddr = "fd00::61".parse().unwrap();
     let cip: IpAddr = "fd00::62".parse().unwrap();
     let mut o = Options::new("write_bw");
@@ -726,6 +743,25 @@ fn a_ud_server_refuses_an_rc_client() {
 
 /// A roce perf server for `test` on `ip` (MTU 1024, `n` iterations of
 /// `size`), serving in a thread.
+/// `--use_srq` on the client of a server without it: the SRQ of a send_bw
+/// run is the server's, so the report would claim one that does not
+/// exist; the server refuses, and both sides say why.
+#[test]
+fn a_use_srq_mismatch_is_refused() {
+    let (addr, served) = roce_server("send_bw", lo4(91), 4096, 10);
+    let mut o = Options::new("send_bw");
+    o.server = Some(addr.to_string());
+    o.bind = Some(lo4(92));
+    o.udp_port = Some(0);
+    o.mtu = Some(1024);
+    o.use_srq = true;
+    o.iters = Some(10);
+    let e = roce_perf::client(&o).unwrap_err().to_string();
+    assert!(e.contains("--use_srq"), "{e}");
+    let e = served.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains("this server lacks --use_srq"), "{e}");
+}
+
 fn roce_server(
     test: &str,
     ip: IpAddr,

@@ -83,3 +83,27 @@ fn a_threaded_client_and_a_threaded_server_face_each_other() {
         r.notes
     );
 }
+
+/// A server and a client that disagree on `--threads`: the first
+/// connection is refused, the server's other threads (waiting in `accept`
+/// for clients that will never come) are woken, and both sides end with
+/// an error that says why instead of hanging.
+#[test]
+fn a_threads_mismatch_is_refused_on_both_sides_without_a_hang() {
+    let mut so = Options::new("write_bw");
+    so.udp_port = Some(0);
+    so.threads = 3;
+    so.port = 0;
+    so.bind = Some(std::net::Ipv4Addr::LOCALHOST.into());
+    let server = roce_perf::Server::bind(&so).unwrap();
+    let at = server.local_addr().unwrap();
+    let served = std::thread::spawn(move || server.serve());
+    let mut co = Options::new("write_bw");
+    co.udp_port = Some(0);
+    co.iters = Some(10);
+    co.server = Some(at.to_string());
+    let e = roce_perf::client(&co).unwrap_err().to_string();
+    assert!(e.contains("--threads"), "{e}");
+    let e = served.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains("the client makes 1"), "{e}");
+}

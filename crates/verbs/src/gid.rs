@@ -88,9 +88,10 @@ impl GidEntry {
 /// interface's addresses (the kernel's `roce_gid_mgmt`): the IPv6
 /// link-local address first (rxe's default GID), then each IPv4 address
 /// IPv4-mapped, then the other IPv6 addresses, in the order the interface
-/// lists them; one RoCEv2 entry each (rxe adds a RoCE v1 twin of every
-/// entry, which roce does not speak, so roce's indexes count RoCEv2
-/// entries only).
+/// lists them; one RoCEv2 entry each (rxe's port is RoCEv2 only —
+/// `rxe_port_immutable` sets `RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP` alone —
+/// so the indexes match rxe's; a NIC that also has RoCE v1 lists a v1 twin
+/// of each entry and numbers differently).
 pub fn gid_table(netdev: &str) -> Vec<GidEntry> {
     table_from(netdev, &crate::sys::interface_addresses())
 }

@@ -35,7 +35,12 @@ pub fn missing(test: &str, why: &str) {
 unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// SIGINT on Linux: what dumpcap takes as "stop and close the file".
+const SIGINT: i32 = 2;
 
 /// Whether the test process runs as root.
 pub fn is_root() -> bool {
@@ -171,9 +176,19 @@ impl Capture {
         let s = std::net::UdpSocket::bind(from).expect("bind the marker's socket");
         s.send_to(MARKER, to).expect("send the marker");
         self.wait_for(is_marker, "the end marker");
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
+        // kill(2) directly: /bin/kill comes from procps, which a minimal
+        // Debian need not have, and a silent no-op here would leave the wait
+        // below hanging.
+        let pid = i32::try_from(self.child.id()).expect("pid fits in pid_t");
+        // SAFETY: kill has no memory preconditions; the pid is our own child,
+        // not yet reaped (we wait for it below).
+        let rc = unsafe { libc_kill(pid, SIGINT) };
+        assert_eq!(
+            rc,
+            0,
+            "SIGINT to dumpcap: {}",
+            std::io::Error::last_os_error()
+        );
         let status = self.child.wait().expect("wait for dumpcap");
         assert!(status.success(), "dumpcap: {status}");
         std::fs::read(&self.file).expect("read the capture")
