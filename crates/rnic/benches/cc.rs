@@ -286,6 +286,8 @@ struct E2e {
     src: Sge,
     remote: (u64, u32),
     int: bool,
+    /// `Pair::step` calls so far (pacing adds wake-ups).
+    steps: u64,
 }
 
 const MSG: u32 = 64 << 10;
@@ -328,6 +330,7 @@ impl E2e {
             },
             remote: (bufb, mrb.rkey),
             int: c.int,
+            steps: 0,
         }
     }
 
@@ -349,6 +352,7 @@ impl E2e {
         let mut rx = p.a.counters().rx_pkts;
         while p.a.cq_len(self.cq) == 0 {
             assert!(p.step(), "stalled");
+            self.steps += 1;
             // The same bookkeeping for every controller; only HPCC gets INT.
             let c = p.a.counters();
             if c.rx_pkts != rx {
@@ -439,11 +443,15 @@ fn instr(args: &[String]) -> std::result::Result<(), String> {
             let n = if n == 0 { MSGS_PER_ITER } else { n };
             let mut e = E2e::new(ctrl);
             e.run(MSGS_PER_ITER);
+            let (steps, t0) = (e.steps, e.p.now);
             let pkts = e2e_measured(&mut e, n);
             let cc = e.p.a.cc_stats(e.qa).expect("qp");
             println!(
-                "e2e {name} msgs={n} pkts={pkts} rate_cuts={} min_rate={:?}",
-                cc.rate_cuts, cc.min_rate_bps
+                "e2e {name} msgs={n} pkts={pkts} steps={} sim_ns={} rate_cuts={} min_rate={:?}",
+                e.steps - steps,
+                e.p.now - t0,
+                cc.rate_cuts,
+                cc.min_rate_bps
             );
         }
         _ => return Err(usage.into()),
