@@ -60,13 +60,22 @@ pub struct Hpcc {
     sent: u64,
     acked: u64,
     last_update_seq: u64,
+    /// T in ns, as the float every update divides by.
+    t: f64,
+    /// What [`window_bytes`](CongestionControl::window_bytes) and
+    /// [`rate_bps`](CongestionControl::rate_bps) answer for the current W:
+    /// W changes at most once per ACK, while the RNIC asks both on every
+    /// packet it sends (three float conversions and a division a packet
+    /// before; `benches/cc.rs`).
+    window_bytes: u64,
+    rate: Option<u64>,
 }
 
 impl Hpcc {
     pub fn new(cfg: HpccConfig, line_rate_bps: u64) -> Hpcc {
         let window = |bps: u64| bps as f64 / 8.0 * cfg.base_rtt_ns as f64 / 1e9;
         let w_max = window(line_rate_bps);
-        Hpcc {
+        let mut h = Hpcc {
             cfg,
             w_max,
             w_min: window(cfg.min_rate_bps).min(w_max),
@@ -80,7 +89,20 @@ impl Hpcc {
             sent: 0,
             acked: 0,
             last_update_seq: 0,
-        }
+            t: cfg.base_rtt_ns as f64,
+            window_bytes: 0,
+            rate: None,
+        };
+        h.set_window(w_max);
+        h
+    }
+
+    /// W becomes `w`; the window and pacing rate the RNIC reads follow.
+    fn set_window(&mut self, w: f64) {
+        self.w = w;
+        self.window_bytes = w as u64;
+        let r = w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
+        self.rate = (w < self.w_max).then_some(r as u64);
     }
 
     pub fn window(&self) -> f64 {
@@ -93,20 +115,19 @@ impl Hpcc {
     /// Algorithm 1, MeasureInflight: the EWMA of the most loaded hop's
     /// normalised in-flight bytes. Returns false when no hop moved.
     fn measure_inflight(&mut self, hops: &[IntHop]) -> bool {
-        let t = self.cfg.base_rtt_ns as f64;
+        let t = self.t;
         let mut u = 0.0;
         let mut tau = 0.0;
         let mut any = false;
-        for (i, h) in hops.iter().enumerate() {
-            let Some(prev) = self.last.get(i) else {
-                continue;
-            };
+        for (h, prev) in hops.iter().zip(&self.last) {
             if h.ts <= prev.ts || h.link_bps == 0 {
                 continue;
             }
             any = true;
             let dt = (h.ts - prev.ts) as f64;
-            let b = h.link_bps as f64 / 8.0 / 1e9; // bytes per ns
+            // Bytes per ns. One division by 8e9 is the same float as
+            // dividing by 8 (exact) and then by 1e9: both round x/8e9 once.
+            let b = h.link_bps as f64 / 8e9;
             let tx_rate = h.tx_bytes.saturating_sub(prev.tx_bytes) as f64 / dt;
             let ui = h.qlen.min(prev.qlen) as f64 / (b * t) + tx_rate / b;
             if ui > u {
@@ -121,6 +142,17 @@ impl Hpcc {
         any
     }
 
+    /// Keeps this feedback's counters for the next one (in place: the
+    /// path, and so the hop count, rarely changes).
+    fn remember(&mut self, hops: &[IntHop]) {
+        if self.last.len() == hops.len() {
+            self.last.copy_from_slice(hops);
+        } else {
+            self.last.clear();
+            self.last.extend_from_slice(hops);
+        }
+    }
+
     /// Algorithm 1, ComputeWind, with the window clamped to [W_min, W_max]
     /// before it becomes the reference (so an idle link cannot inflate Wc).
     fn compute_wind(&mut self, update_wc: bool) {
@@ -131,7 +163,7 @@ impl Hpcc {
             (self.wc + self.cfg.w_ai, self.inc_stage + 1)
         };
         let w = w.clamp(self.w_min, self.w_max);
-        self.w = w;
+        self.set_window(w);
         if update_wc {
             self.wc = w;
             self.inc_stage = stage;
@@ -155,8 +187,7 @@ impl CongestionControl for Hpcc {
             // update waits until data sent after it is acknowledged.
             self.started = true;
             self.last_update_seq = self.sent;
-            self.last.clear();
-            self.last.extend_from_slice(hops);
+            self.remember(hops);
             return;
         }
         // A full update once per RTT (data sent after the last one is now
@@ -168,18 +199,16 @@ impl CongestionControl for Hpcc {
         if hops.len() == self.last.len() && self.measure_inflight(hops) {
             self.compute_wind(full);
         }
-        self.last.clear();
-        self.last.extend_from_slice(hops);
+        self.remember(hops);
         if full && self.sent > self.last_update_seq {
             self.last_update_seq = self.sent;
         }
     }
     fn window_bytes(&self) -> Option<u64> {
-        Some(self.w as u64)
+        Some(self.window_bytes)
     }
     fn rate_bps(&self) -> Option<u64> {
-        let r = self.w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
-        (self.w < self.w_max).then_some(r as u64)
+        self.rate
     }
 }
 

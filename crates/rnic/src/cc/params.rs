@@ -481,6 +481,9 @@ impl CcParams {
     }
 }
 
+/// Largest `rpg_byte_reset` ConnectX accepts: the field is 15 bits wide.
+const RPG_BYTE_RESET_MAX: u64 = (1 << 15) - 1;
+
 fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
     let alg = c.algorithm.as_str();
     let Some((_, allowed)) = CC_KEYS.iter().find(|(name, _)| *name == alg) else {
@@ -564,6 +567,15 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
                 d.rate_decrease_interval_ns = ck
                     .us("rate_decrease_interval_us", Some(t))?
                     .unwrap_or(d.rate_decrease_interval_ns);
+            }
+            // ConnectX's `rpg_byte_reset` is a count of bytes in a 15-bit
+            // field (see `DcqcnConfig::connectx`): a larger value is no
+            // setting the NIC can hold. `byte_counter` has no such bound.
+            if let Some(v) = c.rpg_byte_reset.filter(|v| *v > RPG_BYTE_RESET_MAX) {
+                return Err(ck.err(
+                    "rpg_byte_reset",
+                    format!("expected 0..={RPG_BYTE_RESET_MAX} (bytes, 0 = off), got {v}"),
+                ));
             }
             if let Some(b) = ck.one_of(
                 ("byte_counter", c.byte_counter),
@@ -1029,5 +1041,24 @@ mod tests {
             "{e}"
         );
         assert_eq!(CcParams::new("bbr").build().unwrap_err().key, "algorithm");
+    }
+
+    #[test]
+    fn rpg_byte_reset_is_bytes_up_to_the_15_bit_field() {
+        let mut p = CcParams::new("dcqcn");
+        p.set("rpg_byte_reset", "32767").unwrap();
+        let CcConfig::Dcqcn(d) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(d.byte_counter, 32_767);
+        let mut p = CcParams::new("dcqcn");
+        p.set("rpg_byte_reset", "32768").unwrap();
+        let e = p.build().unwrap_err();
+        assert_eq!(e.key, "rpg_byte_reset");
+        assert!(e.msg.contains("0..=32767"), "{e}");
+        // The paper's name takes any byte count.
+        let mut p = CcParams::new("dcqcn");
+        p.set("byte_counter", "10000000").unwrap();
+        assert!(p.build().is_ok());
     }
 }

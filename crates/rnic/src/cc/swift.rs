@@ -99,6 +99,45 @@ pub struct Swift {
     retransmits: u32,
     /// Decreases applied.
     pub cuts: u64,
+    /// The parts of the fabric target that depend only on the settings,
+    /// worked out once: every ACK asks for the target, and recomputing
+    /// them cost two square roots and three divisions an ACK (`benches/cc.rs`).
+    fs: FlowScaling,
+}
+
+/// The fabric target's constant parts (the flow-scaling boost is
+/// α/√cwnd − β, clamped to [0, range]; see the module docs).
+#[derive(Debug, Clone, Copy)]
+struct FlowScaling {
+    /// Base target plus the per-hop scaling of this path.
+    fixed: f64,
+    /// α (0 when the range is empty: no boost).
+    a: f64,
+    /// α/√fs_max_cwnd.
+    a_inv_max: f64,
+    range: f64,
+    on: bool,
+}
+
+/// 1/√w, with w kept off zero.
+fn inv_sqrt(w: f64) -> f64 {
+    1.0 / w.max(1e-9).sqrt()
+}
+
+impl FlowScaling {
+    fn new(c: &SwiftConfig) -> FlowScaling {
+        let range = c.fs_range_ns as f64;
+        let span = inv_sqrt(c.fs_min_cwnd) - inv_sqrt(c.fs_max_cwnd);
+        let on = span > 0.0;
+        let a = if on { range / span } else { 0.0 };
+        FlowScaling {
+            fixed: c.base_target_ns as f64 + f64::from(c.hops) * c.hop_scale_ns as f64,
+            a,
+            a_inv_max: a * inv_sqrt(c.fs_max_cwnd),
+            range,
+            on,
+        }
+    }
 }
 
 impl Swift {
@@ -111,6 +150,7 @@ impl Swift {
             rtt: cfg.base_target_ns.max(1),
             retransmits: 0,
             cuts: 0,
+            fs: FlowScaling::new(&cfg),
         }
     }
 
@@ -121,17 +161,13 @@ impl Swift {
 
     /// The fabric target for the current window (§3.5).
     pub fn fabric_target_ns(&self) -> f64 {
-        let c = &self.cfg;
-        let range = c.fs_range_ns as f64;
-        let inv = |w: f64| 1.0 / w.max(1e-9).sqrt();
-        let span = inv(c.fs_min_cwnd) - inv(c.fs_max_cwnd);
-        let boost = if span > 0.0 {
-            let a = range / span;
-            (a * inv(self.fcwnd) - a * inv(c.fs_max_cwnd)).clamp(0.0, range)
+        let s = &self.fs;
+        let boost = if s.on {
+            (s.a * inv_sqrt(self.fcwnd) - s.a_inv_max).clamp(0.0, s.range)
         } else {
             0.0
         };
-        c.base_target_ns as f64 + f64::from(c.hops) * c.hop_scale_ns as f64 + boost
+        s.fixed + boost
     }
 
     fn can_decrease(&self, now: Nanos) -> bool {
