@@ -162,6 +162,17 @@ impl Held {
     }
 }
 
+/// A WRITE whose FIRST packet the responder holds past a gap, its RETH
+/// checked: where the rest of the message's packets go (see `irn_place`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HeldWrite {
+    /// PSN of the FIRST packet.
+    pub first: Psn,
+    pub va: u64,
+    /// The message's length (the RETH's DMA length).
+    pub len: u64,
+}
+
 /// The responder's held packets, a slot per PSN from the expected PSN on.
 /// Held PSNs lie within a BDP above it (BDP-FC), so a ring indexed by the
 /// distance is O(1) per packet held or released; a `BTreeMap` of these

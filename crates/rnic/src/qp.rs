@@ -414,6 +414,8 @@ pub struct Qp {
     pub(crate) held: crate::irn::HoldBuffer,
     /// Responder, IRN: the highest run of held PSNs (`None` when nothing is held).
     pub(crate) top_run: Option<crate::irn::TopRun>,
+    /// Responder, IRN: the latest WRITE whose FIRST packet was held.
+    pub(crate) held_write: Option<crate::irn::HeldWrite>,
     /// Responder: the request being executed was placed on arrival.
     pub(crate) placed: bool,
 }
@@ -472,6 +474,7 @@ impl Qp {
             episode: None,
             held: crate::irn::HoldBuffer::default(),
             top_run: None,
+            held_write: None,
             placed: false,
         }
     }

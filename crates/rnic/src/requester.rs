@@ -827,6 +827,7 @@ impl Qp {
         self.episode = None;
         self.held.clear();
         self.top_run = None;
+        self.held_write = None;
     }
 }
 

@@ -231,13 +231,23 @@ impl Qp {
         });
     }
 
-    /// IRN direct placement of an out-of-order MIDDLE or LAST packet of
-    /// the WRITE in progress. RoCE carries a WRITE's address only in its
-    /// FIRST packet (IRN §4.2 adds it to every packet); within the message
-    /// in progress the PSN gives the offset instead: packet `psn` lands
-    /// `(psn − ePSN) × MTU` bytes past the next byte expected, inside the
-    /// range the FIRST packet's RETH was checked for, whose length tells
-    /// where the message ends. What fits no WRITE in progress is held whole.
+    /// IRN direct placement of an out-of-order WRITE packet. RoCE carries
+    /// a WRITE's address only in its FIRST packet (IRN §4.2 adds it to
+    /// every packet); here the PSN gives the offset instead, from the
+    /// FIRST that fixes the message's range:
+    /// - the WRITE in progress (its FIRST executed): packet `psn` lands
+    ///   `(psn − ePSN) × MTU` bytes past the next byte expected;
+    /// - a WRITE whose FIRST is itself held past the gap: its RETH is
+    ///   checked as the in-order FIRST will be (rkey, range, REMOTE_WRITE),
+    ///   its payload placed, and packet `psn` lands `(psn − FIRST) × MTU`
+    ///   past its address.
+    ///
+    /// Either way the range the RETH was checked for, whose length tells
+    /// where the message ends, bounds what is written; only the header
+    /// waits for the in-order bookkeeping. Without the second case, at 1 %
+    /// loss most held packets belong to messages after the one in progress
+    /// and were copied whole (an allocation and a copy per packet, then a
+    /// second copy when the gap closed). What fits no WRITE is held whole.
     /// Returns the bytes placed.
     fn irn_place(
         &mut self,
@@ -248,28 +258,65 @@ impl Qp {
         use Opcode::*;
         let mtu = u64::from(self.mtu.bytes());
         let plen = payload.len() as u64;
+        let psn = t.bth.psn;
         let last = matches!(
             t.bth.opcode,
             RcSendLast | RcSendLastImm | RcSendLastInv | RcWriteLast | RcWriteLastImm
         );
-        if !last && plen != mtu {
+        let only = matches!(t.bth.opcode, RcWriteOnly | RcWriteOnlyImm);
+        if !last && !only && plen != mtu {
             return None;
         }
-        let skip = u64::from(t.bth.psn.distance_from(self.epsn)) * mtu;
-        match (&self.in_msg, t.bth.opcode) {
-            (
-                Some(InMsg::Write { va, remaining, .. }),
-                RcWriteMiddle | RcWriteLast | RcWriteLastImm,
-            ) => {
-                let end = skip + plen;
-                if end > *remaining || (last && end != *remaining) || (!last && end == *remaining) {
+        if matches!(t.bth.opcode, RcWriteFirst | RcWriteOnly | RcWriteOnlyImm) {
+            let r = t.reth?;
+            let len = u64::from(r.dma_len);
+            let fits = if only {
+                plen == len && plen <= mtu
+            } else {
+                plen < len
+            };
+            if !fits
+                || self
+                    .remote_check(r.rkey, r.va, len, Access::REMOTE_WRITE, ctx)
+                    .is_err()
+            {
+                return None;
+            }
+            ctx.mem.write(r.va, payload).ok()?;
+            self.held_write = (!only).then_some(crate::irn::HeldWrite {
+                first: psn,
+                va: r.va,
+                len,
+            });
+            return Some(plen as u32);
+        }
+        if !matches!(t.bth.opcode, RcWriteMiddle | RcWriteLast | RcWriteLastImm) {
+            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
+            // may already belong to the next message (IRN §4.3 adds a
+            // message sequence number for this), so SENDs are held whole.
+            return None;
+        }
+        let fits = |skip: u64, remaining: u64| {
+            let end = skip + plen;
+            end <= remaining && (last == (end == remaining))
+        };
+        if let Some(w) = self.held_write
+            && psn.after(w.first)
+        {
+            let skip = u64::from(psn.distance_from(w.first)) * mtu;
+            if fits(skip, w.len) {
+                ctx.mem.write(w.va + skip, payload).ok()?;
+                return Some(plen as u32);
+            }
+        }
+        match &self.in_msg {
+            Some(InMsg::Write { va, remaining, .. }) => {
+                let skip = u64::from(psn.distance_from(self.epsn)) * mtu;
+                if !fits(skip, *remaining) {
                     return None;
                 }
                 ctx.mem.write(va + skip, payload).ok()?;
             }
-            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
-            // may already belong to the next message (IRN §4.3 adds a
-            // message sequence number for this), so SENDs are held whole.
             _ => return None,
         }
         Some(plen as u32)
