@@ -3,7 +3,9 @@
 //!
 //! What changes against go-back-N (paper §3):
 //! - the responder keeps out-of-order request packets instead of dropping
-//!   them and reports what it holds with SACK-style NAKs (below);
+//!   them and reports what it holds with SACK-style NAKs (below); WRITE
+//!   packets are placed in memory on arrival at offsets their PSN gives
+//!   (§3.3, §4.2), so only their headers wait for the gap to close;
 //! - the requester remembers which PSNs the responder holds and retransmits
 //!   only the ones missing below the highest it has heard of, once per
 //!   recovery episode; the episode ends when the cumulative ACK passes what
