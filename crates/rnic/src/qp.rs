@@ -408,6 +408,9 @@ pub struct Qp {
     /// sent at that moment. A NAK still naming it as the first missing PSN
     /// while holding a packet sent well after it means the resend was lost.
     pub(crate) resent_at: std::collections::BTreeMap<u32, Psn>,
+    /// Requester, IRN: the first new PSN at or past this one asks for an
+    /// ACK, so a resend lost again shows in the SACK it draws.
+    pub(crate) irn_probe_at: Option<Psn>,
     /// Requester: the recovery episode under way.
     pub(crate) episode: Option<Episode>,
     /// Responder: out-of-order request packets held, by PSN.
@@ -471,6 +474,7 @@ impl Qp {
             irn_cfg: IrnConfig::default(),
             sacked: crate::irn::Scoreboard::default(),
             resent_at: std::collections::BTreeMap::new(),
+            irn_probe_at: None,
             episode: None,
             held: crate::irn::HoldBuffer::default(),
             top_run: None,

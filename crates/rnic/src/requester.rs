@@ -299,7 +299,18 @@ impl Qp {
                 } else {
                     ctx.cfg.ack_req_every
                 };
-                t.bth.ack_req = !ud && (last || window_half || self.since_ackreq >= every);
+                // IRN: the first packet that can show a selective resend
+                // lost asks to be acknowledged, so the responder's SACK
+                // (sent only when asked, or when its holes change) comes
+                // back while the resend's hole is still open.
+                let sack_probe = self
+                    .irn_probe_at
+                    .is_some_and(|at| !psn.before(at) && self.max_sent_psn_after(psn));
+                if sack_probe {
+                    self.irn_probe_at = None;
+                }
+                t.bth.ack_req =
+                    !ud && (last || window_half || sack_probe || self.since_ackreq >= every);
             }
         }
         let dst;
@@ -824,6 +835,7 @@ impl Qp {
         self.inflight_bytes = 0;
         self.sacked.clear();
         self.resent_at.clear();
+        self.irn_probe_at = None;
         self.episode = None;
         self.held.clear();
         self.top_run = None;
@@ -1022,6 +1034,11 @@ impl Qp {
             let cursor = self.cursor;
             if let Some(m) = self.max_sent {
                 self.resent_at.insert(first.add(k).value(), m);
+                // What `irn_on_sack` needs to see held to call this resend lost.
+                let probe = m.add(self.irn_cfg.rto_low_pkts + 1);
+                if self.irn_probe_at.is_none_or(|at| probe.after(at)) {
+                    self.irn_probe_at = Some(probe);
+                }
             }
             let t = self.emit_packet(now, i, k, span, ctx);
             if self.state != QpState::Err {
