@@ -3,8 +3,8 @@
 //! per-packet cost of each congestion controller (issue 10) beside `none`.
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use roce_rnic::pair::{ADDR_A, ADDR_B, Endpoint, LinkConfig, Pair, RcOptions, shuttle};
 use roce_rnic::cc::CcPlan;
+use roce_rnic::pair::{ADDR_A, ADDR_B, Endpoint, LinkConfig, Pair, RcOptions, shuttle};
 use roce_rnic::*;
 use std::hint::black_box;
 

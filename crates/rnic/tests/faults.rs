@@ -623,7 +623,9 @@ fn irn_naks_follow_holes_not_out_of_order_packets() {
             ..Default::default()
         };
         let (a, b) = p.rc_pair(&o).unwrap();
-        let d: Vec<u8> = (0..o.buf_len).map(|i| (i * 7 + seed as usize) as u8).collect();
+        let d: Vec<u8> = (0..o.buf_len)
+            .map(|i| (i * 7 + seed as usize) as u8)
+            .collect();
         p.a.mem_mut().set(a.buf, &d).unwrap();
         let wrs: Vec<SendWr> = (0..MSGS)
             .map(|i| {
@@ -643,7 +645,10 @@ fn irn_naks_follow_holes_not_out_of_order_packets() {
         let wa = p.a.poll_cq(a.cq, 10_000);
         assert_eq!(wa.len() as u64, MSGS);
         assert!(wa.iter().all(|w| w.status == WcStatus::Success), "{wa:?}");
-        assert!(p.b.mem().get(b.buf, o.buf_len).unwrap() == &d[..], "seed {seed}: bytes differ");
+        assert!(
+            p.b.mem().get(b.buf, o.buf_len).unwrap() == &d[..],
+            "seed {seed}: bytes differ"
+        );
         let (ca, cb) = (p.a.counters(), p.b.counters());
         eprintln!(
             "seed {seed}: lost {} of {} frames, out of order {}, NAKs {}, resent {}",
