@@ -113,6 +113,7 @@ fn cc_setup(name: &str) -> (Pair, u32, CqHandle, u64, Mr, u64, Mr) {
 /// (pacing, CC ticks) when neither side has anything to send. Every
 /// `ce_every`-th data packet arrives CE-marked (0: none). Returns the
 /// packets moved.
+#[inline(never)]
 fn cc_run(p: &mut Pair, cq: CqHandle, now: &mut u64, ce_every: u64, sent: &mut u64) -> u64 {
     let mut moved = 0;
     loop {
@@ -145,6 +146,42 @@ fn cc_run(p: &mut Pair, cq: CqHandle, now: &mut u64, ce_every: u64, sent: &mut u
     }
 }
 
+/// One benchmark iteration: 64 × 4 KiB WRITEs posted and run to completion.
+/// Not inlined, so an instruction counter (callgrind's `--toggle-collect`)
+/// can count exactly this, per call.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn cc_batch(
+    p: &mut Pair,
+    qa: u32,
+    cq: CqHandle,
+    (buf, mr): (u64, Mr),
+    (bufb, mrb): (u64, Mr),
+    now: &mut u64,
+    ce_every: u64,
+    sent: &mut u64,
+) -> u64 {
+    let wrs: Vec<SendWr> = (0..BATCH)
+        .map(|i| {
+            let w = SendWr::new(
+                i,
+                WrOpcode::RdmaWrite {
+                    remote_addr: bufb + i * 4096,
+                    rkey: mrb.rkey,
+                },
+                vec![Sge {
+                    addr: buf + i * 4096,
+                    length: 4096,
+                    lkey: mr.lkey,
+                }],
+            );
+            if i + 1 == BATCH { w } else { w.unsignaled() }
+        })
+        .collect();
+    p.a.post_send(qa, &wrs).unwrap();
+    cc_run(p, cq, now, ce_every, sent)
+}
+
 fn bench_cc(c: &mut Criterion) {
     let mut g = c.benchmark_group("cc");
     g.throughput(Throughput::Elements(BATCH));
@@ -154,25 +191,16 @@ fn bench_cc(c: &mut Criterion) {
             let (mut now, mut sent) = (0u64, 0u64);
             g.bench_function(BenchmarkId::new(path, name), |bench| {
                 bench.iter(|| {
-                    let wrs: Vec<SendWr> = (0..BATCH)
-                        .map(|i| {
-                            let w = SendWr::new(
-                                i,
-                                WrOpcode::RdmaWrite {
-                                    remote_addr: bufb + i * 4096,
-                                    rkey: mrb.rkey,
-                                },
-                                vec![Sge {
-                                    addr: buf + i * 4096,
-                                    length: 4096,
-                                    lkey: mr.lkey,
-                                }],
-                            );
-                            if i + 1 == BATCH { w } else { w.unsignaled() }
-                        })
-                        .collect();
-                    p.a.post_send(qa, &wrs).unwrap();
-                    black_box(cc_run(&mut p, cq, &mut now, ce_every, &mut sent))
+                    black_box(cc_batch(
+                        &mut p,
+                        qa,
+                        cq,
+                        (buf, mr),
+                        (bufb, mrb),
+                        &mut now,
+                        ce_every,
+                        &mut sent,
+                    ))
                 })
             });
         }
