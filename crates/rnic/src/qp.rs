@@ -4,14 +4,14 @@
 use crate::cc::CongestionControl;
 use crate::cq::{Cq, CqHandle};
 use crate::error::{Result, VerbsError};
-use crate::irn::{Episode, Held, IrnConfig, Recovery};
+use crate::irn::{Episode, IrnConfig, Recovery};
 use crate::memory::{Memory, Payload};
 use crate::mr::{MrTable, PdHandle};
 use crate::srq::{Srq, SrqHandle};
 use crate::types::{Access, Mtu, Nanos, QpType, RecvWr, SendWr, Wc, WcStatus};
 use crate::{AsyncEvent, Counters, RnicConfig};
 use roce_wire::Psn;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 
 /// QP states (`ibv_qp_state`).
@@ -403,15 +403,22 @@ pub struct Qp {
     // IRN (see `crate::irn`).
     pub(crate) irn_cfg: IrnConfig,
     /// Requester: PSNs the responder reported holding, beyond `una`.
-    pub(crate) sacked: BTreeSet<u32>,
+    pub(crate) sacked: crate::irn::Scoreboard,
     /// Requester, IRN: for each PSN selectively resent, the highest PSN
     /// sent at that moment. A NAK still naming it as the first missing PSN
     /// while holding a packet sent well after it means the resend was lost.
     pub(crate) resent_at: std::collections::BTreeMap<u32, Psn>,
+    /// Requester, IRN: the first new PSN at or past this one asks for an
+    /// ACK, so a resend lost again shows in the SACK it draws.
+    pub(crate) irn_probe_at: Option<Psn>,
     /// Requester: the recovery episode under way.
     pub(crate) episode: Option<Episode>,
     /// Responder: out-of-order request packets held, by PSN.
-    pub(crate) held: BTreeMap<u32, Held>,
+    pub(crate) held: crate::irn::HoldBuffer,
+    /// Responder, IRN: the highest run of held PSNs (`None` when nothing is held).
+    pub(crate) top_run: Option<crate::irn::TopRun>,
+    /// Responder, IRN: the latest WRITE whose FIRST packet was held.
+    pub(crate) held_write: Option<crate::irn::HeldWrite>,
     /// Responder: the request being executed was placed on arrival.
     pub(crate) placed: bool,
 }
@@ -465,10 +472,13 @@ impl Qp {
             ece_pending: false,
             ece_rx: false,
             irn_cfg: IrnConfig::default(),
-            sacked: BTreeSet::new(),
+            sacked: crate::irn::Scoreboard::default(),
             resent_at: std::collections::BTreeMap::new(),
+            irn_probe_at: None,
             episode: None,
-            held: BTreeMap::new(),
+            held: crate::irn::HoldBuffer::default(),
+            top_run: None,
+            held_write: None,
             placed: false,
         }
     }

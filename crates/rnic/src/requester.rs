@@ -299,7 +299,18 @@ impl Qp {
                 } else {
                     ctx.cfg.ack_req_every
                 };
-                t.bth.ack_req = !ud && (last || window_half || self.since_ackreq >= every);
+                // IRN: the first packet that can show a selective resend
+                // lost asks to be acknowledged, so the responder's SACK
+                // (sent only when asked, or when its holes change) comes
+                // back while the resend's hole is still open.
+                let sack_probe = self
+                    .irn_probe_at
+                    .is_some_and(|at| !psn.before(at) && self.max_sent_psn_after(psn));
+                if sack_probe {
+                    self.irn_probe_at = None;
+                }
+                t.bth.ack_req =
+                    !ud && (last || window_half || sack_probe || self.since_ackreq >= every);
             }
         }
         let dst;
@@ -465,7 +476,7 @@ impl Qp {
             self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
             if self.irn() {
                 let una = self.una;
-                self.sacked.retain(|&p| !Psn::new(p).before(una));
+                self.sacked.advance(una);
                 self.resent_at.retain(|&p, _| !Psn::new(p).before(una));
                 if self.episode.is_some_and(|e| e.until.before(una)) {
                     self.episode = None;
@@ -596,7 +607,8 @@ impl Qp {
             (_, Syndrome::Nak(NakCode::PsnSequenceError)) if self.irn() => {
                 ctx.counters.naks_rx += 1;
                 self.ack_upto(now, psn.sub(1), ctx);
-                self.irn_on_sack(now, psn, Psn::new(aeth.msn), ctx);
+                let block = crate::irn::decode_sack(psn, aeth.msn);
+                self.irn_on_sack(now, psn, block, ctx);
             }
             (_, Syndrome::Nak(code)) => {
                 ctx.counters.naks_rx += 1;
@@ -722,7 +734,7 @@ impl Qp {
                 // Everything else reported held stays skipped; clearing the
                 // whole scoreboard (as RFC 2018 §8 suggests for TCP) resent
                 // a BDP of duplicates per timeout on real sockets.
-                self.sacked.remove(&una.value());
+                self.sacked.remove(una);
             }
             self.rewind(una, ctx);
             self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
@@ -823,8 +835,11 @@ impl Qp {
         self.inflight_bytes = 0;
         self.sacked.clear();
         self.resent_at.clear();
+        self.irn_probe_at = None;
         self.episode = None;
         self.held.clear();
+        self.top_run = None;
+        self.held_write = None;
     }
 }
 
@@ -905,8 +920,8 @@ impl Qp {
     }
 
     /// A PSN-sequence-error NAK under IRN: `cum` is the first PSN the
-    /// responder lacks, `trigger` the one it holds that made it say so.
-    fn irn_on_sack(&mut self, now: Nanos, cum: Psn, trigger: Psn, ctx: &mut Ctx<'_>) {
+    /// responder lacks, `block` a run of PSNs above it that it holds.
+    fn irn_on_sack(&mut self, now: Nanos, cum: Psn, block: Option<(Psn, Psn)>, ctx: &mut Ctx<'_>) {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return;
         }
@@ -915,18 +930,24 @@ impl Qp {
             ctx.counters.stale_acks += 1;
             return;
         }
-        if trigger.after(cum) && trigger.in_window(self.una, outstanding) {
-            self.sacked.insert(trigger.value());
+        // Only what was sent can be held: a block reaching past it is cut.
+        let block = block.and_then(|(first, last)| {
+            if !first.in_window(self.una, outstanding) {
+                return None;
+            }
+            let newest = self.una.add(outstanding - 1);
+            Some((first, if last.after(newest) { newest } else { last }))
+        });
+        if let Some((first, last)) = block {
+            self.sacked.insert(self.una, first, last);
         }
         if self.episode.is_none() {
             // One congestion signal per loss episode, not one per NAK.
             self.cc.on_nak(now);
         }
-        let end = if trigger.after(cum) {
-            trigger
-        } else {
-            cum.next()
-        };
+        // The paper's rule: what lies below a PSN reported held and was not
+        // reported held itself is lost.
+        let end = block.map_or(cum.next(), |(first, _)| first);
         self.irn_note_loss(cum, end, false);
         // A lost resend: the responder still lacks `cum`, yet holds a packet
         // first sent more than N packets (the paper's RTO_low count, slack
@@ -934,8 +955,9 @@ impl Qp {
         // retransmission waits a whole RTO (IRN §3.1 leaves it to the timer),
         // which on real sockets is milliseconds with BDP-FC closed.
         let slack = self.irn_cfg.rto_low_pkts;
-        if let Some(mark) = self.resent_at.get(&cum.value()).copied()
-            && trigger.after(mark.add(slack))
+        if let Some((_, newest_held)) = block
+            && let Some(mark) = self.resent_at.get(&cum.value()).copied()
+            && newest_held.after(mark.add(slack))
         {
             self.resent_at.remove(&cum.value());
             if let Some(e) = &mut self.episode
@@ -971,10 +993,16 @@ impl Qp {
                 continue;
             };
             let w = &self.sq[i];
-            // A held SEND/WRITE packet needs no resend; a held READ or
+            // A held SEND/WRITE packet needs no resend (nor do the held
+            // ones after it in this WQE, skipped at once); a held READ or
             // ATOMIC request still owes its response, so it is never skipped.
-            if self.sacked.contains(&next.value()) && !w.wr.opcode.is_read_or_atomic() {
-                skip(self, next.next());
+            if self.sacked.contains(next) && !w.wr.opcode.is_read_or_atomic() {
+                let last = w.last_psn().unwrap_or(next);
+                let mut to = next.next();
+                while !to.after(last) && to.before(e.end) && self.sacked.contains(to) {
+                    to = to.next();
+                }
+                skip(self, to);
                 continue;
             }
             let first = w.first_psn?;
@@ -1006,6 +1034,11 @@ impl Qp {
             let cursor = self.cursor;
             if let Some(m) = self.max_sent {
                 self.resent_at.insert(first.add(k).value(), m);
+                // What `irn_on_sack` needs to see held to call this resend lost.
+                let probe = m.add(self.irn_cfg.rto_low_pkts + 1);
+                if self.irn_probe_at.is_none_or(|at| probe.after(at)) {
+                    self.irn_probe_at = Some(probe);
+                }
             }
             let t = self.emit_packet(now, i, k, span, ctx);
             if self.state != QpState::Err {

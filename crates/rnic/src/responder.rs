@@ -133,8 +133,9 @@ impl Qp {
     }
 
     /// IRN: the expected request arrived; execute it, then every held
-    /// packet it makes consecutive, and acknowledge the new cumulative PSN
-    /// at once when a gap closed (IRN §3.1).
+    /// packet it makes consecutive. When a gap closed, the new cumulative
+    /// PSN goes out at once (IRN §3.1): as an ACK when nothing is held any
+    /// more, else as a NAK for the next hole with the run above it.
     fn irn_in_order(
         &mut self,
         src: SocketAddr,
@@ -146,7 +147,7 @@ impl Qp {
         if !self.execute_in_order(src, t, payload, ctx) {
             return;
         }
-        while let Some(h) = self.held.remove(&self.epsn.value()) {
+        while let Some(h) = self.held.take(self.epsn) {
             self.placed = matches!(h.data, crate::irn::HeldData::Placed(_));
             let ok = self.execute_in_order(h.src, &h.repr, h.payload(), ctx);
             self.placed = false;
@@ -156,19 +157,97 @@ impl Qp {
         }
         // Held packets an executed READ's PSN range swallowed are stale.
         let epsn = self.epsn;
-        self.held.retain(|&p, _| Psn::new(p).after(epsn));
-        if gap && self.state != QpState::Err {
-            self.queue_ack();
+        if gap {
+            self.held.advance(epsn);
+        }
+        if self.held.is_empty() {
+            self.top_run = None;
+        } else if let Some(r) = &mut self.top_run
+            && !r.first.after(epsn)
+        {
+            r.first = epsn.next();
+        }
+        if !gap || self.state == QpState::Err {
+            return;
+        }
+        match self.lowest_held() {
+            None => self.queue_ack(),
+            Some(p) => {
+                let (first, last) = self.held_run(p);
+                self.irn_sack(first, last, ctx);
+            }
         }
     }
 
-    /// IRN direct placement of an out-of-order MIDDLE or LAST packet of
-    /// the WRITE in progress. RoCE carries a WRITE's address only in its
-    /// FIRST packet (IRN §4.2 adds it to every packet); within the message
-    /// in progress the PSN gives the offset instead: packet `psn` lands
-    /// `(psn − ePSN) × MTU` bytes past the next byte expected, inside the
-    /// range the FIRST packet's RETH was checked for, whose length tells
-    /// where the message ends. What fits no WRITE in progress is held whole.
+    /// The lowest PSN held (the end of the first hole), if any.
+    fn lowest_held(&self) -> Option<Psn> {
+        let top = self.top_run?.last;
+        let mut p = self.epsn.next();
+        while !p.after(top) {
+            if self.held.contains(p) {
+                return Some(p);
+            }
+            p = p.next();
+        }
+        None
+    }
+
+    /// The run of consecutive held PSNs around the held PSN `psn`.
+    fn held_run(&self, psn: Psn) -> (Psn, Psn) {
+        let (mut first, mut last) = (psn, psn);
+        while first.sub(1).after(self.epsn) && self.held.contains(first.sub(1)) {
+            first = first.sub(1);
+        }
+        while self.held.contains(last.next()) {
+            last = last.next();
+        }
+        (first, last)
+    }
+
+    /// Queues a SACK NAK: the first missing PSN, and the run `[first, last]`
+    /// held above it (see `crate::irn` for the format). A NAK still queued
+    /// for the same hole and the same run start is updated instead.
+    fn irn_sack(&mut self, first: Psn, last: Psn, ctx: &mut Ctx<'_>) {
+        let cum = self.epsn;
+        let Some(msn) = crate::irn::encode_sack(cum, first, last) else {
+            return;
+        };
+        if let Some(RespItem::Nak {
+            psn,
+            msn: m,
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+        }) = self.resp_q.back_mut()
+            && *psn == cum
+            && crate::irn::decode_sack(cum, *m).is_some_and(|(f, _)| f == first)
+        {
+            *m = msn;
+            return;
+        }
+        ctx.counters.naks_tx += 1;
+        self.resp_q.push_back(RespItem::Nak {
+            psn: cum,
+            msn,
+            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
+        });
+    }
+
+    /// IRN direct placement of an out-of-order WRITE packet. RoCE carries
+    /// a WRITE's address only in its FIRST packet (IRN §4.2 adds it to
+    /// every packet); here the PSN gives the offset instead, from the
+    /// FIRST that fixes the message's range:
+    /// - the WRITE in progress (its FIRST executed): packet `psn` lands
+    ///   `(psn − ePSN) × MTU` bytes past the next byte expected;
+    /// - a WRITE whose FIRST is itself held past the gap: its RETH is
+    ///   checked as the in-order FIRST will be (rkey, range, REMOTE_WRITE),
+    ///   its payload placed, and packet `psn` lands `(psn − FIRST) × MTU`
+    ///   past its address.
+    ///
+    /// Either way the range the RETH was checked for, whose length tells
+    /// where the message ends, bounds what is written; only the header
+    /// waits for the in-order bookkeeping. Without the second case, at 1 %
+    /// loss most held packets belong to messages after the one in progress
+    /// and were copied whole (an allocation and a copy per packet, then a
+    /// second copy when the gap closed). What fits no WRITE is held whole.
     /// Returns the bytes placed.
     fn irn_place(
         &mut self,
@@ -179,36 +258,74 @@ impl Qp {
         use Opcode::*;
         let mtu = u64::from(self.mtu.bytes());
         let plen = payload.len() as u64;
+        let psn = t.bth.psn;
         let last = matches!(
             t.bth.opcode,
             RcSendLast | RcSendLastImm | RcSendLastInv | RcWriteLast | RcWriteLastImm
         );
-        if !last && plen != mtu {
+        let only = matches!(t.bth.opcode, RcWriteOnly | RcWriteOnlyImm);
+        if !last && !only && plen != mtu {
             return None;
         }
-        let skip = u64::from(t.bth.psn.distance_from(self.epsn)) * mtu;
-        match (&self.in_msg, t.bth.opcode) {
-            (
-                Some(InMsg::Write { va, remaining, .. }),
-                RcWriteMiddle | RcWriteLast | RcWriteLastImm,
-            ) => {
-                let end = skip + plen;
-                if end > *remaining || (last && end != *remaining) || (!last && end == *remaining) {
+        if matches!(t.bth.opcode, RcWriteFirst | RcWriteOnly | RcWriteOnlyImm) {
+            let r = t.reth?;
+            let len = u64::from(r.dma_len);
+            let fits = if only {
+                plen == len && plen <= mtu
+            } else {
+                plen < len
+            };
+            if !fits
+                || self
+                    .remote_check(r.rkey, r.va, len, Access::REMOTE_WRITE, ctx)
+                    .is_err()
+            {
+                return None;
+            }
+            ctx.mem.write(r.va, payload).ok()?;
+            self.held_write = (!only).then_some(crate::irn::HeldWrite {
+                first: psn,
+                va: r.va,
+                len,
+            });
+            return Some(plen as u32);
+        }
+        if !matches!(t.bth.opcode, RcWriteMiddle | RcWriteLast | RcWriteLastImm) {
+            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
+            // may already belong to the next message (IRN §4.3 adds a
+            // message sequence number for this), so SENDs are held whole.
+            return None;
+        }
+        let fits = |skip: u64, remaining: u64| {
+            let end = skip + plen;
+            end <= remaining && (last == (end == remaining))
+        };
+        if let Some(w) = self.held_write
+            && psn.after(w.first)
+        {
+            let skip = u64::from(psn.distance_from(w.first)) * mtu;
+            if fits(skip, w.len) {
+                ctx.mem.write(w.va + skip, payload).ok()?;
+                return Some(plen as u32);
+            }
+        }
+        match &self.in_msg {
+            Some(InMsg::Write { va, remaining, .. }) => {
+                let skip = u64::from(psn.distance_from(self.epsn)) * mtu;
+                if !fits(skip, *remaining) {
                     return None;
                 }
                 ctx.mem.write(va + skip, payload).ok()?;
             }
-            // A SEND's length is nowhere in its packets: a MIDDLE past a gap
-            // may already belong to the next message (IRN §4.3 adds a
-            // message sequence number for this), so SENDs are held whole.
             _ => return None,
         }
         Some(plen as u32)
     }
 
     /// IRN: a request past a gap. Held (up to a BDP beyond the gap, which is
-    /// all BDP-FC lets a requester send) and answered with a SACK-style NAK:
-    /// the first missing PSN, and in the AETH MSN field the PSN that triggered it.
+    /// all BDP-FC lets a requester send) and reported by a SACK NAK when the
+    /// hole set changes or the packet asks for an acknowledgement (see
+    /// `crate::irn` for when and why).
     fn irn_hold(
         &mut self,
         src: SocketAddr,
@@ -222,29 +339,69 @@ impl Qp {
         if psn.distance_from(self.epsn) >= cap {
             return;
         }
-        if !self.held.contains_key(&psn.value()) {
-            let data = match self.irn_place(t, payload, ctx) {
-                Some(n) => crate::irn::HeldData::Placed(n),
-                None => match payload {
-                    PayloadRef::Bytes(b) => crate::irn::HeldData::Bytes(b.to_vec()),
-                    PayloadRef::Virtual(n) => crate::irn::HeldData::Virtual(n),
-                },
-            };
-            self.held.insert(
-                psn.value(),
-                crate::irn::Held {
-                    src,
-                    repr: *t,
-                    data,
-                },
-            );
+        if self.held.contains(psn) {
+            // A copy of a packet held: the requester believes it lost, so
+            // tell it again what is held around it.
+            let (first, last) = self.held_run(psn);
+            self.irn_sack(first, last, ctx);
+            return;
         }
-        ctx.counters.naks_tx += 1;
-        self.resp_q.push_back(RespItem::Nak {
-            psn: self.epsn,
-            msn: psn.value(),
-            syndrome: Syndrome::Nak(NakCode::PsnSequenceError),
-        });
+        let data = match self.irn_place(t, payload, ctx) {
+            Some(n) => crate::irn::HeldData::Placed(n),
+            None => match payload {
+                PayloadRef::Bytes(b) => crate::irn::HeldData::Bytes(b.to_vec()),
+                PayloadRef::Virtual(n) => crate::irn::HeldData::Virtual(n),
+            },
+        };
+        self.held.insert(
+            self.epsn,
+            psn,
+            crate::irn::Held {
+                src,
+                repr: *t,
+                data,
+            },
+        );
+        let new_run = crate::irn::TopRun {
+            first: psn,
+            last: psn,
+            reported: psn,
+        };
+        match self.top_run {
+            // The first packet past the gap at ePSN: the paper's NACK.
+            None => {
+                self.top_run = Some(new_run);
+                self.irn_sack(psn, psn, ctx);
+            }
+            // The highest run grows: report it only when asked to.
+            Some(r) if psn == r.last.next() => {
+                let mut r = crate::irn::TopRun { last: psn, ..r };
+                if t.bth.ack_req {
+                    r.reported = psn;
+                    self.irn_sack(r.first, psn, ctx);
+                }
+                self.top_run = Some(r);
+            }
+            // A new hole above the highest run: first what of that run the
+            // requester has not heard of, then the packet past the hole.
+            Some(r) if psn.after(r.last) => {
+                if r.reported != r.last {
+                    self.irn_sack(r.first, r.last, ctx);
+                }
+                self.top_run = Some(new_run);
+                self.irn_sack(psn, psn, ctx);
+            }
+            // Part of a hole below the highest run filled.
+            Some(mut r) => {
+                let (first, last) = self.held_run(psn);
+                if last == r.last {
+                    r.first = first;
+                    r.reported = last;
+                    self.top_run = Some(r);
+                }
+                self.irn_sack(first, last, ctx);
+            }
+        }
     }
 
     fn queue_ack(&mut self) {

@@ -694,19 +694,23 @@ impl Engine {
                     break;
                 };
                 match packet::build(t, self.local) {
-                    Ok(mut d) => {
+                    Ok(d) => {
                         if !self.faults.is_active() {
                             if d.is_ack() {
                                 self.acks.push(d);
                             } else {
                                 self.pending.push(d);
                             }
-                        } else if d.materialize(self.local, self.rnic.mem()) {
+                        } else {
                             // Faults corrupt and hold bytes of the
                             // datagram's own, never the sender's memory.
-                            self.faults.apply(now, d, &mut self.pending);
-                        } else {
-                            self.stats.send_errors += 1;
+                            let (local, mem) = (self.local, self.rnic.mem());
+                            if !self
+                                .faults
+                                .apply(now, d, &mut self.pending, |d| d.materialize(local, mem))
+                            {
+                                self.stats.send_errors += 1;
+                            }
                         }
                     }
                     Err(_) => self.stats.build_errors += 1,
