@@ -401,22 +401,38 @@ impl Experiment {
         // Switches.
         let qcn = num("ENABLE_QCN")?.unwrap_or(1.0) != 0.0;
         used.push("ENABLE_QCN");
+        // third.cc passes USE_DYNAMIC_PFC_THRESHOLD to its NICs' devices,
+        // which never read it: its switch MMU always uses the dynamic
+        // threshold.
         if num("USE_DYNAMIC_PFC_THRESHOLD")?.unwrap_or(1.0) == 0.0 {
             warnings.push(
-                "USE_DYNAMIC_PFC_THRESHOLD 0: using a static XOFF threshold of 1/8 of the buffer per ingress queue".into(),
+                "USE_DYNAMIC_PFC_THRESHOLD 0 has no effect in ns-3 (its switch MMU always uses the dynamic threshold); it is ignored here too".into(),
             );
-            cfg.buffer.threshold = Threshold::Static {
-                bytes: cfg.buffer.size_bytes / 8,
-            };
         }
         used.push("USE_DYNAMIC_PFC_THRESHOLD");
         if let Some(mb) = num("BUFFER_SIZE")? {
             cfg.buffer.size_bytes = (mb * 1024.0 * 1024.0) as u64;
-            if let Threshold::Static { bytes } = &mut cfg.buffer.threshold {
-                *bytes = cfg.buffer.size_bytes / 8;
-            }
         }
         used.push("BUFFER_SIZE");
+        // The switch MMU of switch-mmu.cc and third.cc: a dynamic threshold
+        // of free >> 3 (alpha 1/8) on ports at the NIC's speed, one shift
+        // less per doubling of speed above it (1/2 on a 400G port over
+        // 100G NICs); 4 kB reserved per ingress queue, taken from the pool
+        // once per port; headroom 3 × rate × delay per port; XON 3 kB
+        // under the threshold.
+        cfg.buffer.threshold = Threshold::Dynamic { alpha: 0.125 };
+        cfg.buffer.reserve_bytes = 4 * 1024;
+        cfg.buffer.reserve_once_per_port = true;
+        cfg.buffer.headroom_bytes = None;
+        cfg.buffer.headroom_link_bdps = Some(3);
+        cfg.buffer.xon_offset_bytes = 3 * 1024;
+        // Switches queue ACKs (and the CNPs standing in for ns-3's ACK
+        // flag) with the data (switch-node.cc: AckHighPrio is never set,
+        // and an ACK carries its flow's priority group).
+        cfg.switch_control_prio = Some(cfg.data_prio);
+        // ns-3 sends PFC frames from the port's queue 0: after the frame
+        // on the wire.
+        cfg.pfc_after_frame = true;
         let payload = num("PACKET_PAYLOAD_SIZE")?.unwrap_or(1000.0) as u32;
         used.push("PACKET_PAYLOAD_SIZE");
         cfg.mtu = Mtu::from_bytes(payload).unwrap_or_else(|| {
@@ -563,6 +579,13 @@ impl Experiment {
             }
         }
         let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        // third.cc's `get_nic_rate`: the rate of the first host's link.
+        cfg.buffer.alpha_speed_ref_bps = host_ids.first().and_then(|&h| {
+            topo.links
+                .iter()
+                .find(|l| l.a == h as usize || l.b == h as usize)
+                .map(|l| l.rate_bps)
+        });
         // ns-3's links carry frames back to back: no preamble, SFD or
         // inter-frame gap (the point-to-point device's InterframeGap is 0).
         cfg.ifg_bytes = 0;
@@ -710,11 +733,18 @@ impl Experiment {
 
 /// `time_ns node node_type if_index 1|0` per pause (1) and resume or
 /// expiry (0) at the device receiving the PFC frame (third.cc's `get_pfc`).
+///
+/// One line per pause episode: ns-3's switch sends XOFF once and its pause
+/// lasts until the XON, where ours re-sends XOFF before the pause it asked
+/// for runs out (0xffff quanta, 84–336 µs). Those refreshes are not
+/// written (`pfc.csv` keeps them), so the file counts what ns-3's counts.
 fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+    let mut paused = std::collections::HashSet::new();
     for e in &r.pfc {
+        let key = (e.node, e.port, e.prio);
         let t = match e.what {
-            "pause" => 1,
-            "resume" | "expire" => 0,
+            "pause" if paused.insert(key) => 1,
+            "resume" | "expire" if paused.remove(&key) => 0,
             _ => continue,
         };
         let node_type = u32::from(!r.host_nodes.contains(&e.node));
