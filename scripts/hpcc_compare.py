@@ -8,7 +8,7 @@ folder of a separate, already built checkout of
 github.com/alibaba-edu/High-Precision-Congestion-Control (see the document
 for the build recipe).
 
-    scripts/hpcc_compare.py gen-flows --time 0.005 --seed 5 -o scenarios/hpcc/flow_websearch_fat320_5ms.txt
+    scripts/hpcc_compare.py gen-flows --time 0.005 --seed 5 -o scenarios/hpcc/fat5ms/flow_websearch_fat320_5ms.txt
     scripts/hpcc_compare.py run --out /tmp/cmp --roce target/release/roce [--ns3 /work/ns3/simulation] [--only fat5ms]
     scripts/hpcc_compare.py report --out /tmp/cmp [--write scenarios/HPCC_COMPARISON.md]
 
@@ -117,21 +117,48 @@ def config_keys(path):
 
 
 def configs(only):
-    names = sorted(f for f in os.listdir(HPCC_DIR) if f.startswith("config_") and f.endswith(".txt"))
+    """Config paths relative to scenarios/hpcc/, its subfolders' too (the
+    large runs live in `fat5ms/`, away from the test that runs every
+    top-level config in a debug build)."""
+    names = []
+    for root, _, files in os.walk(HPCC_DIR):
+        rel = os.path.relpath(root, HPCC_DIR)
+        names += [os.path.normpath(os.path.join(rel, f)) for f in files
+                  if f.startswith("config_") and f.endswith(".txt")]
+    names.sort()
     if only:
         names = [n for n in names if any(o in n for o in only)]
     return names
 
 
+def tag_of(name):
+    return os.path.basename(name)[len("config_"):-len(".txt")]
+
+
+INPUT_KEYS = ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE")
+
+
 def stage(cfg_name, where):
-    """Copies a config and the inputs it names into `where`."""
+    """Copies a config and the inputs it names into `where`, the inputs by
+    their file names (the copied config names them so); returns the
+    config's file name there."""
     os.makedirs(where, exist_ok=True)
-    kv = config_keys(os.path.join(HPCC_DIR, cfg_name))
-    for name in [cfg_name] + [kv[k][0] for k in ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE") if k in kv]:
-        dst = os.path.join(where, name)
-        if not os.path.exists(dst):
-            shutil.copy(os.path.join(HPCC_DIR, name), dst)
-    return kv
+    src = os.path.join(HPCC_DIR, cfg_name)
+    base = os.path.dirname(src)
+    lines = []
+    with open(src) as f:
+        for line in f:
+            v = line.split()
+            if v and v[0] in INPUT_KEYS and len(v) > 1:
+                dst = os.path.join(where, os.path.basename(v[1]))
+                if not os.path.exists(dst):
+                    shutil.copy(os.path.join(base, v[1]), dst)
+                line = f"{v[0]} {os.path.basename(v[1])}\n"
+            lines.append(line)
+    name = os.path.basename(cfg_name)
+    with open(os.path.join(where, name), "w") as f:
+        f.writelines(lines)
+    return name
 
 
 def timed(cmd, cwd, env=None, log=None):
@@ -155,11 +182,11 @@ def run(a):
     times = json.load(open(tpath)) if os.path.exists(tpath) else []
     roce = os.path.abspath(a.roce)
     for rnd in range(a.rounds):
-        for name in configs(a.only):
-            tag = name[len("config_"):-len(".txt")]
+        for cfg in configs(a.only):
+            tag = tag_of(cfg)
             if a.ns3:
                 d = os.path.join(a.out, "ns3")
-                stage(name, d)
+                name = stage(cfg, d)
                 sim = os.path.abspath(a.ns3)
                 env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(sim, "build"))
                 t = timed([os.path.join(sim, "build", "scratch", "third"), name], d, env,
@@ -167,7 +194,7 @@ def run(a):
                 times.append(dict(t, sim="ns-3", config=tag, round=rnd))
                 print(f"ns-3 {tag}: {t}", flush=True)
             d = os.path.join(a.out, "ours")
-            stage(name, d)
+            name = stage(cfg, d)
             t = timed([roce, "sim", "--hpcc-config", name, "--no-plots", "--out", f"roce-{tag}"], d,
                       log=os.path.join(d, f"log_{tag}.txt"))
             times.append(dict(t, sim="ours", config=tag, round=rnd))
@@ -240,8 +267,8 @@ def fmt(x, d=3):
     return f"{x:,.{d}f}"
 
 
-def outputs(out, sim, tag):
-    kv = config_keys(os.path.join(HPCC_DIR, f"config_{tag}.txt"))
+def outputs(out, sim, cfg):
+    kv = config_keys(os.path.join(HPCC_DIR, cfg))
     d = os.path.join(out, sim)
     fct = os.path.join(d, kv.get("FCT_OUTPUT_FILE", ["fct.txt"])[0])
     pfc = os.path.join(d, kv.get("PFC_OUTPUT_FILE", ["pfc.txt"])[0])
@@ -249,12 +276,12 @@ def outputs(out, sim, tag):
 
 
 def report(a):
-    tags = [n[len("config_"):-len(".txt")] for n in configs(a.only)]
     L = []
     res = {}
-    for tag in tags:
-        n3, p3 = outputs(a.out, "ns3", tag)
-        ou, po = outputs(a.out, "ours", tag)
+    for cfg in configs(a.only):
+        tag = tag_of(cfg)
+        n3, p3 = outputs(a.out, "ns3", cfg)
+        ou, po = outputs(a.out, "ours", cfg)
         if n3 is None or ou is None:
             continue
         res[tag] = (n3, p3, ou, po, match(n3, ou))

@@ -1079,6 +1079,79 @@ mod tests {
         assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
         let e = load_with("ack-1", "CC_MODE 1\nACK_HIGH_PRIO 1\n");
         assert!(e.cfg.control_prio > e.cfg.data_prio);
+        // Either way ns-3's switches queue ACKs with the data.
+        assert_eq!(e.cfg.switch_control_prio, Some(e.cfg.data_prio));
+    }
+
+    #[test]
+    fn the_switch_buffer_is_third_cc_s() {
+        let e = load_with("mmu", "CC_MODE 1\nBUFFER_SIZE 2\n");
+        let b = e.cfg.buffer;
+        assert_eq!(b.size_bytes, 2 << 20);
+        assert_eq!(b.threshold, Threshold::Dynamic { alpha: 0.125 });
+        // Alpha doubles per doubling of speed over the first host's link.
+        assert_eq!(b.alpha_speed_ref_bps, Some(100_000_000_000));
+        assert_eq!(b.alpha_for(0.125, 400_000_000_000), 0.5);
+        assert_eq!((b.reserve_bytes, b.reserve_once_per_port), (4096, true));
+        assert_eq!(b.headroom_for(100_000_000_000, 1_000_000, 1100), 37_500);
+        assert_eq!(b.xon_offset_bytes, 3072);
+        assert!(e.cfg.pfc_after_frame);
+        // ns-3's MMU never reads USE_DYNAMIC_PFC_THRESHOLD.
+        let e = load_with("mmu-static", "CC_MODE 1\nUSE_DYNAMIC_PFC_THRESHOLD 0\n");
+        assert_eq!(e.cfg.buffer.threshold, Threshold::Dynamic { alpha: 0.125 });
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("USE_DYNAMIC_PFC_THRESHOLD 0 has no effect")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn the_pfc_file_has_one_line_per_pause_episode() {
+        use crate::metrics::PfcEvent;
+        let ev = |time: Ps, node: u32, what: &'static str| PfcEvent {
+            time: time * PS_PER_NS,
+            node,
+            port: 0,
+            prio: 3,
+            what,
+        };
+        let r = Report {
+            pfc: vec![
+                ev(1, 5, "xoff_tx"),
+                ev(2, 4, "pause"),
+                // A refresh while paused, then the XON.
+                ev(3, 4, "pause"),
+                ev(4, 4, "resume"),
+                // A pause that ran out, then one more episode.
+                ev(5, 4, "pause"),
+                ev(6, 4, "expire"),
+                ev(7, 4, "resume"),
+                ev(8, 4, "pause"),
+            ],
+            host_nodes: vec![4],
+            now: 0,
+            events: 0,
+            counters: Default::default(),
+            flows: Vec::new(),
+            ports: Vec::new(),
+            queues: Vec::new(),
+            flow_progress: Vec::new(),
+            pfc_frames: Vec::new(),
+            node_names: Vec::new(),
+            qlen_mon: None,
+            host_path: None,
+            sample: 0,
+            max_rows: 100,
+        };
+        let mut out = Vec::new();
+        write_pfc(&r, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2 4 0 1 1\n4 4 0 1 0\n5 4 0 1 1\n6 4 0 1 0\n8 4 0 1 1\n"
+        );
     }
 
     #[test]
