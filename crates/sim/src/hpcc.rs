@@ -462,12 +462,15 @@ impl Experiment {
         }
         cfg.rnic.ack_req_every = 1;
         used.push("L2_ACK_INTERVAL");
-        // third.cc's ack_high_prio defaults to 0: ACKs (and NAKs, CNPs)
-        // leave the host in the data's queue (RdmaEgressQueue::ack_q_idx 3),
-        // and switches, whose AckHighPrio stays 0, queue them with the data
-        // too; with 1 they go first (queue 0).
+        // A host's ACKs (and NAKs, CNPs) leave from a queue of their own,
+        // ahead of any QP's data (qbb-net-device.cc's GetNextQindex), and
+        // switches, whose AckHighPrio stays 0, queue them with the data.
+        // third.cc's ack_high_prio (default 0) only says whether a pause of
+        // the data's priority also holds that queue (ack_q_idx 3) or not
+        // (ack_q_idx 0).
         let ack_high = num("ACK_HIGH_PRIO")?.unwrap_or(0.0);
-        cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
+        cfg.control_prio = 7;
+        cfg.host_control_paused_with = (ack_high == 0.0).then_some(cfg.data_prio);
         used.push("ACK_HIGH_PRIO");
         if let Some(us) = num("PAUSE_TIME")? {
             // Quanta at 100 Gb/s; the simulator refreshes pauses anyway.
@@ -1073,12 +1076,17 @@ mod tests {
 
     #[test]
     fn ack_high_prio_absent_means_acks_share_the_data_queue() {
-        let e = load_with("ack-absent", "CC_MODE 1\n");
-        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
-        let e = load_with("ack-0", "CC_MODE 1\nACK_HIGH_PRIO 0\n");
-        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
+        // Hosts send ACKs first; a pause of the data holds them unless
+        // ACK_HIGH_PRIO is 1.
+        for (tag, extra) in [("ack-absent", ""), ("ack-0", "ACK_HIGH_PRIO 0\n")] {
+            let e = load_with(tag, &format!("CC_MODE 1\n{extra}"));
+            assert!(e.cfg.control_prio > e.cfg.data_prio);
+            assert_eq!(e.cfg.host_control_paused_with, Some(e.cfg.data_prio));
+            assert_eq!(e.cfg.switch_control_prio, Some(e.cfg.data_prio));
+        }
         let e = load_with("ack-1", "CC_MODE 1\nACK_HIGH_PRIO 1\n");
         assert!(e.cfg.control_prio > e.cfg.data_prio);
+        assert_eq!(e.cfg.host_control_paused_with, None);
         // Either way ns-3's switches queue ACKs with the data.
         assert_eq!(e.cfg.switch_control_prio, Some(e.cfg.data_prio));
     }

@@ -100,6 +100,12 @@ pub struct SimConfig {
     /// control frame does without preemption (and ns-3 sends it from the
     /// port's highest-priority queue); `false`: it leaves at once.
     pub pfc_after_frame: bool,
+    /// A host's control priority is paused and resumed with this one (the
+    /// HPCC ns-3 simulator's NIC sends ACKs from a queue of their own,
+    /// ahead of the data, but holds them while the data's priority is
+    /// paused unless `ACK_HIGH_PRIO` is set); `None`: only by its own
+    /// PFC frames.
+    pub host_control_paused_with: Option<u8>,
     pub rnic: RnicConfig,
     /// Local ACK timeout exponent (4.096 µs × 2^timeout).
     pub qp_timeout: u8,
@@ -170,6 +176,7 @@ impl Default for SimConfig {
             control_prio: 6,
             switch_control_prio: None,
             pfc_after_frame: false,
+            host_control_paused_with: None,
             rnic: RnicConfig::default(),
             qp_timeout: 14,
             retry_cnt: 7,
@@ -1506,6 +1513,32 @@ impl Simulator {
             p.q[pi].paused_until = 0;
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
+        }
+        let c = self.cfg.control_prio;
+        if self.cfg.host_control_paused_with == Some(prio)
+            && c != prio
+            && self.nodes[node as usize].host
+        {
+            // The host's control queue stops and starts with `prio`
+            // (not counted or logged: no frame paused it).
+            let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+            let ci = usize::from(c);
+            p.pause_version[ci] = p.pause_version[ci].wrapping_add(1);
+            if quanta > 0 {
+                p.q[ci].paused_until = p.q[pi].paused_until;
+                let (until, version) = (p.q[ci].paused_until, p.pause_version[ci]);
+                self.q.schedule(
+                    until,
+                    Event::PauseEnd {
+                        node,
+                        port,
+                        prio: c,
+                        version,
+                    },
+                );
+            } else {
+                p.q[ci].paused_until = 0;
+            }
         }
     }
 
