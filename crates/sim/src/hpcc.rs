@@ -402,22 +402,38 @@ impl Experiment {
         // Switches.
         let qcn = num("ENABLE_QCN")?.unwrap_or(1.0) != 0.0;
         used.push("ENABLE_QCN");
+        // third.cc passes USE_DYNAMIC_PFC_THRESHOLD to its NICs' devices,
+        // which never read it: its switch MMU always uses the dynamic
+        // threshold.
         if num("USE_DYNAMIC_PFC_THRESHOLD")?.unwrap_or(1.0) == 0.0 {
             warnings.push(
-                "USE_DYNAMIC_PFC_THRESHOLD 0: using a static XOFF threshold of 1/8 of the buffer per ingress queue".into(),
+                "USE_DYNAMIC_PFC_THRESHOLD 0 has no effect in ns-3 (its switch MMU always uses the dynamic threshold); it is ignored here too".into(),
             );
-            cfg.buffer.threshold = Threshold::Static {
-                bytes: cfg.buffer.size_bytes / 8,
-            };
         }
         used.push("USE_DYNAMIC_PFC_THRESHOLD");
         if let Some(mb) = num("BUFFER_SIZE")? {
             cfg.buffer.size_bytes = (mb * 1024.0 * 1024.0) as u64;
-            if let Threshold::Static { bytes } = &mut cfg.buffer.threshold {
-                *bytes = cfg.buffer.size_bytes / 8;
-            }
         }
         used.push("BUFFER_SIZE");
+        // The switch MMU of switch-mmu.cc and third.cc: a dynamic threshold
+        // of free >> 3 (alpha 1/8) on ports at the NIC's speed, one shift
+        // less per doubling of speed above it (1/2 on a 400G port over
+        // 100G NICs); 4 kB reserved per ingress queue, taken from the pool
+        // once per port; headroom 3 × rate × delay per port; XON 3 kB
+        // under the threshold.
+        cfg.buffer.threshold = Threshold::Dynamic { alpha: 0.125 };
+        cfg.buffer.reserve_bytes = 4 * 1024;
+        cfg.buffer.reserve_once_per_port = true;
+        cfg.buffer.headroom_bytes = None;
+        cfg.buffer.headroom_link_bdps = Some(3);
+        cfg.buffer.xon_offset_bytes = 3 * 1024;
+        // Switches queue ACKs (and the CNPs standing in for ns-3's ACK
+        // flag) with the data (switch-node.cc: AckHighPrio is never set,
+        // and an ACK carries its flow's priority group).
+        cfg.switch_control_prio = Some(cfg.data_prio);
+        // ns-3 sends PFC frames from the port's queue 0: after the frame
+        // on the wire.
+        cfg.pfc_after_frame = true;
         let payload = num("PACKET_PAYLOAD_SIZE")?.unwrap_or(1000.0) as u32;
         used.push("PACKET_PAYLOAD_SIZE");
         cfg.mtu = Mtu::from_bytes(payload).unwrap_or_else(|| {
@@ -447,12 +463,15 @@ impl Experiment {
         }
         cfg.rnic.ack_req_every = 1;
         used.push("L2_ACK_INTERVAL");
-        // third.cc's ack_high_prio defaults to 0: ACKs (and NAKs, CNPs)
-        // leave the host in the data's queue (RdmaEgressQueue::ack_q_idx 3),
-        // and switches, whose AckHighPrio stays 0, queue them with the data
-        // too; with 1 they go first (queue 0).
+        // A host's ACKs (and NAKs, CNPs) leave from a queue of their own,
+        // ahead of any QP's data (qbb-net-device.cc's GetNextQindex), and
+        // switches, whose AckHighPrio stays 0, queue them with the data.
+        // third.cc's ack_high_prio (default 0) only says whether a pause of
+        // the data's priority also holds that queue (ack_q_idx 3) or not
+        // (ack_q_idx 0).
         let ack_high = num("ACK_HIGH_PRIO")?.unwrap_or(0.0);
-        cfg.control_prio = if ack_high != 0.0 { 7 } else { cfg.data_prio };
+        cfg.control_prio = 7;
+        cfg.host_control_paused_with = (ack_high == 0.0).then_some(cfg.data_prio);
         used.push("ACK_HIGH_PRIO");
         // third.cc hands PAUSE_TIME (µs) to QbbNetDevice::PauseTime, a
         // whole number of µs, and every XOFF carries that same time on
@@ -583,6 +602,13 @@ impl Experiment {
         if let Some(ps) = cfg.buffer.pause_time_ps {
             warnings.extend(pause_time_warnings(&topo, ps));
         }
+        // third.cc's `get_nic_rate`: the rate of the first host's link.
+        cfg.buffer.alpha_speed_ref_bps = host_ids.first().and_then(|&h| {
+            topo.links
+                .iter()
+                .find(|l| l.a == h as usize || l.b == h as usize)
+                .map(|l| l.rate_bps)
+        });
         // ns-3's links carry frames back to back: no preamble, SFD or
         // inter-frame gap (the point-to-point device's InterframeGap is 0).
         cfg.ifg_bytes = 0;
@@ -783,11 +809,18 @@ pub fn ns3_if_index(port: u16) -> u32 {
 /// expiry (0) at the device receiving the PFC frame (third.cc's `get_pfc`):
 /// `pfc.csv`'s `pause`, `resume` and `expire` rows, in ns-3's numbering
 /// ([`ns3_if_index`]).
+///
+/// One line per pause episode: ns-3's switch sends XOFF once and its pause
+/// lasts until the XON, where ours re-sends XOFF before the pause it asked
+/// for runs out. Those refreshes are not written (`pfc.csv` keeps them), so
+/// the file counts what ns-3's counts.
 fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+    let mut paused = std::collections::HashSet::new();
     for e in &r.pfc {
+        let key = (e.node, e.port, e.prio);
         let t = match e.what {
-            "pause" => 1,
-            "resume" | "expire" => 0,
+            "pause" if paused.insert(key) => 1,
+            "resume" | "expire" if paused.remove(&key) => 0,
             _ => continue,
         };
         let node_type = u32::from(!r.host_nodes.contains(&e.node));
@@ -1089,12 +1122,90 @@ mod tests {
 
     #[test]
     fn ack_high_prio_absent_means_acks_share_the_data_queue() {
-        let e = load_with("ack-absent", "CC_MODE 1\n");
-        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
-        let e = load_with("ack-0", "CC_MODE 1\nACK_HIGH_PRIO 0\n");
-        assert_eq!(e.cfg.control_prio, e.cfg.data_prio);
+        // Hosts send ACKs first; a pause of the data holds them unless
+        // ACK_HIGH_PRIO is 1.
+        for (tag, extra) in [("ack-absent", ""), ("ack-0", "ACK_HIGH_PRIO 0\n")] {
+            let e = load_with(tag, &format!("CC_MODE 1\n{extra}"));
+            assert!(e.cfg.control_prio > e.cfg.data_prio);
+            assert_eq!(e.cfg.host_control_paused_with, Some(e.cfg.data_prio));
+            assert_eq!(e.cfg.switch_control_prio, Some(e.cfg.data_prio));
+        }
         let e = load_with("ack-1", "CC_MODE 1\nACK_HIGH_PRIO 1\n");
         assert!(e.cfg.control_prio > e.cfg.data_prio);
+        assert_eq!(e.cfg.host_control_paused_with, None);
+        // Either way ns-3's switches queue ACKs with the data.
+        assert_eq!(e.cfg.switch_control_prio, Some(e.cfg.data_prio));
+    }
+
+    #[test]
+    fn the_switch_buffer_is_third_cc_s() {
+        let e = load_with("mmu", "CC_MODE 1\nBUFFER_SIZE 2\n");
+        let b = e.cfg.buffer;
+        assert_eq!(b.size_bytes, 2 << 20);
+        assert_eq!(b.threshold, Threshold::Dynamic { alpha: 0.125 });
+        // Alpha doubles per doubling of speed over the first host's link.
+        assert_eq!(b.alpha_speed_ref_bps, Some(100_000_000_000));
+        assert_eq!(b.alpha_for(0.125, 400_000_000_000), 0.5);
+        assert_eq!((b.reserve_bytes, b.reserve_once_per_port), (4096, true));
+        assert_eq!(b.headroom_for(100_000_000_000, 1_000_000, 1100), 37_500);
+        assert_eq!(b.xon_offset_bytes, 3072);
+        assert!(e.cfg.pfc_after_frame);
+        // ns-3's MMU never reads USE_DYNAMIC_PFC_THRESHOLD.
+        let e = load_with("mmu-static", "CC_MODE 1\nUSE_DYNAMIC_PFC_THRESHOLD 0\n");
+        assert_eq!(e.cfg.buffer.threshold, Threshold::Dynamic { alpha: 0.125 });
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("USE_DYNAMIC_PFC_THRESHOLD 0 has no effect")),
+            "{:?}",
+            e.warnings
+        );
+    }
+
+    #[test]
+    fn the_pfc_file_has_one_line_per_pause_episode() {
+        use crate::metrics::PfcEvent;
+        let ev = |time: Ps, node: u32, what: &'static str| PfcEvent {
+            time: time * PS_PER_NS,
+            node,
+            port: 0,
+            prio: 3,
+            what,
+        };
+        let r = Report {
+            pfc: vec![
+                ev(1, 5, "xoff_tx"),
+                ev(2, 4, "pause"),
+                // A refresh while paused, then the XON.
+                ev(3, 4, "pause"),
+                ev(4, 4, "resume"),
+                // A pause that ran out, then one more episode.
+                ev(5, 4, "pause"),
+                ev(6, 4, "expire"),
+                ev(7, 4, "resume"),
+                ev(8, 4, "pause"),
+            ],
+            host_nodes: vec![4],
+            now: 0,
+            events: 0,
+            counters: Default::default(),
+            flows: Vec::new(),
+            ports: Vec::new(),
+            queues: Vec::new(),
+            flow_progress: Vec::new(),
+            pfc_frames: Vec::new(),
+            node_names: Vec::new(),
+            qlen_mon: None,
+            host_path: None,
+            sample: 0,
+            max_rows: 100,
+        };
+        let mut out = Vec::new();
+        write_pfc(&r, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2 4 0 1 1\n4 4 0 1 0\n5 4 0 1 1\n6 4 0 1 0\n8 4 0 1 1\n"
+        );
     }
 
     #[test]

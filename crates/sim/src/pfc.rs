@@ -56,6 +56,23 @@ pub struct BufferConfig {
     /// `PAUSE_TIME` is one time in µs for every link speed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pause_time_ps: Option<u64>,
+    /// With a dynamic threshold: a port faster than this rate doubles its
+    /// alpha for each doubling of speed over it, up to 1 (the HPCC ns-3
+    /// simulator's `pfc_a_shift`, set per port from the NIC rate in
+    /// third.cc), so a fast fabric port may hold a larger share of the
+    /// pool than a host port. `None`: one alpha for every port.
+    #[serde(default)]
+    pub alpha_speed_ref_bps: Option<u64>,
+    /// When `headroom_bytes` is `None`: the headroom of a port is this many
+    /// bandwidth-delay products of its link (`rate × delay`), as ns-3's
+    /// third.cc sizes it (3); `None` sizes it with [`auto_headroom`].
+    #[serde(default)]
+    pub headroom_link_bdps: Option<u64>,
+    /// Take the reserve out of the common pool once per port rather than
+    /// once per port × priority (ns-3's `total_rsrv`: only its one data
+    /// queue per port ever uses a reserve).
+    #[serde(default)]
+    pub reserve_once_per_port: bool,
 }
 
 impl BufferConfig {
@@ -92,7 +109,41 @@ impl Default for BufferConfig {
             lossless: 1 << 3,
             pause_quanta: 0xffff,
             pause_time_ps: None,
+            alpha_speed_ref_bps: None,
+            headroom_link_bdps: None,
+            reserve_once_per_port: false,
         }
+    }
+}
+
+impl BufferConfig {
+    /// The headroom of a port on a link of `rate_bps` and `delay_ps`
+    /// carrying frames of up to `max_frame` bytes (see
+    /// [`headroom_link_bdps`](Self::headroom_link_bdps)).
+    pub fn headroom_for(&self, rate_bps: u64, delay_ps: u64, max_frame: u64) -> u64 {
+        match (self.headroom_bytes, self.headroom_link_bdps) {
+            (Some(b), _) => b,
+            // third.cc: `rate * delay / 8 / 1e9 * 3` with the delay in ns.
+            (None, Some(n)) => {
+                (u128::from(rate_bps) * u128::from(delay_ps / 1000) / 8 / 1_000_000_000) as u64 * n
+            }
+            (None, None) => auto_headroom(rate_bps, delay_ps, max_frame),
+        }
+    }
+
+    /// The dynamic-threshold alpha of a port of `rate_bps` (see
+    /// [`alpha_speed_ref_bps`](Self::alpha_speed_ref_bps)).
+    pub fn alpha_for(&self, alpha: f64, rate_bps: u64) -> f64 {
+        let Some(reference) = self.alpha_speed_ref_bps else {
+            return alpha;
+        };
+        // third.cc: `while (rate > nic_rate && shift > 0) { shift--; rate /= 2; }`.
+        let (mut a, mut r) = (alpha, rate_bps);
+        while r > reference && a < 1.0 {
+            a = (a * 2.0).min(1.0);
+            r /= 2;
+        }
+        a
     }
 }
 
@@ -129,6 +180,8 @@ struct Ingress {
 pub struct Mmu {
     pub cfg: BufferConfig,
     headroom: Vec<u64>,
+    /// Dynamic-threshold alpha of each port.
+    alpha: Vec<f64>,
     /// Indexed by `port × 8 + priority`.
     q: Vec<Ingress>,
     shared_pool: u64,
@@ -142,16 +195,25 @@ pub struct Mmu {
 const NPRIO: usize = 8;
 
 impl Mmu {
-    /// `headroom[p]` is the headroom of port `p`.
-    pub fn new(cfg: BufferConfig, headroom: Vec<u64>) -> Mmu {
+    /// `headroom[p]` is the headroom of port `p`, `rates[p]` its link rate
+    /// (which sets its alpha, see [`BufferConfig::alpha_for`]).
+    pub fn new(cfg: BufferConfig, headroom: Vec<u64>, rates: &[u64]) -> Mmu {
         let n = headroom.len();
         let lossless = u64::from(cfg.lossless.count_ones());
-        let reserved = cfg.reserve_bytes * (n * NPRIO) as u64;
+        let per_port = if cfg.reserve_once_per_port { 1 } else { NPRIO };
+        let reserved = cfg.reserve_bytes * (n * per_port) as u64;
         let hdrm_total: u64 = headroom.iter().sum::<u64>() * lossless;
         let shared_pool = cfg.size_bytes.saturating_sub(reserved + hdrm_total);
+        let alpha = match cfg.threshold {
+            Threshold::Dynamic { alpha } => (0..n)
+                .map(|p| cfg.alpha_for(alpha, rates.get(p).copied().unwrap_or(0)))
+                .collect(),
+            Threshold::Static { .. } => vec![0.0; n],
+        };
         Mmu {
             cfg,
             headroom,
+            alpha,
             q: vec![Ingress::default(); n * NPRIO],
             shared_pool,
             shared_used: 0,
@@ -170,11 +232,12 @@ impl Mmu {
         self.cfg.lossless & (1 << prio) != 0
     }
 
-    /// The current per-queue shared limit.
+    /// The current per-queue shared limit of ingress `port`.
     #[inline]
-    pub fn threshold(&self) -> u64 {
+    pub fn threshold(&self, port: usize) -> u64 {
         match self.cfg.threshold {
-            Threshold::Dynamic { alpha } => {
+            Threshold::Dynamic { .. } => {
+                let alpha = self.alpha[port];
                 let free = self.shared_pool.saturating_sub(self.shared_used);
                 // `(alpha × free as f64) as u64`, through the signed
                 // conversions (one instruction each) wherever they give
@@ -197,14 +260,19 @@ impl Mmu {
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
         let i = port * NPRIO + usize::from(prio);
         let lossless = self.lossless(prio);
-        let thr = self.threshold();
+        let thr = self.threshold(port);
         let q = &mut self.q[i];
-        let at = if q.rsv + size <= self.cfg.reserve_bytes {
+        // A packet that crosses the end of the reserve fills it and puts
+        // only the rest in the shared pool.
+        let to_rsv = self.cfg.reserve_bytes.saturating_sub(q.rsv).min(size);
+        let to_shared = size - to_rsv;
+        let at = if to_shared == 0 {
             q.rsv += size;
             Admit::Reserve
-        } else if q.shared + size <= thr && self.shared_used + size <= self.shared_pool {
-            q.shared += size;
-            self.shared_used += size;
+        } else if q.shared + to_shared <= thr && self.shared_used + to_shared <= self.shared_pool {
+            q.rsv += to_rsv;
+            q.shared += to_shared;
+            self.shared_used += to_shared;
             Admit::Shared
         } else if lossless && q.hdrm + size <= self.headroom[port] {
             q.hdrm += size;
@@ -242,7 +310,7 @@ impl Mmu {
         if !self.lossless(prio) || self.q[i].xoff {
             return false;
         }
-        if self.q[i].hdrm > 0 || self.q[i].shared >= self.threshold() {
+        if self.q[i].hdrm > 0 || self.q[i].shared >= self.threshold(port) {
             self.q[i].xoff = true;
             return true;
         }
@@ -257,7 +325,7 @@ impl Mmu {
             return false;
         }
         let s = self.q[i].shared;
-        if s == 0 || s + self.cfg.xon_offset_bytes <= self.threshold() {
+        if s == 0 || s + self.cfg.xon_offset_bytes <= self.threshold(port) {
             self.q[i].xoff = false;
             return true;
         }
@@ -290,9 +358,10 @@ mod tests {
                 headroom_bytes: None,
                 lossless: 1 << 3,
                 pause_quanta: 0xffff,
-                pause_time_ps: None,
+                ..BufferConfig::default()
             },
             vec![10_000, 10_000],
+            &[100_000_000_000; 2],
         )
     }
 
@@ -332,10 +401,10 @@ mod tests {
     #[test]
     fn dynamic_threshold_shrinks_as_pool_fills() {
         let mut m = mmu(Threshold::Dynamic { alpha: 1.0 });
-        let t0 = m.threshold();
+        let t0 = m.threshold(0);
         m.admit(0, 3, 30_000);
-        assert!(m.threshold() < t0);
-        assert_eq!(m.threshold(), 50_000);
+        assert!(m.threshold(0) < t0);
+        assert_eq!(m.threshold(0), 50_000);
     }
 
     #[test]
@@ -367,14 +436,14 @@ mod tests {
                 let mut m = mmu(Threshold::Dynamic { alpha });
                 m.shared_pool = free;
                 assert_eq!(
-                    m.threshold(),
+                    m.threshold(0),
                     (alpha * free as f64) as u64,
                     "{alpha} {free}"
                 );
                 m.shared_pool = u64::MAX;
                 m.shared_used = u64::MAX - free;
                 assert_eq!(
-                    m.threshold(),
+                    m.threshold(0),
                     (alpha * free as f64) as u64,
                     "{alpha} {free}"
                 );
@@ -410,6 +479,94 @@ mod tests {
         };
         assert_eq!(timed.pause_quanta_at(100_000_000_000), 977);
         assert_eq!(timed.pause_quanta_at(400_000_000_000), 3907);
+    }
+
+    #[test]
+    fn alpha_doubles_per_doubling_of_speed_over_the_reference() {
+        let cfg = BufferConfig {
+            alpha_speed_ref_bps: Some(100_000_000_000),
+            ..BufferConfig::default()
+        };
+        // third.cc's pfc_a_shift: 3 at the NIC's 100G, 1 at 400G, 0 (never
+        // below) at 1.6T and beyond.
+        assert_eq!(cfg.alpha_for(0.125, 100_000_000_000), 0.125);
+        assert_eq!(cfg.alpha_for(0.125, 200_000_000_000), 0.25);
+        assert_eq!(cfg.alpha_for(0.125, 400_000_000_000), 0.5);
+        assert_eq!(cfg.alpha_for(0.125, 3_200_000_000_000), 1.0);
+        assert_eq!(cfg.alpha_for(0.125, 25_000_000_000), 0.125);
+        assert_eq!(
+            BufferConfig::default().alpha_for(0.125, 400_000_000_000),
+            0.125
+        );
+        // The MMU gives each port its own threshold.
+        let mut m = Mmu::new(
+            BufferConfig {
+                size_bytes: 100_000,
+                ..cfg
+            },
+            vec![10_000, 10_000],
+            &[100_000_000_000, 400_000_000_000],
+        );
+        assert_eq!(m.shared_pool(), 80_000);
+        assert_eq!((m.threshold(0), m.threshold(1)), (10_000, 40_000));
+        for _ in 0..10 {
+            assert_eq!(m.admit(1, 3, 1000), Admit::Shared);
+        }
+        assert_eq!((m.threshold(0), m.threshold(1)), (8_750, 35_000));
+        assert!(!m.check_xoff(1, 3), "10 kB is under the 400G port's 35 kB");
+    }
+
+    #[test]
+    fn headroom_from_link_bdps_and_reserve_once_per_port() {
+        let cfg = BufferConfig {
+            headroom_link_bdps: Some(3),
+            reserve_bytes: 4096,
+            reserve_once_per_port: true,
+            ..BufferConfig::default()
+        };
+        // 3 × 100 Gb/s × 1 µs = 37.5 kB (third.cc), whatever the frame.
+        assert_eq!(cfg.headroom_for(100_000_000_000, 1_000_000, 1100), 37_500);
+        let m = Mmu::new(
+            BufferConfig {
+                size_bytes: 1_000_000,
+                ..cfg
+            },
+            vec![37_500; 4],
+            &[100_000_000_000; 4],
+        );
+        assert_eq!(m.shared_pool(), 1_000_000 - 4 * 37_500 - 4 * 4096);
+        assert_eq!(
+            BufferConfig::default().headroom_for(100_000_000_000, 1_000_000, 1100),
+            25_000 + 3300
+        );
+    }
+
+    #[test]
+    fn a_packet_crossing_the_reserve_puts_only_its_excess_in_shared() {
+        let mut m = Mmu::new(
+            BufferConfig {
+                size_bytes: 100_000,
+                reserve_bytes: 1500,
+                threshold: Threshold::Static { bytes: 5000 },
+                ..BufferConfig::default()
+            },
+            vec![10_000],
+            &[100_000_000_000],
+        );
+        assert_eq!(m.admit(0, 3, 1000), Admit::Reserve);
+        assert_eq!(m.admit(0, 3, 1000), Admit::Shared);
+        // 500 bytes topped the reserve up; 500 went to the shared pool.
+        assert_eq!(m.ingress_bytes(0, 3), 2000);
+        for _ in 0..4 {
+            assert_eq!(m.admit(0, 3, 1000), Admit::Shared);
+        }
+        assert!(!m.check_xoff(0, 3), "4.5 kB shared, under 5 kB");
+        assert_eq!(m.admit(0, 3, 500), Admit::Shared);
+        assert!(m.check_xoff(0, 3));
+        // Releasing takes the shared bytes first.
+        m.release(0, 3, 3000);
+        assert!(m.check_xon(0, 3));
+        assert_eq!(m.ingress_bytes(0, 3), 3500);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
     IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
-use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
+use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
 use crate::topology::{NodeKind, Topology};
@@ -91,6 +91,22 @@ pub struct SimConfig {
     pub data_prio: u8,
     /// Priority of ACKs, NAKs and CNPs.
     pub control_prio: u8,
+    /// The priority switches queue ACKs, NAKs and CNPs in, when it differs
+    /// from the one hosts send them at (`None`: `control_prio`). The HPCC
+    /// ns-3 simulator's switches queue ACKs with the data they acknowledge
+    /// (their `AckHighPrio` is never set), whatever `ACK_HIGH_PRIO` makes
+    /// the hosts do.
+    pub switch_control_prio: Option<u8>,
+    /// An XOFF or XON waits for the frame on the wire to end, as a MAC
+    /// control frame does without preemption (and ns-3 sends it from the
+    /// port's highest-priority queue); `false`: it leaves at once.
+    pub pfc_after_frame: bool,
+    /// A host's control priority is paused and resumed with this one (the
+    /// HPCC ns-3 simulator's NIC sends ACKs from a queue of their own,
+    /// ahead of the data, but holds them while the data's priority is
+    /// paused unless `ACK_HIGH_PRIO` is set); `None`: only by its own
+    /// PFC frames.
+    pub host_control_paused_with: Option<u8>,
     pub rnic: RnicConfig,
     /// Local ACK timeout exponent (4.096 µs × 2^timeout).
     pub qp_timeout: u8,
@@ -159,6 +175,9 @@ impl Default for SimConfig {
             mtu: Mtu::Mtu1024,
             data_prio: 3,
             control_prio: 6,
+            switch_control_prio: None,
+            pfc_after_frame: false,
+            host_control_paused_with: None,
             rnic: RnicConfig::default(),
             qp_timeout: 14,
             retry_cnt: 7,
@@ -346,6 +365,7 @@ impl Simulator {
                 }
                 NodeKind::Switch => {
                     let mut headroom = Vec::with_capacity(ports.len());
+                    let rates: Vec<u64> = ports.iter().map(|p| p.rate_bps).collect();
                     for p in ports.iter_mut() {
                         p.set_ecn(match &cfg.ecn {
                             EcnPolicy::Off => None,
@@ -360,9 +380,11 @@ impl Simulator {
                             ),
                         });
                         p.set_ecn_prio(cfg.ecn_prio);
-                        headroom.push(cfg.buffer.headroom_bytes.unwrap_or_else(|| {
-                            auto_headroom(p.rate_bps, p.delay_ps, max_frame + cfg.ifg_bytes)
-                        }));
+                        headroom.push(cfg.buffer.headroom_for(
+                            p.rate_bps,
+                            p.delay_ps,
+                            max_frame + cfg.ifg_bytes,
+                        ));
                     }
                     nodes.push(NodeState {
                         ports,
@@ -371,7 +393,7 @@ impl Simulator {
                     });
                     switches.push(SwitchState {
                         node: i as u32,
-                        mmu: Mmu::new(cfg.buffer, headroom),
+                        mmu: Mmu::new(cfg.buffer, headroom, &rates),
                         seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
                     });
                 }
@@ -1333,6 +1355,12 @@ impl Simulator {
 
     fn switch_rx(&mut self, node: u32, port: u16, pkt: u32) {
         let sw = self.nodes[node as usize].index as usize;
+        if let Some(c) = self.cfg.switch_control_prio {
+            let p = &mut self.packets[pkt as usize];
+            if p.control {
+                p.prio = c;
+            }
+        }
         let (dst, prio, frame, markable, tuple) = {
             let p = &self.packets[pkt as usize];
             (
@@ -1409,8 +1437,13 @@ impl Simulator {
         let ser = ser_ps(64 + self.cfg.ifg_bytes, p.rate_bps);
         let (peer, peer_port, delay, rate) = (p.peer, p.peer_port, p.delay_ps, p.rate_bps);
         let version = p.refresh_version[pi];
+        let leave = if self.cfg.pfc_after_frame {
+            now.max(p.busy_until)
+        } else {
+            now
+        };
         self.q.schedule(
-            now + ser + delay,
+            leave + ser + delay,
             Event::PfcArrive {
                 node: peer,
                 port: peer_port,
@@ -1482,6 +1515,32 @@ impl Simulator {
             p.q[pi].paused_until = 0;
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
+        }
+        let c = self.cfg.control_prio;
+        if self.cfg.host_control_paused_with == Some(prio)
+            && c != prio
+            && self.nodes[node as usize].host
+        {
+            // The host's control queue stops and starts with `prio`
+            // (not counted or logged: no frame paused it).
+            let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+            let ci = usize::from(c);
+            p.pause_version[ci] = p.pause_version[ci].wrapping_add(1);
+            if quanta > 0 {
+                p.q[ci].paused_until = p.q[pi].paused_until;
+                let (until, version) = (p.q[ci].paused_until, p.pause_version[ci]);
+                self.q.schedule(
+                    until,
+                    Event::PauseEnd {
+                        node,
+                        port,
+                        prio: c,
+                        version,
+                    },
+                );
+            } else {
+                p.q[ci].paused_until = 0;
+            }
         }
     }
 

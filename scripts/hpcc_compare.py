@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""Runs the experiments of `scenarios/hpcc/` through the HPCC ns-3 simulator
+and through `roce sim --hpcc-config`, and regenerates the figures of
+`scenarios/HPCC_COMPARISON.md` from their outputs.
+
+No ns-3 code is in this repository: `run --ns3 DIR` takes the `simulation/`
+folder of a separate, already built checkout of
+github.com/alibaba-edu/High-Precision-Congestion-Control (see the document
+for the build recipe).
+
+    scripts/hpcc_compare.py gen-flows --time 0.005 --seed 5 -o scenarios/hpcc/fat5ms/flow_websearch_fat320_5ms.txt
+    scripts/hpcc_compare.py run --out /tmp/cmp --roce target/release/roce [--ns3 /work/ns3/simulation] [--only fat5ms]
+    scripts/hpcc_compare.py report --out /tmp/cmp [--write scenarios/HPCC_COMPARISON.md]
+
+`run` copies each config and its inputs into OUT/ns3/ and OUT/ours/ and runs
+both simulators there (one at a time, each alone), so their FCT and PFC
+files land at the paths the configs name; it records wall time and peak
+memory (`/usr/bin/time -v`) in OUT/times.json. `report` computes the
+slowdown figures as the HPCC repository's `analysis/fct_analysis.py` does
+(FCT over the file's last column, at least 1; percentile p is the value at
+index floor(n * p) of the sorted list) and writes them as Markdown, to
+stdout or between the `<!-- generated -->` markers of the document.
+
+Python 3, standard library only.
+"""
+
+import argparse
+import bisect
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+HPCC_DIR = os.path.join(REPO, "scenarios", "hpcc")
+WORKLOADS = os.path.join(REPO, "scenarios", "workloads")
+
+# ---------------------------------------------------------------- flows
+
+
+def read_cdf(path):
+    """`size percent` points; sampled by linear interpolation."""
+    pts = []
+    with open(path) as f:
+        for line in f:
+            v = line.split()
+            if len(v) >= 2:
+                pts.append((float(v[0]), float(v[1])))
+    if not pts or pts[0][1] != 0 or pts[-1][1] != 100:
+        sys.exit(f"{path}: a CDF must run from 0 to 100 percent")
+    return pts
+
+
+def cdf_mean(pts):
+    return sum((x0 + x1) / 2 * (y1 - y0) for (x0, y0), (x1, y1) in zip(pts, pts[1:])) / 100
+
+
+def cdf_sample(pts, rng):
+    y = rng.random() * 100
+    ys = [p[1] for p in pts]
+    i = max(1, bisect.bisect_left(ys, y))
+    (x0, y0), (x1, y1) = pts[i - 1], pts[i]
+    return x0 + (x1 - x0) / (y1 - y0) * (y - y0)
+
+
+def topo_hosts(path):
+    with open(path) as f:
+        toks = f.read().split()
+    n, s = int(toks[0]), int(toks[1])
+    switches = {int(t) for t in toks[3 : 3 + s]}
+    return [i for i in range(n) if i not in switches]
+
+
+def gen_flows(a):
+    """Poisson arrivals per host at `load` of `bw`, sizes from the CDF,
+    destinations uniform over the other hosts (scenarios/workloads/README.md)."""
+    rng = random.Random(a.seed)
+    pts = read_cdf(a.cdf)
+    hosts = topo_hosts(a.topo)
+    mean_gap_s = cdf_mean(pts) * 8 / (a.bw * a.load)
+    flows = []
+    for src in hosts:
+        t = rng.expovariate(1 / mean_gap_s)
+        while t < a.time:
+            dst = src
+            while dst == src:
+                dst = rng.choice(hosts)
+            size = max(1, int(round(cdf_sample(pts, rng))))
+            flows.append((a.start + t, src, dst, size))
+            t += rng.expovariate(1 / mean_gap_s)
+    flows.sort()
+    with open(a.out, "w") as f:
+        f.write(f"{len(flows)}\n")
+        for t, src, dst, size in flows:
+            f.write(f"{src} {dst} 3 100 {size} {t:.9f}\n")
+    print(f"{a.out}: {len(flows)} flows, mean size {cdf_mean(pts):.0f} B, "
+          f"{a.load:.0%} of {a.bw / 1e9:g} Gb/s per host for {a.time * 1e3:g} ms")
+
+
+# ---------------------------------------------------------------- running
+
+
+def config_keys(path):
+    kv = {}
+    with open(path) as f:
+        for line in f:
+            v = line.split("#")[0].split()
+            if v:
+                kv[v[0]] = v[1:]
+    return kv
+
+
+def configs(only):
+    """Config paths relative to scenarios/hpcc/, its subfolders' too (the
+    large runs live in `fat5ms/`, away from the test that runs every
+    top-level config in a debug build)."""
+    names = []
+    for root, _, files in os.walk(HPCC_DIR):
+        rel = os.path.relpath(root, HPCC_DIR)
+        names += [os.path.normpath(os.path.join(rel, f)) for f in files
+                  if f.startswith("config_") and f.endswith(".txt")]
+    names.sort()
+    if only:
+        names = [n for n in names if any(o in n for o in only)]
+    return names
+
+
+def tag_of(name):
+    return os.path.basename(name)[len("config_"):-len(".txt")]
+
+
+INPUT_KEYS = ("TOPOLOGY_FILE", "FLOW_FILE", "TRACE_FILE")
+
+
+def stage(cfg_name, where):
+    """Copies a config and the inputs it names into `where`, the inputs by
+    their file names (the copied config names them so); returns the
+    config's file name there."""
+    os.makedirs(where, exist_ok=True)
+    src = os.path.join(HPCC_DIR, cfg_name)
+    base = os.path.dirname(src)
+    lines = []
+    with open(src) as f:
+        for line in f:
+            v = line.split()
+            if v and v[0] in INPUT_KEYS and len(v) > 1:
+                dst = os.path.join(where, os.path.basename(v[1]))
+                if not os.path.exists(dst):
+                    shutil.copy(os.path.join(base, v[1]), dst)
+                line = f"{v[0]} {os.path.basename(v[1])}\n"
+            lines.append(line)
+    name = os.path.basename(cfg_name)
+    with open(os.path.join(where, name), "w") as f:
+        f.writelines(lines)
+    return name
+
+
+def timed(cmd, cwd, env=None, log=None):
+    """Runs `cmd` under /usr/bin/time -v; returns (wall s, peak RSS kB, load average)."""
+    load = os.getloadavg()[0]
+    t0 = time.time()
+    with open(log or os.devnull, "w") as out:
+        p = subprocess.run(["/usr/bin/time", "-v"] + cmd, cwd=cwd, env=env, stdout=out,
+                           stderr=subprocess.PIPE, text=True)
+    wall = time.time() - t0
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} in {cwd} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    return {"wall_s": round(wall, 2), "peak_kb": int(rss.group(1)) if rss else None,
+            "load": round(load, 2)}
+
+
+def run(a):
+    os.makedirs(a.out, exist_ok=True)
+    tpath = os.path.join(a.out, "times.json")
+    times = json.load(open(tpath)) if os.path.exists(tpath) else []
+    roce = os.path.abspath(a.roce)
+    for rnd in range(a.rounds):
+        for cfg in configs(a.only):
+            tag = tag_of(cfg)
+            if a.ns3:
+                d = os.path.join(a.out, "ns3")
+                name = stage(cfg, d)
+                sim = os.path.abspath(a.ns3)
+                env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(sim, "build"))
+                t = timed([os.path.join(sim, "build", "scratch", "third"), name], d, env,
+                          os.path.join(d, f"log_{tag}.txt"))
+                times.append(dict(t, sim="ns-3", config=tag, round=rnd))
+                print(f"ns-3 {tag}: {t}", flush=True)
+            d = os.path.join(a.out, "ours")
+            name = stage(cfg, d)
+            t = timed([roce, "sim", "--hpcc-config", name, "--no-plots", "--out", f"roce-{tag}"], d,
+                      log=os.path.join(d, f"log_{tag}.txt"))
+            times.append(dict(t, sim="ours", config=tag, round=rnd))
+            print(f"ours {tag}: {t}", flush=True)
+            json.dump(times, open(tpath, "w"), indent=1)
+
+
+# ---------------------------------------------------------------- figures
+
+
+def read_fct(path):
+    """Rows of an FCT file: (sip, dip, size, start_ns, fct_ns, ideal_ns)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            v = line.split()
+            if len(v) >= 8:
+                rows.append((v[0], v[1], int(v[4]), int(v[5]), int(v[6]), int(v[7])))
+    return rows
+
+
+def pctl(xs, p):
+    """fct_analysis.py's get_pctl: the value at index floor(n * p)."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
+
+
+def slowdown(fct, ideal):
+    s = fct / ideal
+    return s if s > 1 else 1.0
+
+
+def match(ns3, ours):
+    """Pairs flows by source, destination, size and nearest start (ns-3
+    turns start seconds into ns through a double, we round)."""
+    by = {}
+    for r in ours:
+        by.setdefault((r[0], r[1], r[2]), []).append(r)
+    pairs = []
+    for r in ns3:
+        cands = by.get((r[0], r[1], r[2]))
+        if not cands:
+            continue
+        best = min(cands, key=lambda o: abs(o[3] - r[3]))
+        if abs(best[3] - r[3]) <= 1000:
+            cands.remove(best)
+            pairs.append((r, best))
+    return pairs
+
+
+def read_pfc(path):
+    """(pause lines, resume lines, pause lines at hosts)."""
+    p = r = h = 0
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        for line in f:
+            v = line.split()
+            if len(v) < 5:
+                continue
+            if v[4] == "1":
+                p += 1
+                h += v[2] == "0"
+            else:
+                r += 1
+    return p, r, h
+
+
+def fmt(x, d=3):
+    return f"{x:,.{d}f}"
+
+
+def outputs(out, sim, cfg):
+    kv = config_keys(os.path.join(HPCC_DIR, cfg))
+    d = os.path.join(out, sim)
+    fct = os.path.join(d, kv.get("FCT_OUTPUT_FILE", ["fct.txt"])[0])
+    pfc = os.path.join(d, kv.get("PFC_OUTPUT_FILE", ["pfc.txt"])[0])
+    return (read_fct(fct) if os.path.exists(fct) else None), read_pfc(pfc)
+
+
+def report(a):
+    L = []
+    res = {}
+    for cfg in configs(a.only):
+        tag = tag_of(cfg)
+        n3, p3 = outputs(a.out, "ns3", cfg)
+        ou, po = outputs(a.out, "ours", cfg)
+        if n3 is None or ou is None:
+            continue
+        res[tag] = (n3, p3, ou, po, match(n3, ou))
+
+    # Single flows on the pair.
+    pair = [t for t in ("pair_none", "pair_hpcc") if t in res]
+    if pair:
+        L += ["Single flows on the pair (FCT ns; ours against ns-3):", ""]
+        L.append("| size | " + " | ".join(f"{t[5:]}: ns-3 | ours" for t in pair) + " |")
+        L.append("|---|" + "---|---|" * len(pair))
+        sizes = sorted({r[0][2] for r in res[pair[0]][4]})
+        for s in sizes:
+            cells = []
+            for t in pair:
+                m = [p for p in res[t][4] if p[0][2] == s]
+                if m:
+                    n, o = m[0][0][4], m[0][1][4]
+                    cells += [f"{n:,}", f"{o:,} ({(o / n - 1) * 100:+.1f} %)"]
+                else:
+                    cells += ["", ""]
+            L.append(f"| {s:,} B | " + " | ".join(cells) + " |")
+        L.append("")
+
+    # Everything else: slowdown percentiles.
+    L += ["Slowdown (FCT over the ideal, at least 1; percentile p = value at index ⌊n·p⌋) "
+          "with each simulator's own ideal, and ours divided by ns-3's ideal (one "
+          "denominator for both); per-flow FCT ratio ours / ns-3 (p5 / p50 / p95); "
+          "PFC file lines (pause / resume, pauses at hosts):", "",
+          "| run | flows | ns-3 p50 / p95 / p99 | ours p50 / p95 / p99 | ours ÷ ns-3 ideal p50 / p95 / p99 "
+          "| Δ p50 / p95 / p99 | FCT ratio p5 / p50 / p95 | PFC ns-3 | PFC ours |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for tag, (n3, p3, ou, po, pairs) in res.items():
+        if tag.startswith("pair"):
+            continue
+        s3 = [slowdown(r[4], r[5]) for r in n3]
+        so = [slowdown(r[4], r[5]) for r in ou]
+        sx = [slowdown(o[4], n[5]) for n, o in pairs]
+        ratio = [o[4] / n[4] for n, o in pairs]
+        q = (0.5, 0.95, 0.99)
+        a3 = [pctl(s3, p) for p in q]
+        ax = [pctl(sx, p) for p in q]
+        L.append(
+            f"| {tag} | {len(n3)} / {len(ou)} | "
+            + " / ".join(fmt(x) for x in a3) + " | "
+            + " / ".join(fmt(pctl(so, p)) for p in q) + " | "
+            + " / ".join(fmt(x) for x in ax) + " | "
+            + " / ".join(f"{(x / y - 1) * 100:+.1f} %" for x, y in zip(ax, a3)) + " | "
+            + " / ".join(fmt(pctl(ratio, p)) for p in (0.05, 0.5, 0.95)) + " | "
+            + (f"{p3[0]:,} / {p3[1]:,} ({p3[2]:,})" if p3 else "") + " | "
+            + (f"{po[0]:,} / {po[1]:,} ({po[2]:,})" if po else "") + " |")
+    L.append("")
+
+    # By size on the fat tree.
+    fat = [t for t in res if t.startswith("fat")]
+    if fat:
+        bins = [(0, 10_000, "< 10 kB"), (10_000, 100_000, "10–100 kB"),
+                (100_000, 1_000_000, "100 kB–1 MB"), (1_000_000, 1 << 62, "≥ 1 MB")]
+        L += ["Fat tree by flow size (slowdown p50 / p95 / p99, both divided by ns-3's ideal; "
+              "flows in the bin):", "",
+              "| run | " + " | ".join(b[2] for b in bins) + " |",
+              "|---|" + "---|" * len(bins)]
+        for tag in fat:
+            pairs = res[tag][4]
+            for who, k in (("ns-3", 0), ("ours", 1)):
+                cells = []
+                for lo, hi, _ in bins:
+                    xs = [slowdown(p[k][4], p[0][5]) for p in pairs if lo <= p[0][2] < hi]
+                    cells.append(" / ".join(f"{pctl(xs, q):.2f}" for q in (0.5, 0.95, 0.99))
+                                 + f" ({len(xs)})")
+                L.append(f"| {tag} {who} | " + " | ".join(cells) + " |")
+        L.append("")
+
+    tpath = os.path.join(a.out, "times.json")
+    if os.path.exists(tpath):
+        times = json.load(open(tpath))
+        L += ["Cost (`/usr/bin/time -v`, one run at a time; median over rounds, "
+              "the 1-minute load average when each run started in brackets):", "",
+              "| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio | rounds |",
+              "|---|---|---|---|---|---|---|"]
+        for tag in res:
+            t3 = [t for t in times if t["config"] == tag and t["sim"] == "ns-3"]
+            to = [t for t in times if t["config"] == tag and t["sim"] == "ours"]
+            if not t3 or not to:
+                continue
+            med = lambda ts, k: sorted(t[k] for t in ts)[len(ts) // 2]
+            w3, wo = med(t3, "wall_s"), med(to, "wall_s")
+            loads = ", ".join(f"{t['load']:.1f}" for t in t3 + to)
+            L.append(f"| {tag} | {w3:.1f} | {med(t3, 'peak_kb') / 1024:.0f} | {wo:.1f} | "
+                     f"{med(to, 'peak_kb') / 1024:.0f} | {w3 / wo:.1f}× | {len(t3)} ({loads}) |")
+        L.append("")
+
+    text = "\n".join(L)
+    if a.write:
+        doc = open(a.write).read()
+        start, end = "<!-- generated: scripts/hpcc_compare.py report -->", "<!-- end generated -->"
+        if start not in doc or end not in doc:
+            sys.exit(f"{a.write}: no `{start}` … `{end}` markers")
+        head, rest = doc.split(start, 1)
+        _, tail = rest.split(end, 1)
+        open(a.write, "w").write(head + start + "\n\n" + text + "\n" + end + tail)
+        print(f"wrote {a.write}")
+    else:
+        print(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen-flows", help="write a flow file: Poisson arrivals from a size CDF")
+    g.add_argument("--topo", default=os.path.join(HPCC_DIR, "topo_fat320.txt"))
+    g.add_argument("--cdf", default=os.path.join(WORKLOADS, "WebSearch_distribution.txt"))
+    g.add_argument("--load", type=float, default=0.3)
+    g.add_argument("--bw", type=float, default=100e9, help="host link rate, b/s")
+    g.add_argument("--time", type=float, default=0.005, help="seconds of arrivals")
+    g.add_argument("--start", type=float, default=2.0, help="first arrival time, s")
+    g.add_argument("--seed", type=int, default=5)
+    g.add_argument("-o", "--out", required=True)
+    r = sub.add_parser("run", help="run ns-3 (with --ns3) and ours on the shipped configs")
+    r.add_argument("--out", required=True)
+    r.add_argument("--roce", default=os.path.join(REPO, "target", "release", "roce"))
+    r.add_argument("--ns3", help="the built simulation/ folder of the HPCC repository")
+    r.add_argument("--only", nargs="*", help="configs whose name contains one of these")
+    r.add_argument("--rounds", type=int, default=1, help="interleaved rounds (for timing)")
+    p = sub.add_parser("report", help="Markdown figures from a run's outputs")
+    p.add_argument("--out", required=True)
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--write", help="replace the generated section of this document")
+    a = ap.parse_args()
+    {"gen-flows": gen_flows, "run": run, "report": report}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
