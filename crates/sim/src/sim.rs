@@ -255,6 +255,10 @@ pub struct Simulator {
     /// Transport headers and INT of each packet slot.
     bodies: Slab<PacketBody>,
     free: Vec<u32>,
+    /// INT stacks done with, for the next data packets: with HPCC every
+    /// data packet carries one and its ACK hands it back, and reusing them
+    /// saves an allocation, a free and a regrowth per packet.
+    int_pool: Vec<Box<IntStack>>,
     rng: ChaCha8Rng,
     pub counters: Counters,
     /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
@@ -457,6 +461,7 @@ impl Simulator {
             packets: Slab::new(),
             bodies: Slab::new(),
             free: Vec::new(),
+            int_pool: Vec::new(),
             rng,
             counters: Counters::default(),
             injected_by_prio: [0; 8],
@@ -937,13 +942,18 @@ impl Simulator {
                 if let Some(f) = self.flows.get_mut(p.flow as usize)
                     && f.status.is_none()
                 {
-                    f.echo_int = Some(int);
+                    if let Some(old) = f.echo_int.replace(int) {
+                        self.int_pool.push(old);
+                    }
+                } else {
+                    self.int_pool.push(int);
                 }
             } else {
                 // An ACK echoing the telemetry of the data it acknowledges:
                 // the sending QP's controller reads it (after the ACK
                 // itself, as in HPCC ns-3's ReceiveAck).
                 rnic.handle_int(now_ns, body.repr.bth.dest_qp, &int.hops);
+                self.int_pool.push(int);
             }
         }
         self.after_host(host);
@@ -1185,9 +1195,17 @@ impl Simulator {
             }
         } else if self.cfg.int && payload > 0 {
             p.frame += self.cfg.int_wire_bytes;
-            body.int = Some(Box::new(IntStack {
-                hops: Vec::with_capacity(5),
-            }));
+            // Room for every hop, the ACK's way back included (see
+            // `start_tx`), so a stack never regrows.
+            body.int = Some(match self.int_pool.pop() {
+                Some(mut b) => {
+                    b.hops.clear();
+                    b
+                }
+                None => Box::new(IntStack {
+                    hops: Vec::with_capacity(MAX_INT_HOPS),
+                }),
+            });
         }
         (p, body)
     }
