@@ -558,7 +558,13 @@ impl<M: Memory> Rnic<M> {
 
     /// Re-files `qpn`'s next deadline and marks it ready to be polled.
     fn touch(&mut self, qpn: u32) {
-        self.ready.insert(qpn);
+        // A QP with nothing to send stays out of the ready set (see
+        // `Qp::idle_tx`): the poll that would find it empty is skipped.
+        if self.qps.get(&qpn).is_some_and(Qp::idle_tx) {
+            self.ready.remove(&qpn);
+        } else {
+            self.ready.insert(qpn);
+        }
         self.refile(qpn);
     }
 
