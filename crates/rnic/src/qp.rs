@@ -492,15 +492,16 @@ impl Qp {
             && self.cursor.0 < self.sq.len()
             && !(ready && self.next_send_at <= now))
             .then_some(self.next_send_at);
-        [
-            self.rto_deadline,
-            self.rnr_until,
-            pacing,
-            self.cc.next_tick(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        // The earliest of four optional deadlines, written out: this runs
+        // on every re-file, several times per packet.
+        let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        min(
+            min(self.rto_deadline, self.rnr_until),
+            min(pacing, self.cc.next_tick()),
+        )
     }
 
     /// True when a transmit poll of this QP could only come back empty:
