@@ -968,9 +968,9 @@ impl<M: Memory> Rnic<M> {
         // Each QP due now runs once; one due again at `now` waits for the
         // next call rather than spinning here.
         let qps = &self.qps;
-        let due = self.timers.take_due(now, |t, q| {
-            qps.get(&q).is_some_and(|x| x.filed == Some(t))
-        });
+        let due = self
+            .timers
+            .take_due(now, |t, q| qps.get(&q).is_some_and(|x| x.filed == Some(t)));
         self.settle_timers();
         for (_, qpn) in due {
             let (qps, mut ctx) = self.split();

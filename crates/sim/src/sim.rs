@@ -258,6 +258,7 @@ pub struct Simulator {
     /// INT stacks done with, for the next data packets: with HPCC every
     /// data packet carries one and its ACK hands it back, and reusing them
     /// saves an allocation, a free and a regrowth per packet.
+    #[allow(clippy::vec_box)] // packets hold boxes; the pool hands them over as they are
     int_pool: Vec<Box<IntStack>>,
     rng: ChaCha8Rng,
     pub counters: Counters,

@@ -595,9 +595,9 @@ mod tests {
         ] {
             let r = t.routes();
             let want = routes_per_host(&t);
-            for node in 0..t.nodes.len() {
-                for h in 0..t.n_hosts() {
-                    assert_eq!(r.get(node, h as u32), &want[node][h][..], "{node} → {h}");
+            for (node, row) in want.iter().enumerate() {
+                for (h, hops) in row.iter().enumerate() {
+                    assert_eq!(r.get(node, h as u32), &hops[..], "{node} → {h}");
                 }
             }
         }
