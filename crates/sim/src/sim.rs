@@ -16,7 +16,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+    IntStack, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu, auto_headroom};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -254,6 +254,10 @@ pub struct Simulator {
     packets: Slab<Packet>,
     /// Transport headers and INT of each packet slot.
     bodies: Slab<PacketBody>,
+    /// The transport headers of live packets that carry extension headers
+    /// (see [`PacketBody`]), and free places there.
+    exts: Vec<TransportRepr>,
+    ext_free: Vec<u32>,
     free: Vec<u32>,
     /// INT stacks done with, for the next data packets: with HPCC every
     /// data packet carries one and its ACK hands it back, and reusing them
@@ -461,6 +465,8 @@ impl Simulator {
             flows: states,
             packets: Slab::new(),
             bodies: Slab::new(),
+            exts: Vec::new(),
+            ext_free: Vec::new(),
             free: Vec::new(),
             int_pool: Vec::new(),
             rng,
@@ -920,6 +926,10 @@ impl Simulator {
         }
         let p = self.take_packet(pkt);
         let body = &mut self.bodies[pkt as usize];
+        let repr = match body.ext {
+            NO_EXT => TransportRepr::new(body.bth),
+            e => self.exts[e as usize],
+        };
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
         if p.payload > 0 && p.flow != u32::MAX {
@@ -929,13 +939,7 @@ impl Simulator {
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
-        rnic.handle_packet(
-            now_ns,
-            src,
-            p.ce,
-            &body.repr,
-            PayloadRef::Virtual(p.payload),
-        );
+        rnic.handle_packet(now_ns, src, p.ce, &repr, PayloadRef::Virtual(p.payload));
         if let Some(int) = body.int.take() {
             if p.payload > 0 {
                 // Data: the receiver keeps the telemetry for its next ACK.
@@ -953,7 +957,7 @@ impl Simulator {
                 // An ACK echoing the telemetry of the data it acknowledges:
                 // the sending QP's controller reads it (after the ACK
                 // itself, as in HPCC ns-3's ReceiveAck).
-                rnic.handle_int(now_ns, body.repr.bth.dest_qp, &int.hops);
+                rnic.handle_int(now_ns, repr.bth.dest_qp, &int.hops);
                 self.int_pool.push(int);
             }
         }
@@ -1148,6 +1152,10 @@ impl Simulator {
     /// until the slot is reused.
     fn take_packet(&mut self, i: u32) -> Packet {
         self.free.push(i);
+        let ext = self.bodies[i as usize].ext;
+        if ext != NO_EXT {
+            self.ext_free.push(ext);
+        }
         let p = self.packets[i as usize];
         self.live_bytes -= u64::from(p.frame);
         p
@@ -1173,11 +1181,21 @@ impl Simulator {
             payload,
             flow: self.flow_of(host, t.src_qpn),
         };
+        let ext = if t.repr == TransportRepr::new(t.repr.bth) {
+            NO_EXT
+        } else if let Some(e) = self.ext_free.pop() {
+            self.exts[e as usize] = t.repr;
+            e
+        } else {
+            self.exts.push(t.repr);
+            (self.exts.len() - 1) as u32
+        };
         let mut body = PacketBody {
-            repr: t.repr,
+            bth: t.repr.bth,
+            ext,
             int: None,
         };
-        let cnp = body.repr.bth.opcode == Opcode::Cnp;
+        let cnp = body.bth.opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
             // every control packet rides the control priority.
@@ -1188,7 +1206,7 @@ impl Simulator {
             if cnp {
                 self.cnps_by_prio[pi] += 1;
             }
-            if self.cfg.int && body.repr.bth.opcode == Opcode::RcAck {
+            if self.cfg.int && body.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
                     body.int = f.echo_int.take();
