@@ -1181,7 +1181,15 @@ impl Simulator {
             payload,
             flow: self.flow_of(host, t.src_qpn),
         };
-        let ext = if t.repr == TransportRepr::new(t.repr.bth) {
+        let r = &t.repr;
+        let bare = r.deth.is_none()
+            && r.reth.is_none()
+            && r.atomic_eth.is_none()
+            && r.aeth.is_none()
+            && r.atomic_ack_eth.is_none()
+            && r.immdt.is_none()
+            && r.ieth.is_none();
+        let ext = if bare {
             NO_EXT
         } else if let Some(e) = self.ext_free.pop() {
             self.exts[e as usize] = t.repr;
