@@ -55,7 +55,7 @@ use crate::cq::Cq;
 use crate::mr::MrTable;
 use crate::qp::{Ctx, Qp, SendWqe};
 use crate::srq::Srq;
-use crate::table::{QpTable, ReadySet};
+use crate::table::{QpTable, ReadySet, Timers};
 use roce_wire::{Opcode, TransportRepr};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::net::SocketAddr;
@@ -221,7 +221,7 @@ pub struct Rnic<M: Memory = RealMemory> {
     /// QPs that may have a packet to send now (others wait for a timer or input).
     ready: ReadySet,
     /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
-    timers: BTreeSet<(Nanos, u32)>,
+    timers: Timers,
     events: VecDeque<AsyncEvent>,
     counters: Counters,
     /// The latest `now` a driver call brought (to tell a due pacing gap).
@@ -268,7 +268,7 @@ impl<M: Memory> Rnic<M> {
             next_qpn: 0x11,
             rr_next: 0,
             ready: ReadySet::default(),
-            timers: BTreeSet::new(),
+            timers: Timers::default(),
             events: VecDeque::new(),
             counters: Counters::default(),
             clock: 0,
@@ -563,17 +563,22 @@ impl<M: Memory> Rnic<M> {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        let qp = self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
+        self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
         self.ready.remove(&qpn);
-        if let Some(t) = qp.filed {
-            self.timers.remove(&(t, qpn));
-        }
+        // Its entry, if any, is no longer current.
+        self.settle_timers();
         Ok(())
     }
 
     /// Re-files `qpn`'s next deadline and marks it ready to be polled.
     fn touch(&mut self, qpn: u32) {
-        self.ready.insert(qpn);
+        // A QP with nothing to send stays out of the ready set (see
+        // `Qp::idle_tx`): the poll that would find it empty is skipped.
+        if self.qps.get(&qpn).is_some_and(Qp::idle_tx) {
+            self.ready.remove(&qpn);
+        } else {
+            self.ready.insert(qpn);
+        }
         self.refile(qpn);
     }
 
@@ -583,12 +588,12 @@ impl<M: Memory> Rnic<M> {
         };
         let next = q.next_deadline(self.ready.contains(&qpn), self.clock);
         if q.filed != next {
-            if let Some(t) = std::mem::replace(&mut q.filed, next) {
-                self.timers.remove(&(t, qpn));
-            }
+            // The entry under the old deadline is no longer current.
+            q.filed = next;
             if let Some(t) = next {
-                self.timers.insert((t, qpn));
+                self.timers.file(t, qpn);
             }
+            self.settle_timers();
         }
         #[cfg(debug_assertions)]
         self.check_scheduled(qpn);
@@ -958,25 +963,31 @@ impl<M: Memory> Rnic<M> {
     /// is no deadline here (a due one would hide every later deadline from
     /// a driver that sleeps until the first; issue 12).
     pub fn poll_timeout(&self) -> Option<Nanos> {
-        self.timers.first().map(|&(t, _)| t)
+        self.timers.first()
+    }
+
+    /// Keeps the timer index's first entry current (see [`Timers`]).
+    fn settle_timers(&mut self) {
+        let qps = &self.qps;
+        self.timers.settle(qps.len(), |t, q| {
+            qps.get(&q).is_some_and(|x| x.filed == Some(t))
+        });
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Nanos) {
         self.clock = self.clock.max(now);
-        if self.timers.first().is_none_or(|&(t, _)| t > now) {
+        if self.timers.first().is_none_or(|t| t > now) {
             return;
         }
         // Each QP due now runs once; one due again at `now` waits for the
         // next call rather than spinning here.
-        let due: Vec<(Nanos, u32)> = self
+        let qps = &self.qps;
+        let due = self
             .timers
-            .iter()
-            .take_while(|(t, _)| *t <= now)
-            .copied()
-            .collect();
-        for (t, qpn) in due {
-            self.timers.remove(&(t, qpn));
+            .take_due(now, |t, q| qps.get(&q).is_some_and(|x| x.filed == Some(t)));
+        self.settle_timers();
+        for (_, qpn) in due {
             let (qps, mut ctx) = self.split();
             if let Some(qp) = qps.get_mut(&qpn) {
                 qp.filed = None;

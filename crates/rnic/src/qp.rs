@@ -502,15 +502,32 @@ impl Qp {
             && self.cursor.0 < self.sq.len()
             && !(ready && self.next_send_at <= now))
             .then_some(self.next_send_at);
-        [
-            self.rto_deadline,
-            self.rnr_until,
-            pacing,
-            self.cc.next_tick(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        // The earliest of four optional deadlines, written out: this runs
+        // on every re-file, several times per packet.
+        let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        min(
+            min(self.rto_deadline, self.rnr_until),
+            min(pacing, self.cc.next_tick()),
+        )
+    }
+
+    /// True when a transmit poll of this QP could only come back empty:
+    /// no CNP or response queued, no request left to (re)send, no RNR wait
+    /// to clear, and no IRN retransmission episode. Such a QP need not sit
+    /// in the ready set: a receiver that only ACKs every N packets would
+    /// otherwise cost one empty visit per packet it receives (issue 12).
+    /// The poll it is spared would have changed nothing but `last_poll`,
+    /// which [`next_deadline`](Self::next_deadline) reads only while a
+    /// request is unsent, and every post re-reads it after a fresh poll.
+    pub(crate) fn idle_tx(&self) -> bool {
+        self.cnp_due.is_none()
+            && self.resp_q.is_empty()
+            && self.rnr_until.is_none()
+            && self.cursor.0 >= self.sq.len()
+            && !self.irn()
     }
 
     /// Retransmission timeout: 4.096 µs × 2^timeout (IBA 9.7.6.1.3); 0 = infinite.

@@ -4,6 +4,9 @@
 //! packet; iteration order is still by QPN, exactly as a `BTreeMap` gives.
 
 use crate::qp::Qp;
+use crate::types::Nanos;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// QPs by number (`BTreeMap<u32, Qp>`'s interface, as much as the RNIC uses).
 #[derive(Default)]
@@ -100,10 +103,127 @@ impl ReadySet {
     }
 }
 
+/// Each QP's next deadline in deadline order, `(deadline, qpn)` as a
+/// `BTreeSet` orders them, kept as a min-heap with lazy deletion: re-filing
+/// a QP only pushes its new deadline, and an entry is current only while
+/// its QP is still filed under that deadline (`current(t, qpn)`), so the
+/// old one is dropped when it reaches the top. A paced QP re-files on
+/// nearly every packet, and a push costs a fraction of a tree's removal
+/// and insertion. The top is kept current, so [`Timers::first`] is exact.
+#[derive(Default)]
+pub(crate) struct Timers {
+    heap: BinaryHeap<Reverse<(Nanos, u32)>>,
+}
+
+impl Timers {
+    /// Files `qpn` under `t` (its QP's `filed` must now be `Some(t)`).
+    pub fn file(&mut self, t: Nanos, qpn: u32) {
+        self.heap.push(Reverse((t, qpn)));
+    }
+
+    /// The earliest current deadline.
+    pub fn first(&self) -> Option<Nanos> {
+        self.heap.peek().map(|e| e.0.0)
+    }
+
+    /// Drops entries that are no longer current from the top, and rebuilds
+    /// the heap from the current entries once stale ones (far-off
+    /// deadlines replaced before they came up) outnumber `live`.
+    pub fn settle(&mut self, live: usize, current: impl Fn(Nanos, u32) -> bool) {
+        if self.heap.len() > 2 * live + 64 {
+            let mut v = std::mem::take(&mut self.heap).into_vec();
+            v.retain(|e| current(e.0.0, e.0.1));
+            v.sort_unstable();
+            v.dedup();
+            self.heap = BinaryHeap::from(v);
+        }
+        while let Some(&Reverse((t, q))) = self.heap.peek() {
+            if current(t, q) {
+                break;
+            }
+            self.heap.pop();
+        }
+    }
+
+    /// Takes every current entry due at `now`, in order, each once.
+    pub fn take_due(
+        &mut self,
+        now: Nanos,
+        current: impl Fn(Nanos, u32) -> bool,
+    ) -> Vec<(Nanos, u32)> {
+        let mut due: Vec<(Nanos, u32)> = Vec::new();
+        while let Some(&Reverse(e)) = self.heap.peek() {
+            if e.0 > now {
+                break;
+            }
+            self.heap.pop();
+            // The same deadline filed twice (re-filed away and back) is
+            // one entry of a set.
+            if current(e.0, e.1) && due.last() != Some(&e) {
+                due.push(e);
+            }
+        }
+        due
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn timers_match_a_btreeset() {
+        // Random re-filings, removals and due sweeps: the lazy heap gives
+        // the first deadline and the due entries a set of current
+        // `(deadline, qpn)` gives.
+        let mut heap = Timers::default();
+        let mut set = BTreeSet::new();
+        let mut filed: Vec<Option<Nanos>> = vec![None; 40];
+        let mut now: Nanos = 0;
+        let mut x: u64 = 11;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let q = ((x >> 33) % 40) as u32;
+            let qi = q as usize;
+            match (x >> 20) % 4 {
+                0 | 1 => {
+                    // Re-file, sometimes back to a deadline held before.
+                    let t = now + (x >> 40) % 50;
+                    if filed[qi] != Some(t) {
+                        if let Some(old) = filed[qi] {
+                            set.remove(&(old, q));
+                        }
+                        filed[qi] = Some(t);
+                        set.insert((t, q));
+                        heap.file(t, q);
+                    }
+                }
+                2 => {
+                    if let Some(old) = filed[qi].take() {
+                        set.remove(&(old, q));
+                    }
+                }
+                _ => {
+                    now += (x >> 45) % 7;
+                    let f = filed.clone();
+                    let cur = |t: Nanos, q: u32| f[q as usize] == Some(t);
+                    let due = heap.take_due(now, cur);
+                    let want: Vec<_> = set.iter().take_while(|e| e.0 <= now).copied().collect();
+                    assert_eq!(due, want);
+                    for (t, q) in due {
+                        set.remove(&(t, q));
+                        filed[q as usize] = None;
+                    }
+                }
+            }
+            let f = filed.clone();
+            heap.settle(40, |t, q| f[q as usize] == Some(t));
+            assert_eq!(heap.first(), set.first().map(|e| e.0));
+        }
+    }
 
     #[test]
     fn ready_set_matches_a_btreeset() {

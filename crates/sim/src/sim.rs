@@ -17,7 +17,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    IntStack, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+    IntStack, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -266,11 +266,24 @@ pub struct Simulator {
     nodes: Vec<NodeState>,
     hosts: Vec<Host>,
     switches: Vec<SwitchState>,
+    /// Ports holding packets, per switch (index into `switches`): sampling
+    /// visits only those switches, not every port of the fabric every
+    /// interval (327,680 queues at 8,192 hosts).
+    switch_ports_queued: Vec<u32>,
     flows: Vec<FlowState>,
     packets: Slab<Packet>,
     /// Transport headers and INT of each packet slot.
     bodies: Slab<PacketBody>,
+    /// The transport headers of live packets that carry extension headers
+    /// (see [`PacketBody`]), and free places there.
+    exts: Vec<TransportRepr>,
+    ext_free: Vec<u32>,
     free: Vec<u32>,
+    /// INT stacks done with, for the next data packets: with HPCC every
+    /// data packet carries one and its ACK hands it back, and reusing them
+    /// saves an allocation, a free and a regrowth per packet.
+    #[allow(clippy::vec_box)] // packets hold boxes; the pool hands them over as they are
+    int_pool: Vec<Box<IntStack>>,
     rng: ChaCha8Rng,
     pub counters: Counters,
     /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
@@ -470,11 +483,15 @@ impl Simulator {
             q: EventQueue::with_horizon(horizon + horizon / 4),
             nodes,
             hosts,
+            switch_ports_queued: vec![0; switches.len()],
             switches,
             flows: states,
             packets: Slab::new(),
             bodies: Slab::new(),
+            exts: Vec::new(),
+            ext_free: Vec::new(),
             free: Vec::new(),
+            int_pool: Vec::new(),
             rng,
             counters: Counters::default(),
             injected_by_prio: [0; 8],
@@ -932,6 +949,10 @@ impl Simulator {
         }
         let p = self.take_packet(pkt);
         let body = &mut self.bodies[pkt as usize];
+        let repr = match body.ext {
+            NO_EXT => TransportRepr::new(body.bth),
+            e => self.exts[e as usize],
+        };
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
         if p.payload > 0 && p.flow != u32::MAX {
@@ -941,13 +962,7 @@ impl Simulator {
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
-        rnic.handle_packet(
-            now_ns,
-            src,
-            p.ce,
-            &body.repr,
-            PayloadRef::Virtual(p.payload),
-        );
+        rnic.handle_packet(now_ns, src, p.ce, &repr, PayloadRef::Virtual(p.payload));
         if let Some(int) = body.int.take() {
             if p.payload > 0 {
                 // Data: the receiver keeps the telemetry for its next ACK.
@@ -955,13 +970,18 @@ impl Simulator {
                 if let Some(f) = self.flows.get_mut(p.flow as usize)
                     && f.status.is_none()
                 {
-                    f.echo_int = Some(int);
+                    if let Some(old) = f.echo_int.replace(int) {
+                        self.int_pool.push(old);
+                    }
+                } else {
+                    self.int_pool.push(int);
                 }
             } else {
                 // An ACK echoing the telemetry of the data it acknowledges:
                 // the sending QP's controller reads it (after the ACK
                 // itself, as in HPCC ns-3's ReceiveAck).
-                rnic.handle_int(now_ns, body.repr.bth.dest_qp, &int.hops);
+                rnic.handle_int(now_ns, repr.bth.dest_qp, &int.hops);
+                self.int_pool.push(int);
             }
         }
         self.after_host(host);
@@ -1155,6 +1175,10 @@ impl Simulator {
     /// until the slot is reused.
     fn take_packet(&mut self, i: u32) -> Packet {
         self.free.push(i);
+        let ext = self.bodies[i as usize].ext;
+        if ext != NO_EXT {
+            self.ext_free.push(ext);
+        }
         let p = self.packets[i as usize];
         self.live_bytes -= u64::from(p.frame);
         p
@@ -1180,11 +1204,29 @@ impl Simulator {
             payload,
             flow: self.flow_of(host, t.src_qpn),
         };
+        let r = &t.repr;
+        let bare = r.deth.is_none()
+            && r.reth.is_none()
+            && r.atomic_eth.is_none()
+            && r.aeth.is_none()
+            && r.atomic_ack_eth.is_none()
+            && r.immdt.is_none()
+            && r.ieth.is_none();
+        let ext = if bare {
+            NO_EXT
+        } else if let Some(e) = self.ext_free.pop() {
+            self.exts[e as usize] = t.repr;
+            e
+        } else {
+            self.exts.push(t.repr);
+            (self.exts.len() - 1) as u32
+        };
         let mut body = PacketBody {
-            repr: t.repr,
+            bth: t.repr.bth,
+            ext,
             int: None,
         };
-        let cnp = body.repr.bth.opcode == Opcode::Cnp;
+        let cnp = body.bth.opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
             // every control packet rides the control priority.
@@ -1195,7 +1237,7 @@ impl Simulator {
             if cnp {
                 self.cnps_by_prio[pi] += 1;
             }
-            if self.cfg.int && body.repr.bth.opcode == Opcode::RcAck {
+            if self.cfg.int && body.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
                     body.int = f.echo_int.take();
@@ -1203,9 +1245,17 @@ impl Simulator {
             }
         } else if self.cfg.int && payload > 0 {
             p.frame += self.cfg.int_wire_bytes;
-            body.int = Some(Box::new(IntStack {
-                hops: Vec::with_capacity(5),
-            }));
+            // Room for every hop, the ACK's way back included (see
+            // `start_tx`), so a stack never regrows.
+            body.int = Some(match self.int_pool.pop() {
+                Some(mut b) => {
+                    b.hops.clear();
+                    b
+                }
+                None => Box::new(IntStack {
+                    hops: Vec::with_capacity(MAX_INT_HOPS),
+                }),
+            });
         }
         (p, body)
     }
@@ -1278,6 +1328,9 @@ impl Simulator {
         let Some(e) = ns.ports[pi].dequeue(prio) else {
             return;
         };
+        if !is_host && ns.ports[pi].queued_pkts() == 0 {
+            self.switch_ports_queued[sw] -= 1;
+        }
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
             if let Some(m) = &mut self.qlen {
@@ -1398,6 +1451,9 @@ impl Simulator {
         let p = &mut self.nodes[node as usize].ports[usize::from(out)];
         let pi = usize::from(prio);
         p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
+        if p.queued_pkts() == 1 {
+            self.switch_ports_queued[sw] += 1;
+        }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
         if let Some(m) = &mut self.qlen {
@@ -1562,8 +1618,20 @@ impl Simulator {
         let now = self.q.now();
         let mut all_paused = true;
         let mut held = 0u64;
-        for sw in &self.switches {
+        for (sw, &queued) in self.switches.iter().zip(&self.switch_ports_queued) {
+            debug_assert_eq!(
+                queued as usize,
+                (self.nodes[sw.node as usize].ports.iter())
+                    .filter(|p| p.queued_pkts() > 0)
+                    .count()
+            );
+            if queued == 0 {
+                continue;
+            }
             for (pi, p) in self.nodes[sw.node as usize].ports.iter().enumerate() {
+                if p.queued_pkts() == 0 {
+                    continue;
+                }
                 for prio in 0..NPRIO {
                     let b = p.qbytes(prio);
                     if b == 0 {

@@ -118,7 +118,7 @@ impl Simulator {
         if p.control || p.payload == 0 {
             return true;
         }
-        let bth = &self.bodies[pkt as usize].repr.bth;
+        let bth = &self.bodies[pkt as usize].bth;
         let (qpn, op) = (bth.dest_qp, bth.opcode);
         let recv_wqe = matches!(
             op,
