@@ -488,39 +488,6 @@ fn an_ipv4_gid_against_an_ipv6_side_is_one_clear_error() {
     assert_eq!(e.lines().count(), 1, "{e}");
 }
 
-/// An address put on `lo` for one test, taken off again when dropped.
-struct LoAddress(String);
-
-impl Drop for LoAddress {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip")
-            .args(["-6", "addr", "del", &format!("{}/128", self.0), "dev", "lo"])
-            .output();
-    }
-}
-
-/// Puts `addr/128` on `lo` (as root; `replace` leaves one already there).
-fn add_lo_address(addr: &str) -> LoAddress {
-    let out = std::process::Command::new("ip")
-        .args([
-            "-6",
-            "addr",
-            "replace",
-            &format!("{addr}/128"),
-            "dev",
-            "lo",
-            "nodad",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("running ip -6 addr replace {addr}: {e}"));
-    assert!(
-        out.status.success(),
-        "ip -6 addr replace {addr}/128 dev lo: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    LoAddress(addr.to_string())
-}
-
 /// Two IPv6 addresses on `lo` (root adds them, as two hosts would have
 /// them): a perftest write_bw client on fd00::62 against roce perf's
 /// server on fd00::61, the GIDs in the key messages the IPv6 addresses
@@ -538,8 +505,8 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     ) {
         return;
     }
-    let _a = add_lo_address("fd00::61");
-    let _b = add_lo_address("fd00::62");
+    let _a = prereq::LoIpv6::add("fd00::61");
+    let _b = prereq::LoIpv6::add("fd00::62");
     let sip: IpAddr = "fd00::61".parse().unwrap();
     let cip: IpAddr = "fd00::62".parse().unwrap();
     let mut o = Options::new("write_bw");

@@ -10,7 +10,6 @@ use common::*;
 use roce_verbs::*;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 
 /// Writes 3000 bytes from A to B (three packets at MTU 1024), reads them
 /// back, and checks what B's capture saw: every frame IPv6 between the two
@@ -176,28 +175,6 @@ fn an_ipv4_peer_of_an_ipv6_device_is_one_clear_error_and_others_go_on() {
     write_read_and_check_capture("[::1]:0", "[::1]:0", dir.path());
 }
 
-/// Puts `addr/128` on `lo` (as root; `replace` leaves one already there).
-fn add_lo_address(addr: &str) {
-    let cmd = format!("ip -6 addr replace {addr}/128 dev lo nodad");
-    let out = Command::new("ip")
-        .args([
-            "-6",
-            "addr",
-            "replace",
-            &format!("{addr}/128"),
-            "dev",
-            "lo",
-            "nodad",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("running `{cmd}`: {e}"));
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Two IPv6 addresses of their own on `lo`, as two hosts would have: needs
 /// root to add them; as root it must run, and fails if it cannot set up.
 #[test]
@@ -208,8 +185,8 @@ fn rc_between_two_ipv6_addresses_on_lo() {
     {
         return;
     }
-    add_lo_address("fd00::1");
-    add_lo_address("fd00::2");
+    let _a = prereq::LoIpv6::add("fd00::1");
+    let _b = prereq::LoIpv6::add("fd00::2");
     let dir = tempfile::tempdir().unwrap();
     write_read_and_check_capture("[fd00::1]:0", "[fd00::2]:0", dir.path());
 }

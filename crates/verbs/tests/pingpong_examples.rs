@@ -240,27 +240,6 @@ fn bad_options_are_one_clear_error() {
     drop(busy);
 }
 
-/// Puts `addr/128` on `lo` (root only; `replace` keeps one already there).
-fn lo_address(addr: &str) {
-    let out = Command::new("ip")
-        .args([
-            "-6",
-            "addr",
-            "replace",
-            &format!("{addr}/128"),
-            "dev",
-            "lo",
-            "nodad",
-        ])
-        .output()
-        .unwrap_or_else(|e| panic!("running ip: {e}"));
-    assert!(
-        out.status.success(),
-        "`ip -6 addr replace {addr}/128 dev lo nodad` failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Both examples over IPv6 between two addresses on `lo` (root adds them;
 /// as root this runs and fails loudly if it cannot), and an IPv4 client
 /// facing an IPv6 server: the server refuses with the family error.
@@ -273,8 +252,8 @@ fn pingpongs_over_ipv6_and_a_family_mismatch() {
         return;
     }
     let (a, b) = ("fd00::31:1", "fd00::31:2");
-    lo_address(a);
-    lo_address(b);
+    let _a = prereq::LoIpv6::add(a);
+    let _b = prereq::LoIpv6::add(b);
     let r = run_pair("rc_pingpong", a, b, &["-n", "50", "-s", "2000", "-c"]);
     check_output(&r, ",", a, b, 2000, 50);
     let r = run_pair("ud_pingpong", a, b, &["-n", "50", "-s", "1000", "-c"]);

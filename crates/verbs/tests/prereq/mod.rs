@@ -204,3 +204,59 @@ impl Drop for Capture {
         }
     }
 }
+
+/// An IPv6 address of a test's own on `lo` (`addr/128`, as root), taken
+/// off again when dropped so every run starts from the same state.
+pub struct LoIpv6(String);
+
+impl LoIpv6 {
+    /// Adds `addr` and returns once it is usable: the kernel installs a new
+    /// address's local route from a work queue (the end of duplicate
+    /// address detection runs there even with `nodad`), so `ip` can return
+    /// before the address can be bound or reached; this waits for both (a
+    /// UDP connect looks a route up without sending anything).
+    #[track_caller]
+    pub fn add(addr: &str) -> LoIpv6 {
+        let cmd = format!("ip -6 addr replace {addr}/128 dev lo nodad");
+        let out = Command::new("ip")
+            .args([
+                "-6",
+                "addr",
+                "replace",
+                &format!("{addr}/128"),
+                "dev",
+                "lo",
+                "nodad",
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("running `{cmd}`: {e}"));
+        assert!(
+            out.status.success(),
+            "`{cmd}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let ip: std::net::IpAddr = addr.parse().expect("an IPv6 address");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let usable = std::net::UdpSocket::bind((ip, 0))
+                .and_then(|s| s.connect((ip, 9)))
+                .is_ok();
+            if usable {
+                return LoIpv6(addr.to_string());
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{addr} on lo was not usable 10 s after `{cmd}`"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for LoIpv6 {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["-6", "addr", "del", &format!("{}/128", self.0), "dev", "lo"])
+            .output();
+    }
+}
