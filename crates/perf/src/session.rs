@@ -48,7 +48,6 @@ pub(crate) fn client(
     let mtu = if roce { my_mtu } else { my_mtu.min(hello.mtu) };
     let sizes = run_sizes(args, test, mtu, &mut notes)?;
     let max = sizes.iter().copied().max().unwrap_or(8);
-    let ud = args.connection == Connection::Ud;
     let peer_udp = if roce {
         wire.send(&Msg::Hello {
             test,
@@ -73,33 +72,16 @@ pub(crate) fn client(
     };
     // From here on the server may take as long as the run does.
     wire.set_read_timeout(None)?;
-    let half = max + if ud { GRH } else { 0 };
-    let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
     // perftest's latency client takes its receives from the SRQ too.
-    let srq = args.use_srq && test.kind == Kind::Lat;
-    let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, mtu, srq)?;
-    let (local, remote, qps, ahs) = connect_qps(
-        &mut wire,
-        test,
-        ip,
-        &pd,
-        &mr,
-        prepared,
+    let shape = Shape {
+        max,
+        cycle_buffer: hello.cycle_buffer,
+        nqp,
+        mtu,
+        srq: args.use_srq && test.kind == Kind::Lat,
         peer_udp,
-        ud,
-        vaddr_offset(test, half),
-    )?;
-    let side = Side {
-        ctx,
-        _pd: pd,
-        cq,
-        mr,
-        qps,
-        half,
-        srq,
-        ud,
-        _ahs: ahs,
     };
+    let (side, local, remote) = open_side(&mut wire, args, test, ctx, ip, shape)?;
     let steps = test.steps();
     let mut results: Vec<SizeResult> = Vec::new();
     let mut details = Vec::new();
@@ -430,32 +412,15 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
         )
     };
     let max = sizes.iter().copied().max().unwrap_or(8);
-    let ud = args.connection == Connection::Ud;
-    let half = max + if ud { GRH } else { 0 };
-    let buf = (2 * half).max(2 * hello.cycle_buffer as usize);
-    let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, nqp, cmtu, args.use_srq)?;
-    let (local, remote, qps, ahs) = connect_qps(
-        &mut wire,
-        test,
-        ip,
-        &pd,
-        &mr,
-        prepared,
+    let shape = Shape {
+        max,
+        cycle_buffer: hello.cycle_buffer,
+        nqp,
+        mtu: cmtu,
+        srq: args.use_srq,
         peer_udp,
-        ud,
-        vaddr_offset(test, half),
-    )?;
-    let side = Side {
-        ctx,
-        _pd: pd,
-        cq,
-        mr,
-        qps,
-        half,
-        srq,
-        ud,
-        _ahs: ahs,
     };
+    let (side, local, remote) = open_side(&mut wire, args, test, ctx, ip, shape)?;
     if !roce {
         return serve_plain(
             args,

@@ -272,6 +272,60 @@ pub(crate) fn vaddr_offset(test: Test, half: usize) -> u64 {
 /// QPs ready to send, and (UD) the address handles of the peer's QPs.
 pub(crate) type Connected = (Vec<Endpoint>, Vec<Endpoint>, Vec<Qp>, Vec<Ah>);
 
+/// What sizes a side's resources once the greeting is done: the largest
+/// message, the peer's cycle buffer, QPs, path MTU, whether this side's
+/// receives come from an SRQ, and the UDP port of the peer's engine.
+pub(crate) struct Shape {
+    pub(crate) max: usize,
+    pub(crate) cycle_buffer: u32,
+    pub(crate) nqp: u32,
+    pub(crate) mtu: u32,
+    pub(crate) srq: bool,
+    pub(crate) peer_udp: u16,
+}
+
+/// Creates a side's resources ([`create`]) and connects its QPs to the
+/// peer's ([`connect_qps`]): the same steps for client and server. The
+/// buffer is two halves of the largest message (plus the GRH over UD), at
+/// least two of perftest's cycle buffers. Returns the side and the local
+/// and remote endpoints.
+pub(crate) fn open_side(
+    wire: &mut Wire,
+    args: &Options,
+    test: Test,
+    ctx: Context,
+    ip: IpAddr,
+    shape: Shape,
+) -> Result<(Side, Vec<Endpoint>, Vec<Endpoint>)> {
+    let ud = args.connection == Connection::Ud;
+    let half = shape.max + if ud { GRH } else { 0 };
+    let buf = (2 * half).max(2 * shape.cycle_buffer as usize);
+    let (pd, cq, mr, srq, prepared) = create(&ctx, args, buf, shape.nqp, shape.mtu, shape.srq)?;
+    let (local, remote, qps, ahs) = connect_qps(
+        wire,
+        test,
+        ip,
+        &pd,
+        &mr,
+        prepared,
+        shape.peer_udp,
+        ud,
+        vaddr_offset(test, half),
+    )?;
+    let side = Side {
+        ctx,
+        _pd: pd,
+        cq,
+        mr,
+        qps,
+        half,
+        srq,
+        ud,
+        _ahs: ahs,
+    };
+    Ok((side, local, remote))
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn connect_qps(
     wire: &mut Wire,
