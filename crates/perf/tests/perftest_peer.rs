@@ -154,6 +154,21 @@ fn connect(p: &mut Peer, r: &Rdma, qp: PreparedQp, ip: IpAddr) -> (Qp, Endpoint,
 /// send_bw.c and send_lat.c sync right after ctx_connect and send the
 /// second round of keys after it; the bandwidth tests send the second
 /// round first. `recv_off`: where this side's VA points into its buffer.
+/// The peer's QP as a perftest key message describes it (engine on 4791,
+/// the tests' 1024-byte path MTU).
+fn peer_endpoint(qpn: u32, psn: u32, rkey: u32, vaddr: u64, ip: IpAddr) -> Endpoint {
+    Endpoint {
+        ip,
+        udp_port: ROCE_PORT,
+        qpn,
+        psn,
+        mtu: 1024,
+        addr: vaddr,
+        len: 0,
+        rkey,
+    }
+}
+
 fn connect_as(
     test: &str,
     p: &mut Peer,
@@ -170,16 +185,7 @@ fn connect_as(
         p.xchg(&mine);
     }
     let (qpn, psn, rkey, vaddr, rip) = parse_keys(&p.xchg(&mine));
-    let remote = Endpoint {
-        ip: rip,
-        udp_port: ROCE_PORT,
-        qpn,
-        psn,
-        mtu: 1024,
-        addr: vaddr,
-        len: 0,
-        rkey,
-    };
+    let remote = peer_endpoint(qpn, psn, rkey, vaddr, rip);
     let qp = qp.connect(&remote).unwrap();
     if send {
         assert_eq!(parse_keys(&p.xchg(&mine)).0, qpn, "the sync after RTR");
@@ -535,16 +541,7 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     );
     let (qpn, psn, rkey, vaddr, rip) = parse_keys(&theirs);
     assert_eq!(rip, sip);
-    let remote = Endpoint {
-        ip: rip,
-        udp_port: ROCE_PORT,
-        qpn,
-        psn,
-        mtu: 1024,
-        addr: vaddr,
-        len: 0,
-        rkey,
-    };
+    let remote = peer_endpoint(qpn, psn, rkey, vaddr, rip);
     let qp = qp.connect(&remote).unwrap();
     p.xchg(&mine);
     p.xchg(&mine);

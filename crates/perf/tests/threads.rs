@@ -52,18 +52,29 @@ fn threads_are_refused_where_they_mean_nothing() {
     assert!(matches!(roce_perf::loopback(&port), Err(Error::Usage(_))));
 }
 
-#[test]
-fn a_threaded_client_and_a_threaded_server_face_each_other() {
-    // The server serves as many clients at once as it has threads; the
-    // client connects once per thread. Every engine takes a free UDP port.
+/// A write_bw server on 127.0.0.1 (a free TCP port) serving `threads`
+/// clients at once, on a thread of the test's.
+fn threaded_server(
+    threads: u32,
+) -> (
+    std::net::SocketAddr,
+    std::thread::JoinHandle<roce_perf::Result<roce_perf::Served>>,
+) {
     let mut so = Options::new("write_bw");
     so.udp_port = Some(0);
-    so.threads = 3;
+    so.threads = threads;
     so.port = 0;
     so.bind = Some(std::net::Ipv4Addr::LOCALHOST.into());
     let server = roce_perf::Server::bind(&so).unwrap();
     let at = server.local_addr().unwrap();
-    let served = std::thread::spawn(move || server.serve());
+    (at, std::thread::spawn(move || server.serve()))
+}
+
+#[test]
+fn a_threaded_client_and_a_threaded_server_face_each_other() {
+    // The server serves as many clients at once as it has threads; the
+    // client connects once per thread. Every engine takes a free UDP port.
+    let (at, served) = threaded_server(3);
     let mut co = Options::new("write_bw");
     co.udp_port = Some(0);
     co.threads = 3;
@@ -90,14 +101,7 @@ fn a_threaded_client_and_a_threaded_server_face_each_other() {
 /// an error that says why instead of hanging.
 #[test]
 fn a_threads_mismatch_is_refused_on_both_sides_without_a_hang() {
-    let mut so = Options::new("write_bw");
-    so.udp_port = Some(0);
-    so.threads = 3;
-    so.port = 0;
-    so.bind = Some(std::net::Ipv4Addr::LOCALHOST.into());
-    let server = roce_perf::Server::bind(&so).unwrap();
-    let at = server.local_addr().unwrap();
-    let served = std::thread::spawn(move || server.serve());
+    let (at, served) = threaded_server(3);
     let mut co = Options::new("write_bw");
     co.udp_port = Some(0);
     co.iters = Some(10);
