@@ -11,6 +11,7 @@ for the build recipe).
     scripts/hpcc_compare.py gen-flows --time 0.005 --seed 5 -o scenarios/hpcc/fat5ms/flow_websearch_fat320_5ms.txt
     scripts/hpcc_compare.py run --out /tmp/cmp --roce target/release/roce [--ns3 /work/ns3/simulation] [--only fat5ms]
     scripts/hpcc_compare.py report --out /tmp/cmp [--write scenarios/HPCC_COMPARISON.md]
+    scripts/hpcc_compare.py report --out /tmp/cmp1 /tmp/cmp2 --section speed --write scenarios/HPCC_COMPARISON.md
 
 `run` copies each config and its inputs into OUT/ns3/ and OUT/ours/ and runs
 both simulators there (one at a time, each alone), so their FCT and PFC
@@ -19,7 +20,13 @@ memory (`/usr/bin/time -v`) in OUT/times.json. `report` computes the
 slowdown figures as the HPCC repository's `analysis/fct_analysis.py` does
 (FCT over the file's last column, at least 1; percentile p is the value at
 index floor(n * p) of the sorted list) and writes them as Markdown, to
-stdout or between the `<!-- generated -->` markers of the document.
+stdout or between the `<!-- generated -->` markers of the document. It also
+writes the speed table ("Speed side by side") between its own
+`<!-- generated speed -->` markers: per config, the median wall time of
+every round in the times.json of each --out folder (folders in the order
+given, rounds in the order run, listed in brackets), the median peak memory
+(a range when the rounds round to different MB), and the ratio of the
+medians. `--section agreement|speed` writes one of the two alone.
 
 Python 3, standard library only.
 """
@@ -275,16 +282,97 @@ def outputs(out, sim, cfg):
     return (read_fct(fct) if os.path.exists(fct) else None), read_pfc(pfc)
 
 
+def median(xs):
+    """The median: the middle value, or the mean of the two middle ones."""
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def peak_mb(ts):
+    """Peak RSS of the rounds in MB (KiB / 1024): one figure when every round
+    rounds to it, else the range."""
+    mbs = [round(t["peak_kb"] / 1024) for t in ts if t.get("peak_kb") is not None]
+    if not mbs:
+        return ""
+    lo, hi = min(mbs), max(mbs)
+    return f"{lo}" if lo == hi else f"{lo}–{hi}"
+
+
+def read_times(outs):
+    """Every timing of the times.json of each folder, folders in the order
+    given and each file's entries in the order they were run."""
+    times = []
+    for d in outs:
+        tpath = os.path.join(d, "times.json")
+        if os.path.exists(tpath):
+            with open(tpath) as f:
+                times += json.load(f)
+    return times
+
+
+def speed_table(times, tags):
+    """The speed side-by-side table: per config, the median wall time over
+    all rounds (each round in brackets, in the order run), peak memory and
+    the ratio of the medians. Configs without both simulators' timings are
+    left out. Returns the Markdown lines (none when nothing is timed)."""
+    rows = []
+    for tag in tags:
+        t3 = [t for t in times if t["config"] == tag and t["sim"] == "ns-3"]
+        to = [t for t in times if t["config"] == tag and t["sim"] == "ours"]
+        if not t3 or not to:
+            continue
+        w3 = median(t["wall_s"] for t in t3)
+        wo = median(t["wall_s"] for t in to)
+        each = lambda ts: ", ".join(f"{t['wall_s']:.1f}" for t in ts)
+        rows.append(f"| {tag} | {w3:.1f} ({each(t3)}) | {peak_mb(t3)} | "
+                    f"{wo:.1f} ({each(to)}) | {peak_mb(to)} | {w3 / wo:.1f}× |")
+    if not rows:
+        return []
+    return ["| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio of medians |",
+            "|---|---|---|---|---|---|"] + rows
+
+
+GENERATED = ("<!-- generated: scripts/hpcc_compare.py report -->", "<!-- end generated -->")
+GENERATED_SPEED = ("<!-- generated speed: scripts/hpcc_compare.py report -->",
+                   "<!-- end generated speed -->")
+
+
+def replace_between(doc, markers, text, name):
+    """`doc` with the text between `markers` replaced by `text`."""
+    start, end = markers
+    if start not in doc or end not in doc:
+        sys.exit(f"{name}: no `{start}` … `{end}` markers")
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return head + start + "\n" + text + "\n" + end + tail
+
+
 def report(a):
+    tags = [tag_of(c) for c in configs(a.only)]
+    times = read_times(a.out)
+    speed = "\n".join(speed_table(times, tags))
+    if a.section == "speed":
+        if not speed:
+            sys.exit(f"no config has both simulators' timings in {', '.join(a.out)}")
+        if a.write:
+            doc = open(a.write).read()
+            open(a.write, "w").write(replace_between(doc, GENERATED_SPEED, speed, a.write))
+            print(f"wrote {a.write}")
+        else:
+            print(speed)
+        return
     L = []
     res = {}
     for cfg in configs(a.only):
         tag = tag_of(cfg)
-        n3, p3 = outputs(a.out, "ns3", cfg)
-        ou, po = outputs(a.out, "ours", cfg)
-        if n3 is None or ou is None:
-            continue
-        res[tag] = (n3, p3, ou, po, match(n3, ou))
+        # The first folder holding both simulators' outputs of the config.
+        for out in a.out:
+            n3, p3 = outputs(out, "ns3", cfg)
+            ou, po = outputs(out, "ours", cfg)
+            if n3 is not None and ou is not None:
+                res[tag] = (n3, p3, ou, po, match(n3, ou))
+                break
 
     # Single flows on the pair.
     pair = [t for t in ("pair_none", "pair_hpcc") if t in res]
@@ -354,9 +442,7 @@ def report(a):
                 L.append(f"| {tag} {who} | " + " | ".join(cells) + " |")
         L.append("")
 
-    tpath = os.path.join(a.out, "times.json")
-    if os.path.exists(tpath):
-        times = json.load(open(tpath))
+    if times:
         L += ["Cost (`/usr/bin/time -v`, one run at a time; median over rounds, "
               "the 1-minute load average when each run started in brackets):", "",
               "| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio | rounds |",
@@ -376,15 +462,16 @@ def report(a):
     text = "\n".join(L)
     if a.write:
         doc = open(a.write).read()
-        start, end = "<!-- generated: scripts/hpcc_compare.py report -->", "<!-- end generated -->"
-        if start not in doc or end not in doc:
-            sys.exit(f"{a.write}: no `{start}` … `{end}` markers")
-        head, rest = doc.split(start, 1)
-        _, tail = rest.split(end, 1)
-        open(a.write, "w").write(head + start + "\n\n" + text + "\n" + end + tail)
+        doc = replace_between(doc, GENERATED, "\n" + text, a.write)
+        if a.section == "all" and speed:
+            doc = replace_between(doc, GENERATED_SPEED, speed, a.write)
+        open(a.write, "w").write(doc)
         print(f"wrote {a.write}")
     else:
         print(text)
+        if a.section == "all" and speed:
+            print("Speed side by side (medians over every round):\n")
+            print(speed)
 
 
 def main():
@@ -406,9 +493,13 @@ def main():
     r.add_argument("--only", nargs="*", help="configs whose name contains one of these")
     r.add_argument("--rounds", type=int, default=1, help="interleaved rounds (for timing)")
     p = sub.add_parser("report", help="Markdown figures from a run's outputs")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", required=True, nargs="+",
+                   help="run folders; timings of all are pooled for the speed table, "
+                        "outputs come from the first holding both simulators'")
     p.add_argument("--only", nargs="*")
-    p.add_argument("--write", help="replace the generated section of this document")
+    p.add_argument("--section", choices=("all", "agreement", "speed"), default="all",
+                   help="what to write (default: the agreement tables and the speed table)")
+    p.add_argument("--write", help="replace the generated sections of this document")
     a = ap.parse_args()
     {"gen-flows": gen_flows, "run": run, "report": report}[a.cmd](a)
 

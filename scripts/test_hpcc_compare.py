@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Tests of scripts/hpcc_compare.py's report: the speed table is generated
+from the times.json of one or several run folders, between its own markers,
+and leaves the rest of the document alone. Standard library only:
+
+    python3 -m unittest discover -s scripts -p 'test_*.py'
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SCRIPT = os.path.join(HERE, "hpcc_compare.py")
+
+
+def timing(sim, config, rnd, wall, peak_kb):
+    return {"wall_s": wall, "peak_kb": peak_kb, "load": 1.0, "sim": sim, "config": config,
+            "round": rnd}
+
+
+def report(*args):
+    p = subprocess.run([sys.executable, SCRIPT, "report"] + list(args), capture_output=True,
+                       text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+class SpeedTable(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        d = self.tmp.name
+        self.a, self.b = os.path.join(d, "a"), os.path.join(d, "b")
+        os.makedirs(self.a)
+        os.makedirs(self.b)
+        # One round in a, two in b, as two invocations of `run` give them.
+        with open(os.path.join(self.a, "times.json"), "w") as f:
+            json.dump([timing("ns-3", "fat5ms_pfc", 0, 231.36, 791332),
+                       timing("ours", "fat5ms_pfc", 0, 16.49, 136696)], f)
+        with open(os.path.join(self.b, "times.json"), "w") as f:
+            json.dump([timing("ns-3", "fat5ms_pfc", 0, 206.05, 791388),
+                       timing("ours", "fat5ms_pfc", 0, 15.81, 134880),
+                       timing("ns-3", "fat5ms_pfc", 1, 201.26, 791472),
+                       timing("ours", "fat5ms_pfc", 1, 16.06, 136264),
+                       # Only one simulator timed: left out.
+                       timing("ours", "fat5ms_hpcc", 0, 21.54, 28432)], f)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_rounds_of_every_folder_pooled_in_the_order_run(self):
+        rc, out, err = report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed")
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(out.splitlines(), [
+            "| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio of medians |",
+            "|---|---|---|---|---|---|",
+            "| fat5ms_pfc | 206.1 (231.4, 206.1, 201.3) | 773 | "
+            "16.1 (16.5, 15.8, 16.1) | 132–133 | 12.8× |",
+        ])
+
+    def test_an_even_number_of_rounds_takes_the_mean_of_the_middle_two(self):
+        rc, out, err = report("--out", self.b, "--only", "fat5ms", "--section", "speed")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| fat5ms_pfc | 203.7 (206.1, 201.3) | 773 | 15.9 (15.8, 16.1) |", out)
+
+    def test_write_replaces_only_the_speed_section(self):
+        doc = os.path.join(self.tmp.name, "doc.md")
+        before = ("# Doc\n\n<!-- generated: scripts/hpcc_compare.py report -->\nagreement\n"
+                  "<!-- end generated -->\n\nSpeed:\n\n"
+                  "<!-- generated speed: scripts/hpcc_compare.py report -->\nold table\n"
+                  "<!-- end generated speed -->\n\nAfter.\n")
+        with open(doc, "w") as f:
+            f.write(before)
+        rc, out, err = report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed",
+                              "--write", doc)
+        self.assertEqual(rc, 0, err)
+        after = open(doc).read()
+        self.assertNotIn("old table", after)
+        self.assertIn("agreement\n<!-- end generated -->", after)
+        self.assertIn("<!-- generated speed: scripts/hpcc_compare.py report -->\n| run |", after)
+        self.assertIn("12.8× |\n<!-- end generated speed -->\n\nAfter.\n", after)
+        # Written twice, the same document.
+        report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed", "--write", doc)
+        self.assertEqual(open(doc).read(), after)
+
+    def test_a_document_without_markers_or_folders_without_timings_is_an_error(self):
+        doc = os.path.join(self.tmp.name, "plain.md")
+        with open(doc, "w") as f:
+            f.write("no markers\n")
+        rc, _, err = report("--out", self.a, "--only", "fat5ms", "--section", "speed",
+                            "--write", doc)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("generated speed", err)
+        empty = os.path.join(self.tmp.name, "empty")
+        os.makedirs(empty)
+        rc, _, err = report("--out", empty, "--section", "speed")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no config has both simulators' timings", err)
+
+
+if __name__ == "__main__":
+    unittest.main()
