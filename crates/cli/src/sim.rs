@@ -359,6 +359,40 @@ fn sweep(a: SweepArgs) -> Result<()> {
     }
     let failed = failed.into_inner();
     say!("{} runs, {} failed", outcomes.len(), failed);
+    // Every run went on and is in the table; the exit status still tells a
+    // batch scheduler (Slurm, a Kubernetes Job) that some of them failed.
+    let failures: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            let e = o.result.as_ref().err()?;
+            let params: Vec<String> = o
+                .run
+                .params
+                .iter()
+                .map(|(k, v)| format!("{k}={}", sweep::value_label(v)))
+                .collect();
+            let seed = o.seed.map_or("(base)".to_string(), |s| s.to_string());
+            Some(format!(
+                "  {} {} seed={seed}: {e}",
+                o.run.dir_name(),
+                params.join(" ")
+            ))
+        })
+        .collect();
+    if !failures.is_empty() {
+        const SHOWN: usize = 20;
+        let more = failures.len().saturating_sub(SHOWN);
+        let mut list = failures[..failures.len().min(SHOWN)].join("\n");
+        if more > 0 {
+            list.push_str(&format!("\n  ... and {more} more"));
+        }
+        bail!(
+            "{} of {} runs of {} failed (recorded in the table with their errors):\n{list}",
+            failures.len(),
+            outcomes.len(),
+            sw.file
+        );
+    }
     Ok(())
 }
 

@@ -130,3 +130,76 @@ fn a_job_index_without_a_count_is_an_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("expected I/N"));
 }
+
+#[test]
+fn failed_runs_are_recorded_and_fail_the_exit_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/incast.toml");
+    let f = tmp.path().join("s.toml");
+    std::fs::write(
+        &f,
+        format!(
+            "base = {:?}\nseeds = [3]\n[grid]\n\"cc.algorithm\" = [\"none\", \"cubic\"]\n",
+            base.display().to_string()
+        ),
+    )
+    .unwrap();
+    let out_dir = tmp.path().join("o");
+    let out = roce()
+        .args(["sim", "sweep"])
+        .arg(&f)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(["-j", "1", "--no-plots"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    // The others went on and every run is in the table.
+    let table = std::fs::read_to_string(out_dir.join("sweep.csv")).unwrap();
+    assert_eq!(table.lines().count(), 3, "{table}");
+    assert!(table.lines().nth(1).unwrap().contains(",ok,"), "{table}");
+    assert!(out_dir.join("run-00000").join("fct.csv").is_file());
+    // The summary names the failed run and only it.
+    assert!(err.contains("1 of 2 runs of"), "{err}");
+    assert!(
+        err.contains("run-00001 cc.algorithm=cubic seed=3: cc.algorithm: expected"),
+        "{err}"
+    );
+    assert!(!err.contains("run-00000 cc.algorithm"), "{err}");
+}
+
+#[test]
+fn sweep_setup_mistakes_are_one_clear_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |src: &str| {
+        let f = tmp.path().join("bad.toml");
+        std::fs::write(&f, src).unwrap();
+        let out = roce()
+            .args(["sim", "sweep"])
+            .arg(&f)
+            .arg("--out")
+            .arg(tmp.path().join("o"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = run("base = \"nope.toml\"\n");
+    assert!(err.contains("bad.toml: base scenario"), "{err}");
+    assert!(err.contains("nope.toml: cannot read"), "{err}");
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/incast.toml");
+    let err = run(&format!(
+        "base = {:?}\n[grid]\n\"cc.algoritm\" = [\"dcqcn\", \"hpcc\"]\n",
+        base.display().to_string()
+    ));
+    assert!(
+        err.contains("bad.toml: grid key `cc.algoritm`")
+            && err.contains("unknown field `algoritm`"),
+        "{err}"
+    );
+    // Nothing ran.
+    assert!(!tmp.path().join("o").exists(), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}

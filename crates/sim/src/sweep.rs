@@ -38,12 +38,19 @@ use std::time::Instant;
 use toml::Value;
 
 /// A sweep that cannot be set up, or its table not written or merged.
+///
+/// The I/O variants carry their `std::io::Error` in their message rather
+/// than as a `source()`: an error-chain printer (anyhow's `{:#}`) would
+/// otherwise print "No such file or directory" twice.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
-    #[error("{file}: cannot read: {source}")]
-    Read {
+    #[error("{file}: cannot read: {error}")]
+    Read { file: String, error: std::io::Error },
+    #[error("{file}: base scenario {base}: cannot read: {error}")]
+    Base {
         file: String,
-        source: std::io::Error,
+        base: String,
+        error: std::io::Error,
     },
     #[error("{file}:{line}: {msg}")]
     Syntax {
@@ -61,11 +68,8 @@ pub enum SweepError {
     Invalid { file: String, msg: String },
     #[error("shard: {0}")]
     Shard(String),
-    #[error("{path}: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("{path}: {error}")]
+    Io { path: String, error: std::io::Error },
     #[error("{path}: {msg}")]
     Table { path: String, msg: String },
     #[error(transparent)]
@@ -73,9 +77,9 @@ pub enum SweepError {
 }
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> SweepError + '_ {
-    move |source| SweepError::Io {
+    move |error| SweepError::Io {
         path: path.display().to_string(),
-        source,
+        error,
     }
 }
 
@@ -248,6 +252,29 @@ fn set_path(v: &mut Value, path: &[&str], new: Value) -> Result<(), String> {
     }
 }
 
+/// True when the dotted `path` names an item the base already holds.
+fn has_path(v: &Value, path: &[&str]) -> bool {
+    let Some((head, rest)) = path.split_first() else {
+        return true;
+    };
+    let child = match v {
+        Value::Table(t) => t.get(*head),
+        Value::Array(a) => head.parse::<usize>().ok().and_then(|i| a.get(i)),
+        _ => None,
+    };
+    child.is_some_and(|c| has_path(c, rest))
+}
+
+/// When the scenario `v` is rejected because one of `path`'s segments is
+/// not a field where it stands, the scenario's message; `None` when it
+/// parses or fails for another reason.
+fn unknown_field(v: &Value, path: &[&str], base_name: &str, base_dir: &Path) -> Option<String> {
+    let src = toml::to_string(v).ok()?;
+    let e = Scenario::parse(&src, base_name, base_dir, None).err()?;
+    (e.msg.starts_with("unknown field") && path.contains(&e.field.as_str()))
+        .then(|| format!("{base_name} has no such field: {}", e.msg))
+}
+
 /// A grid value as a table cell and plot label: strings bare, the rest as
 /// TOML writes them.
 pub fn value_label(v: &Value) -> String {
@@ -261,9 +288,9 @@ impl Sweep {
     /// Reads a sweep file and its base scenario.
     pub fn load(path: &Path) -> Result<Sweep, SweepError> {
         let file = path.display().to_string();
-        let src = std::fs::read_to_string(path).map_err(|source| SweepError::Read {
+        let src = std::fs::read_to_string(path).map_err(|error| SweepError::Read {
             file: file.clone(),
-            source,
+            error,
         })?;
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         Self::parse(&src, &file, &dir)
@@ -288,10 +315,15 @@ impl Sweep {
             return Err(invalid("seeds: expected at least one seed".into()));
         }
         let base_file = dir.join(&f.base);
-        let base_src = std::fs::read_to_string(&base_file).map_err(|source| SweepError::Read {
-            file: base_file.display().to_string(),
-            source,
+        let base_src = std::fs::read_to_string(&base_file).map_err(|error| SweepError::Base {
+            file: file.to_string(),
+            base: base_file.display().to_string(),
+            error,
         })?;
+        let base_dir = base_file
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
         let base_name = base_file.display().to_string();
         let base: toml::Table =
             toml::from_str(&base_src).map_err(|e| syntax(e, &base_name, &base_src))?;
@@ -326,18 +358,24 @@ impl Sweep {
                 ));
             }
             // The path's shape is the same for every value: check it once.
-            set_path(&mut base.clone(), &path, list[0].clone()).map_err(key_err)?;
+            let mut probe = base.clone();
+            set_path(&mut probe, &path, list[0].clone()).map_err(key_err)?;
+            // A path the base does not hold may be a misspelt field: parse
+            // the base with this key alone set, and stop the whole sweep
+            // before any run if the scenario has no such field (a value the
+            // scenario rejects is left to fail its own runs).
+            if !has_path(&base, &path)
+                && let Some(msg) = unknown_field(&probe, &path, &base_name, &base_dir)
+            {
+                return Err(key_err(msg));
+            }
             keys.push(key);
             values.push(list);
         }
         Ok(Sweep {
             file: file.to_string(),
             base_file,
-            base_dir: dir
-                .join(&f.base)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default(),
+            base_dir,
             base,
             keys,
             values,

@@ -143,6 +143,45 @@ fn bad_grid_paths_stop_before_running() {
     assert!(e.contains("at least one value"), "{e}");
     let e = load("\"seed\" = [1, 2]");
     assert!(e.contains("seeds = [...]"), "{e}");
+    // A misspelt field stops the sweep before any run, naming the key and
+    // the sweep file, wherever the misspelt segment stands.
+    for (key, field) in [
+        ("cc.algoritm", "algoritm"),
+        ("ccc.algorithm", "ccc"),
+        ("workload.0.sise", "sise"),
+        ("switch.ecn.kmn_kb", "kmn_kb"),
+    ] {
+        let e = load(&format!("\"{key}\" = [1]\n\"cc.algorithm\" = [\"none\"]"));
+        assert!(
+            e.contains(&format!("bad.toml: grid key `{key}`"))
+                && e.contains(&format!("unknown field `{field}`")),
+            "{e}"
+        );
+    }
+    // A value the scenario rejects is not a key error: its runs fail alone.
+    load_ok(
+        tmp.path(),
+        &base,
+        "\"cc.algorithm\" = [\"cubic\", \"none\"]",
+    );
+    // A missing base is one message naming its path.
+    let f = tmp.path().join("nobase.toml");
+    std::fs::write(&f, "base = \"nope.toml\"\n").unwrap();
+    let e = Sweep::load(&f).unwrap_err();
+    assert!(std::error::Error::source(&e).is_none());
+    let e = e.to_string();
+    assert!(e.contains("nobase.toml: base scenario"), "{e}");
+    assert!(e.contains("nope.toml: cannot read"), "{e}");
+}
+
+fn load_ok(dir: &Path, base: &Path, grid: &str) -> Sweep {
+    let f = dir.join("good.toml");
+    std::fs::write(
+        &f,
+        format!("base = {:?}\n[grid]\n{grid}\n", base.display().to_string()),
+    )
+    .unwrap();
+    Sweep::load(&f).unwrap()
 }
 
 #[test]
