@@ -16,6 +16,22 @@ fn one() -> u32 {
     1
 }
 
+/// A [`roce_verbs::Recovery`] on the wire as its command-line name
+/// (`gbn`, `irn`), so the JSON reads as the flag does.
+mod recovery_name {
+    use roce_verbs::Recovery;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(r: &Recovery, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(r.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Recovery, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// The extension's messages, one JSON object per line.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Msg {
@@ -44,6 +60,11 @@ pub enum Msg {
         /// receiving side's SRQ is the server's for the bandwidth tests.
         #[serde(default)]
         use_srq: bool,
+        /// `--recovery` (absent: go-back-N, all a client that predates it
+        /// spoke); both sides must agree, since an IRN requester sends
+        /// past a gap that a go-back-N responder drops and NAKs.
+        #[serde(default, with = "recovery_name")]
+        recovery: roce_verbs::Recovery,
     },
     /// Server: accepted; the UDP port of its engine.
     Welcome {

@@ -60,6 +60,7 @@ pub(crate) fn client(
             connection: args.connection,
             threads: args.threads,
             use_srq: args.use_srq,
+            recovery: args.recovery,
         })?;
         match wire.recv::<Msg>()? {
             Msg::Welcome { udp_port } => udp_port,
@@ -299,7 +300,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
     let hello = wire.greet(my_mtu)?;
     let roce = hello.version.roce;
     let (sizes, nqp, cmtu, verify, peer_udp) = if roce {
-        let (ctest, sizes, cmtu, verify, nqp, udp, (conn, cthreads, csrq)) =
+        let (ctest, sizes, cmtu, verify, nqp, udp, (conn, cthreads, csrq, crec)) =
             match wire.recv::<Msg>()? {
                 Msg::Hello {
                     test,
@@ -311,6 +312,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                     connection,
                     threads,
                     use_srq,
+                    recovery,
                     ..
                 } => (
                     test,
@@ -319,7 +321,7 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                     verify,
                     qps,
                     udp_port,
-                    (connection, threads, use_srq),
+                    (connection, threads, use_srq, recovery),
                 ),
                 m => fail!(Peer, "unexpected first message from the client: {m:?}"),
             };
@@ -363,6 +365,16 @@ pub(crate) fn server(args: &Options, test: Test, listener: &TcpListener) -> Resu
                     "this server {} --use_srq, the client {}: give both sides the same --use_srq",
                     if args.use_srq { "has" } else { "lacks" },
                     if csrq { "has it" } else { "not" }
+                ),
+            );
+        }
+        if crec != args.recovery {
+            return refuse(
+                &mut wire,
+                format!(
+                    "this server recovers from loss with --recovery {}, the client with {}: give both sides the same --recovery",
+                    args.recovery.name(),
+                    crec.name()
                 ),
             );
         }
