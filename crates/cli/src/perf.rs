@@ -34,7 +34,8 @@ pub struct PerfArgs {
     /// Run every size from 2 bytes to 8 MiB.
     #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// Iterations per size (default 5000 for bandwidth, 1000 for latency).
+    /// Iterations per size and per QP, as perftest counts them: `-q 2 -n 200`
+    /// sends 400 messages (default 5000 for bandwidth, 1000 for latency).
     #[arg(short = 'n', long)]
     pub iters: Option<u64>,
     /// Run each bandwidth test for this many seconds instead of a number of iterations.
@@ -107,7 +108,8 @@ pub struct PerfArgs {
     #[arg(long, default_value_t = 0.0)]
     pub reorder: f64,
     /// Loss recovery: gbn (go-back-N, what RoCE NICs speak) or irn
-    /// (selective repeat, Mittal et al. SIGCOMM 2018). Give the same to both sides.
+    /// (selective repeat, Mittal et al. SIGCOMM 2018). Both sides must give the
+    /// same: a roce peer with the other refuses, and a perftest peer takes gbn only.
     #[arg(long, default_value = "gbn", value_parser = parse_recovery)]
     pub recovery: roce_verbs::Recovery,
     /// Duplicate this fraction of sent packets.

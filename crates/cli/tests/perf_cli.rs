@@ -852,6 +852,8 @@ fn a_rate_limit_paces_every_qp_under_its_congestion_control() {
         "--json",
     ]);
     let v = json_ok(&o);
+    // -n counts per QP, as perftest's: 2 QPs × 50.
+    assert_eq!(v["iterations"].as_u64(), Some(100), "{v}");
     let qps = v["cc"]["qps"].as_array().unwrap();
     assert_eq!(qps.len(), 2, "{v}");
     for q in qps {

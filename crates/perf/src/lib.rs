@@ -65,7 +65,8 @@ pub struct Options {
     pub size: Option<usize>,
     /// Run every size from 2 bytes to 8 MiB.
     pub all: bool,
-    /// Iterations per size (default 5000 for bandwidth, 1000 for latency).
+    /// Iterations per size and per QP, as perftest counts them: `-q 2 -n 200`
+    /// sends 400 messages (default 5000 for bandwidth, 1000 for latency).
     pub iters: Option<u64>,
     /// Run each bandwidth test for this many seconds instead of a number of iterations.
     pub duration: Option<f64>,

@@ -106,6 +106,12 @@ pub(crate) fn wr_for(
     }
 }
 
+/// Runs one size of a bandwidth test. `iters` counts per QP, as perftest's
+/// `-n` does (`run_iter_bw` posts `iters` on every QP and waits for
+/// `tot_iters = iters × num_of_qps` completions): `-q 2 -n 200` sends 400
+/// messages, 200 on each QP, and a perftest SEND server that posts `-n`
+/// receives on every QP gets exactly what it posted for. The result's
+/// `iterations` is the total over all QPs, as perftest's report prints it.
 pub(crate) fn client_bw(
     args: &Options,
     test: Test,
@@ -119,7 +125,8 @@ pub(crate) fn client_bw(
     let inline = size <= args.inline() as usize;
     let mut outstanding = vec![0u32; nq];
     let mut since_signal = vec![0u32; nq];
-    let mut posted = 0u64;
+    // Posted on each QP (perftest's `scnt[index]`).
+    let mut posted = vec![0u64; nq];
     let mut completed = 0u64;
     let start = Instant::now();
     let deadline = args
@@ -136,7 +143,7 @@ pub(crate) fn client_bw(
         if !stopped {
             stopped = match deadline {
                 Some(d) => now >= d,
-                None => posted >= iters,
+                None => posted.iter().all(|&p| p >= iters),
             };
             if stopped {
                 // Cover unsignaled tails with one signaled request each.
@@ -145,7 +152,7 @@ pub(crate) fn client_bw(
                         let n = since_signal[q] + 1;
                         since_signal[q] = 0;
                         outstanding[q] += 1;
-                        posted += 1;
+                        posted[q] += 1;
                         let wr = wr_for(
                             test,
                             side,
@@ -163,13 +170,13 @@ pub(crate) fn client_bw(
             for q in 0..nq {
                 wrs.clear();
                 while outstanding[q] < depth && wrs.len() < 64 {
-                    if deadline.is_none() && posted >= iters {
+                    if deadline.is_none() && posted[q] >= iters {
                         break;
                     }
-                    posted += 1;
+                    posted[q] += 1;
                     outstanding[q] += 1;
                     since_signal[q] += 1;
-                    let last = deadline.is_none() && posted == iters;
+                    let last = deadline.is_none() && posted[q] == iters;
                     let signaled =
                         since_signal[q] >= args.cq_mod || last || outstanding[q] == depth;
                     let id = ((q as u64) << 32) | u64::from(since_signal[q]);

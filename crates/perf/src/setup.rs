@@ -227,15 +227,17 @@ pub(crate) fn plain_peer(
             "--verify is roce's extension, and the peer is perftest {v}: run roce perf on both sides to verify"
         );
     }
+    if args.recovery != roce_verbs::Recovery::GoBackN {
+        fail!(
+            Unsupported,
+            "the peer is perftest {v}, whose RNIC recovers from loss with go-back-N: run it without --recovery {} (or roce perf on both sides)",
+            args.recovery.name()
+        );
+    }
+    // perftest's send_bw server posts -n receives on every QP and stops at
+    // -n SENDs on each; roce's -n counts per QP as perftest's does, so any
+    // -q meets it, but a -D run has no count it could stop at.
     if test.verb == Verb::Send && test.kind == Kind::Bw {
-        // perftest's send_bw server counts -n SENDs on every QP and stops
-        // at that count.
-        if args.qps > 1 {
-            fail!(
-                Unsupported,
-                "the peer is perftest {v}: its send_bw server counts -n SENDs on every QP, and roce's -n counts them over all QPs; run send_bw with -q 1 against it (or roce perf on both sides)"
-            );
-        }
         if args.duration.is_some() {
             fail!(
                 Unsupported,

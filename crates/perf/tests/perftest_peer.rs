@@ -421,9 +421,12 @@ fn a_peer_we_do_not_understand_is_one_clear_error() {
         "{e}"
     );
     assert_eq!(e.lines().count(), 1, "{e}");
-    // send_bw over more QPs than a perftest server counts on.
-    let e = client_error_with("send_bw", greet.clone(), |o| o.qps = 2);
-    assert!(e.contains("counts -n SENDs on every QP"), "{e}");
+    // IRN against a perftest RNIC, which recovers with go-back-N.
+    let e = client_error_with("write_bw", greet.clone(), |o| o.recovery = Recovery::Irn);
+    assert!(
+        e.contains("recovers from loss with go-back-N: run it without --recovery irn"),
+        "{e}"
+    );
     // A READ responder that takes fewer outstanding reads than roce issues.
     let mut steps = greet.clone();
     steps.push(key_msg_reads(1, 0x12, 0, 0x99, 0x1000, lo4(1)));
@@ -654,7 +657,8 @@ fn use_srq_feeds_every_qp_from_one_queue() {
         o.verify = true;
         let r = roce_perf::loopback(&o).unwrap();
         assert_eq!(r.verified(&o), Some(true), "{test}: {:?}", r.details);
-        assert_eq!(r.results[0].iterations, 300);
+        // -n counts per QP, as perftest's does.
+        assert_eq!(r.results[0].iterations, 300 * u64::from(qps));
     }
 }
 
@@ -724,6 +728,25 @@ fn a_use_srq_mismatch_is_refused() {
     assert!(e.contains("--use_srq"), "{e}");
     let e = served.join().unwrap().unwrap_err().to_string();
     assert!(e.contains("this server lacks --use_srq"), "{e}");
+}
+
+/// `--recovery irn` on the client of a go-back-N server: IRN sends past a
+/// gap that go-back-N drops, so the server refuses, and both sides say why.
+#[test]
+fn a_recovery_mismatch_is_refused() {
+    let (addr, served) = roce_server("write_bw", lo4(93), 4096, 10);
+    let mut o = Options::new("write_bw");
+    o.server = Some(addr.to_string());
+    o.bind = Some(lo4(94));
+    o.udp_port = Some(0);
+    o.mtu = Some(1024);
+    o.recovery = Recovery::Irn;
+    o.iters = Some(10);
+    let e = roce_perf::client(&o).unwrap_err().to_string();
+    let why = "this server recovers from loss with --recovery gbn, the client with irn: give both sides the same --recovery";
+    assert!(e.contains(why), "{e}");
+    let e = served.join().unwrap().unwrap_err().to_string();
+    assert!(e.contains(why), "{e}");
 }
 
 fn roce_server(
@@ -862,6 +885,82 @@ fn roce_client_runs_send_bw_against_a_perftest_server() {
     let landed = peer.join().unwrap();
     assert_eq!(rep.results[0].iterations, 50);
     assert_eq!(landed, roce_perf::pattern(roce_perf::CLIENT_SEED, 4096));
+}
+
+/// `-q 2 -n 40` against send_bw.c's server with `-q 2 -n 40`: perftest
+/// counts `-n` per QP (`run_iter_bw_server` waits for `iters ×
+/// num_of_qps` receives and posts at most `iters` on each QP), so each QP
+/// must carry exactly 40 SENDs, 80 in all, and the report says 80 as
+/// perftest's does.
+#[test]
+fn send_bw_over_two_qps_counts_n_per_qp_as_perftest() {
+    let (sip, cip) = (lo4(95), lo4(96));
+    let n = 40usize;
+    let (addr, l) = standin_server(sip);
+    let peer = std::thread::spawn(move || {
+        let mut p = accept(l);
+        let (r, qp0) = rdma(sip);
+        let qp1 = r._pd.qp_builder(&r.cq).mtu(Mtu::Mtu1024).build().unwrap();
+        let prepared = [qp0, qp1];
+        for (k, qp) in prepared.iter().enumerate() {
+            for _ in 0..n {
+                qp.post_recv(&RecvWr {
+                    wr_id: k as u64,
+                    sg_list: vec![r.mr.sge(65536, 4096)],
+                })
+                .unwrap();
+            }
+        }
+        // send_bw.c: every QP's keys, connect, the sync after RTR, every
+        // QP's keys again, the sync before the size.
+        let mine: Vec<Vec<u8>> = prepared
+            .iter()
+            .map(|q| {
+                let me = q.endpoint_with(&r.mr);
+                key_msg(me.qpn, me.psn, me.rkey, me.addr, sip)
+            })
+            .collect();
+        let remotes: Vec<Endpoint> = mine
+            .iter()
+            .map(|m| {
+                let (qpn, psn, rkey, va, ip) = parse_keys(&p.xchg(m));
+                peer_endpoint(qpn, psn, rkey, va, ip)
+            })
+            .collect();
+        let _qps: Vec<Qp> = prepared
+            .into_iter()
+            .zip(&remotes)
+            .map(|(q, e)| q.connect(e).unwrap())
+            .collect();
+        p.xchg(&mine[0]);
+        for (m, e) in mine.iter().zip(&remotes) {
+            assert_eq!(parse_keys(&p.xchg(m)).0, e.qpn, "keys again");
+        }
+        p.xchg(&mine[0]); // receives posted
+        let mut per_qp = [0usize; 2];
+        while per_qp.iter().sum::<usize>() < 2 * n {
+            for wc in r.cq.wait(1, Duration::from_secs(20)).unwrap() {
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                per_qp[wc.wr_id as usize] += 1;
+            }
+        }
+        p.xchg(&mine[0]); // ctx_close_connection
+        // The client closes only after its last SEND completed, so every
+        // receive it consumed is in the CQ by now: no 41st on either QP.
+        assert!(r.cq.poll_only(16).is_empty());
+        per_qp
+    });
+    let mut o = Options::new("send_bw");
+    o.server = Some(addr.to_string());
+    o.bind = Some(cip);
+    o.mtu = Some(1024);
+    o.size = Some(4096);
+    o.iters = Some(n as u64);
+    o.qps = 2;
+    let rep = roce_perf::client(&o).unwrap();
+    let per_qp = peer.join().unwrap();
+    assert_eq!(per_qp, [n, n], "SENDs received on each QP");
+    assert_eq!(rep.results[0].iterations, 2 * n as u64);
 }
 
 /// write_lat.c's client against roce's server, run_iter_lat_write: the

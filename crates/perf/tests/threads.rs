@@ -19,18 +19,19 @@ fn two_engine_pairs_move_and_verify_every_message_and_add_up() {
     let r = roce_perf::loopback(&o).unwrap();
     assert_eq!(r.verified(&o), Some(true));
     let x = &r.results[0];
-    // Each pair runs -n itself: the total is both pairs' messages.
-    assert_eq!(x.iterations, 80);
+    // Each pair runs -n on each of its QPs, as perftest counts -n: the
+    // total is 2 pairs × 2 QPs × 40.
+    assert_eq!(x.iterations, 160);
     // Every pair's QPs are listed, and each pair has sockets of its own.
     assert_eq!(r.local.len(), 4);
     assert_eq!(r.remote.len(), 4);
     let mut ports: Vec<u16> = r.local.iter().map(|e| e.udp_port).collect();
     ports.dedup();
     assert_eq!(ports.len(), 2, "two client engines: {ports:?}");
-    // 80 messages of four 4 KiB packets at the least went out, counted
+    // 160 messages of four 4 KiB packets at the least went out, counted
     // across both client engines.
-    assert!(r.counters.tx_packets >= 80 * 4, "{:?}", r.counters);
-    assert!(r.server_counters.rx_packets >= 80 * 4);
+    assert!(r.counters.tx_packets >= 160 * 4, "{:?}", r.counters);
+    assert!(r.server_counters.rx_packets >= 160 * 4);
     let each: Vec<&String> = r.notes.iter().filter(|n| n.contains("2 threads")).collect();
     assert_eq!(each.len(), 1, "{:?}", r.notes);
     assert!(r.render(&o).unwrap().contains("Number of qps   : 4"));
