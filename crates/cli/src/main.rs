@@ -59,9 +59,23 @@ enum PcapCmd {
         /// Also decode UDP port N (source or destination) as RoCEv2, like
         /// Wireshark's "Decode As": for a stack that found 4791 busy and
         /// ran on another port. May be given more than once.
-        #[arg(long = "udp-port", value_name = "N")]
+        #[arg(long = "udp-port", value_name = "N", value_parser = parse_decode_port)]
         udp_port: Vec<u16>,
     },
+}
+
+/// A `--udp-port` for decoding: port 0 is no port a frame is sent to
+/// (a socket bound to 0 gets a free one, which `roce perf` prints), so
+/// decoding "as port 0" would silently match nothing.
+fn parse_decode_port(s: &str) -> std::result::Result<u16, String> {
+    match s.parse::<u16>() {
+        Ok(0) => Err(
+            "port 0 is not a port frames travel on: give the port the stack really used (roce perf prints it)"
+                .into(),
+        ),
+        Ok(p) => Ok(p),
+        Err(_) => Err(format!("`{s}` is not a UDP port (1-65535)")),
+    }
 }
 
 fn main() {

@@ -357,6 +357,28 @@ fn unreadable_files_fail_with_one_line_on_stderr() {
 }
 
 #[test]
+fn decode_refuses_udp_port_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, _) = sample(dir.path());
+    for bad in ["0", "65536", "x"] {
+        let o = roce(&["pcap", "decode", &file, "--udp-port", bad]);
+        assert!(!o.status.success(), "--udp-port {bad} accepted");
+        assert!(o.stdout.is_empty(), "stdout: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains(&format!("invalid value '{bad}' for '--udp-port <N>'")),
+            "{err}"
+        );
+    }
+    let err = stderr(&roce(&["pcap", "decode", &file, "--udp-port", "0"]));
+    assert!(
+        err.contains("port 0 is not a port frames travel on"),
+        "{err}"
+    );
+    ok(roce(&["pcap", "decode", &file, "--udp-port", "4792"]));
+}
+
+#[test]
 fn pcapng_is_read_like_pcap() {
     let dir = tempfile::tempdir().unwrap();
     let (file, n) = sample(dir.path());
