@@ -230,7 +230,19 @@ fn bad_options_are_one_clear_error() {
         "{e}"
     );
     let e = refused("rc_pingpong", &with(&["-g", "3"]));
-    assert!(e.contains("can't read sgid of index 3"), "{e}");
+    assert!(
+        e.contains("can't read sgid of index 3: this device is one IP address, whose GID is index 0; the GID table of lo holds"),
+        "{e}"
+    );
+    // The help agrees with what --list-gids shows (an interface's table
+    // may hold several entries; a device here is one of them).
+    for name in ["rc_pingpong", "ud_pingpong"] {
+        let out = Command::new(example(name)).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert!(!help.contains("has one GID"), "{help}");
+        assert!(help.contains("roce perf --list-gids"), "{help}");
+        assert!(help.contains("are devices of their own"), "{help}");
+    }
     let e = refused("rc_pingpong", &with(&["-i", "2"]));
     assert!(e.contains("one port"), "{e}");
     // The device's UDP port is taken: said, not hidden.

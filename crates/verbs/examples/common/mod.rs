@@ -46,8 +46,11 @@ pub struct Common {
     /// sleep on CQ events (default poll)
     #[arg(short = 'e', long = "events")]
     pub events: bool,
-    /// local port gid index (the device has one GID, index 0, its address;
-    /// it is sent whether or not -g is given, as RoCE needs it)
+    /// local port gid index: 0 only. A device here is one IP address (-d)
+    /// and its GID is that address, so index 0; the other entries of the
+    /// interface's GID table (`roce perf --list-gids` shows it, e.g. lo's
+    /// 127.0.0.1 and ::1) are devices of their own, chosen by giving their address
+    /// with -d. The GID is sent whether or not -g is given, as RoCE needs it
     #[arg(short = 'g', long = "gid-idx")]
     pub gid_idx: Option<i32>,
     /// validate received buffer
@@ -83,8 +86,23 @@ impl Common {
         if let Some(g) = self.gid_idx
             && g > 0
         {
+            // The interface's table, to say where the entry the user
+            // meant lives (rxe's index g would be its g-th address).
+            let table = self
+                .dev
+                .and_then(roce_verbs::netdev_of)
+                .map(|dev| {
+                    let t = roce_verbs::gid_table(&dev);
+                    let gids: Vec<String> = t.iter().map(|e| e.gid.to_string()).collect();
+                    format!(
+                        "; the GID table of {dev} holds {} ({}), each entry a device of its own: give its address with -d",
+                        gids.len(),
+                        gids.join(", ")
+                    )
+                })
+                .unwrap_or_default();
             fail(format!(
-                "can't read sgid of index {g}: the device has one GID (index 0)"
+                "can't read sgid of index {g}: this device is one IP address, whose GID is index 0{table}"
             ));
         }
     }
