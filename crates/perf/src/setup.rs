@@ -237,13 +237,11 @@ pub(crate) fn plain_peer(
     // perftest's send_bw server posts -n receives on every QP and stops at
     // -n SENDs on each; roce's -n counts per QP as perftest's does, so any
     // -q meets it, but a -D run has no count it could stop at.
-    if test.verb == Verb::Send && test.kind == Kind::Bw {
-        if args.duration.is_some() {
-            fail!(
-                Unsupported,
-                "the peer is perftest {v}: its send_bw server counts -n SENDs; run send_bw with -n against it, not -D"
-            );
-        }
+    if test.verb == Verb::Send && test.kind == Kind::Bw && args.duration.is_some() {
+        fail!(
+            Unsupported,
+            "the peer is perftest {v}: its send_bw server counts -n SENDs; run send_bw with -n against it, not -D"
+        );
     }
     let port = ctx.local_addr().port();
     if port != ROCE_PORT {
