@@ -82,6 +82,9 @@ fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("roce: {e:#}");
+        if e.downcast_ref::<sim::RunsFailed>().is_some() {
+            std::process::exit(roce_sim::sweep::EXIT_RUNS_FAILED);
+        }
         std::process::exit(1);
     }
 }

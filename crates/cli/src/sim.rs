@@ -260,6 +260,19 @@ pub fn demo_section(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Some runs of a sweep failed, all recorded: `main` exits with
+/// [`roce_sim::sweep::EXIT_RUNS_FAILED`] rather than 1.
+#[derive(Debug)]
+pub struct RunsFailed(String);
+
+impl std::fmt::Display for RunsFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RunsFailed {}
+
 fn sweep(a: SweepArgs) -> Result<()> {
     use roce_sim::sweep::{self, Shard, Sweep};
     let sw = Sweep::load(&a.sweep)?;
@@ -386,12 +399,13 @@ fn sweep(a: SweepArgs) -> Result<()> {
         if more > 0 {
             list.push_str(&format!("\n  ... and {more} more"));
         }
-        bail!(
+        return Err(RunsFailed(format!(
             "{} of {} runs of {} failed (recorded in the table with their errors):\n{list}",
             failures.len(),
             outcomes.len(),
             sw.file
-        );
+        ))
+        .into());
     }
     Ok(())
 }

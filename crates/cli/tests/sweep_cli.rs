@@ -154,7 +154,13 @@ fn failed_runs_are_recorded_and_fail_the_exit_status() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    // Not 1 (a sweep that could not start): a Job's pod failure policy
+    // tells the two apart.
+    assert_eq!(
+        out.status.code(),
+        Some(roce_sim::sweep::EXIT_RUNS_FAILED),
+        "{err}"
+    );
     // The others went on and every run is in the table.
     let table = std::fs::read_to_string(out_dir.join("sweep.csv")).unwrap();
     assert_eq!(table.lines().count(), 3, "{table}");
@@ -182,7 +188,7 @@ fn sweep_setup_mistakes_are_one_clear_message() {
             .arg(tmp.path().join("o"))
             .output()
             .unwrap();
-        assert!(!out.status.success());
+        assert_eq!(out.status.code(), Some(1));
         String::from_utf8_lossy(&out.stderr).into_owned()
     };
     let err = run("base = \"nope.toml\"\n");

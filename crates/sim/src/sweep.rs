@@ -37,6 +37,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use toml::Value;
 
+/// The exit status of `roce sim sweep` when every run of its slice went and
+/// is in the table but some failed: not 0, so a scheduler (a Slurm array
+/// task, a Kubernetes Job's index) marks the slice failed, and not 1 (a
+/// sweep that could not start), so a Job's pod failure policy can tell a
+/// deterministic result, which a retry would only repeat, from a setup
+/// error.
+pub const EXIT_RUNS_FAILED: i32 = 3;
+
 /// A sweep that cannot be set up, or its table not written or merged.
 ///
 /// The I/O variants carry their `std::io::Error` in their message rather

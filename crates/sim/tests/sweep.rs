@@ -271,4 +271,86 @@ fn shipped_sweep_and_job_examples() {
         .filter_map(Yaml::as_str)
         .collect();
     assert_eq!(&cmd[..3], ["roce", "sim", "collect"]);
+
+    // A slice with failed runs fails its index at once (a re-run of a
+    // deterministic run would fail the same way) and leaves the others be.
+    let rules = spec["podFailurePolicy"]["rules"].as_vec().unwrap();
+    let fail_index = rules
+        .iter()
+        .find(|r| r["action"].as_str() == Some("FailIndex"))
+        .expect("a FailIndex rule");
+    let on = &fail_index["onExitCodes"];
+    assert_eq!(on["containerName"].as_str(), c["name"].as_str());
+    assert_eq!(on["operator"].as_str(), Some("In"));
+    let codes: Vec<i64> = on["values"]
+        .as_vec()
+        .unwrap()
+        .iter()
+        .filter_map(Yaml::as_i64)
+        .collect();
+    assert_eq!(codes, [i64::from(sweep::EXIT_RUNS_FAILED)]);
+    assert!(spec["backoffLimitPerIndex"].as_i64().is_some());
+    assert_eq!(
+        spec["template"]["spec"]["restartPolicy"].as_str(),
+        Some("Never")
+    );
+}
+
+/// The sbatch script as an array task with the lowest index whose sweep
+/// had failed runs: it still queues the collect, then ends with the
+/// sweep's status. `roce` and `sbatch` are stand-ins on PATH that log
+/// their arguments.
+#[test]
+fn sbatch_script_queues_the_collect_and_keeps_the_sweeps_status() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let log = tmp.path().join("log");
+    let stub = |name: &str, status: i32| {
+        let p = bin.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"{name} $*\" >> {:?}\nexit {status}\n",
+                log.display().to_string()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    stub("roce", sweep::EXIT_RUNS_FAILED);
+    stub("sbatch", 0);
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("bash")
+        .arg(scenarios().join("sweep/slurm.sbatch"))
+        .args(["s.toml", "out"])
+        .env("PATH", path)
+        .env("SLURM_ARRAY_TASK_ID", "0")
+        .env("SLURM_ARRAY_TASK_MIN", "0")
+        .env("SLURM_ARRAY_JOB_ID", "77")
+        .env("SLURM_CPUS_PER_TASK", "2")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(sweep::EXIT_RUNS_FAILED),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(lines.len(), 2, "{log}");
+    assert!(
+        lines[0].starts_with("roce sim sweep s.toml --out out -j 2"),
+        "{log}"
+    );
+    assert!(
+        lines[1].starts_with("sbatch --dependency=afterany:77") && lines[1].contains("sim collect"),
+        "{log}"
+    );
 }
