@@ -45,7 +45,7 @@ use crate::cc::CcSettings;
 use crate::ecn::{RedConfig, RedMarker};
 use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
-use crate::packet::{self, IdentDelta, OutDatagram, RxError};
+use crate::packet::{self, IcrcPrefixes, IdentDelta, OutDatagram, RxError};
 use crate::poll::{Pacer, PollConfig, PollMode, SleepPlan, Waiter};
 use crate::profile::{Profiler, Stage, StageProfile};
 use crate::stats::Stats;
@@ -130,6 +130,8 @@ pub struct Engine {
     /// Largest GSO send in bytes of UDP payload; 0 when GSO is off.
     gso_max_bytes: usize,
     deltas: IdentDelta,
+    /// ICRC prefix states of the datagram shapes seen, sent and received.
+    prefixes: IcrcPrefixes,
     faults: FaultInjector,
     pcap: Option<Capture>,
     pub(crate) stats: Stats,
@@ -320,6 +322,7 @@ impl Engine {
             rx_streak: false,
             gso_max_bytes,
             deltas: IdentDelta::new(),
+            prefixes: IcrcPrefixes::new(),
             faults: FaultInjector::new(cfg.faults),
             pcap,
             stats: Stats::default(),
@@ -576,6 +579,7 @@ impl Engine {
             stats,
             pcap,
             deltas,
+            prefixes,
             local,
             wall_origin_ns,
             prof,
@@ -587,7 +591,7 @@ impl Engine {
         // One packet in SAMPLE_EVERY has its stages timed (see `profile`).
         let timed = prof.sample();
         let t0 = if timed { roce_rnic::clock::ticks() } else { 0 };
-        let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas);
+        let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas, prefixes);
         let t1 = if timed { roce_rnic::clock::ticks() } else { 0 };
         prof.count(Stage::Icrc, 1);
         if timed {
@@ -705,10 +709,10 @@ impl Engine {
                             // Faults corrupt and hold bytes of the
                             // datagram's own, never the sender's memory.
                             let (local, mem) = (self.local, self.rnic.mem());
-                            if !self
-                                .faults
-                                .apply(now, d, &mut self.pending, |d| d.materialize(local, mem))
-                            {
+                            let prefixes = &mut self.prefixes;
+                            if !self.faults.apply(now, d, &mut self.pending, |d| {
+                                d.materialize(local, mem, prefixes)
+                            }) {
                                 self.stats.send_errors += 1;
                             }
                         }
@@ -747,7 +751,8 @@ impl Engine {
             // RNIC built it cannot be read and is dropped like a lost packet.
             let (local, mem) = (self.local, self.rnic.mem());
             let before = self.pending.len();
-            self.pending.retain_mut(|d| d.seal(local, mem));
+            let prefixes = &mut self.prefixes;
+            self.pending.retain_mut(|d| d.seal(local, mem, prefixes));
             self.prof.lap(Stage::Icrc);
             self.prof.count(Stage::Icrc, before as u64);
             self.stats.send_errors += (before - self.pending.len()) as u64;
