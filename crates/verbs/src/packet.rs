@@ -359,7 +359,7 @@ fn icrc_small(ip: &[u8], udp: &[u8; 8], pieces: &[&[u8]]) -> u32 {
     let head = 4 + ip_len + 8;
     let total = head + pieces.iter().map(|p| p.len()).sum::<usize>();
     let mut run = [0u8; SMALL_RUN];
-    let end = total.next_multiple_of(16).max(128).min(SMALL_RUN);
+    let end = total.next_multiple_of(16).clamp(128, SMALL_RUN);
     let start = end - total.min(end);
     let b = &mut run[start..end];
     masked_headers(&mut b[..head], ip, udp);
