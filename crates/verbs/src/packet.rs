@@ -467,8 +467,13 @@ impl IcrcPrefixes {
     /// kernel emits, with the prefix state of the shape kept.
     pub fn icrc(&mut self, src: SocketAddr, dst: SocketAddr, pieces: &[&[u8]]) -> u32 {
         let udp_len = pieces.iter().map(|p| p.len()).sum::<usize>() + ICRC_LEN;
-        let ip = ip_header_masked(src.ip(), dst.ip(), udp_len);
-        if 4 + ip.len + 8 + udp_len - ICRC_LEN <= SMALL_RUN {
+        let ip_len = if src.is_ipv4() && dst.is_ipv4() {
+            20
+        } else {
+            40
+        };
+        if 4 + ip_len + 8 + udp_len - ICRC_LEN <= SMALL_RUN {
+            let ip = ip_header_masked(src.ip(), dst.ip(), udp_len);
             let udp = udp_header(src.port(), dst.port(), udp_len);
             return icrc_small(ip.bytes(), &udp, pieces);
         }
@@ -480,6 +485,7 @@ impl IcrcPrefixes {
                 let i = match self.entries.iter().position(hit) {
                     Some(i) => i,
                     None => {
+                        let ip = ip_header_masked(src.ip(), dst.ip(), udp_len);
                         let udp = udp_header(src.port(), dst.port(), udp_len);
                         let e = (src, dst, udp_len, prefix_state(ip.bytes(), &udp));
                         if self.entries.len() < PREFIX_CACHE {
