@@ -675,6 +675,10 @@ fn baseline_runs_beside_the_test_and_gives_the_ratio() {
     let tcp = b["tcp_gbps"].as_f64().unwrap();
     assert!(tcp > 0.0, "{v}");
     assert!((b["ratio"].as_f64().unwrap() - v["bw_gbps"].as_f64().unwrap() / tcp).abs() < 1e-9);
+    // Beside it the kernel-only ceiling in the engine's shape: full 4 KiB
+    // WRITE packets (4096 + BTH + ICRC) as UDP GSO sends into GRO.
+    assert!(b["udp_gso_gbps"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(b["udp_gso_datagram"], 4112, "{v}");
 
     // No UDP datagram holds a 128 KiB message: the test runs, with no baseline.
     let v = run("write_lat", "131072", "20");

@@ -561,7 +561,7 @@ pub fn loopback(opts: &Options) -> Result<Report> {
     report.notes.splice(0..0, served.notes);
     if args.baseline || args.analyze {
         for r in &mut report.results {
-            r.baseline = results::baseline_for(test, r)?;
+            r.baseline = results::baseline_for(test, r, args.mtu.unwrap_or(4096) as usize)?;
         }
     }
     report.analyze(&args);

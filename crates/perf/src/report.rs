@@ -24,6 +24,15 @@ fn print_baseline(out: &mut String, test: Test, x: &SizeResult) -> std::fmt::Res
             x.bw_gbps.unwrap_or(0.0),
             b.ratio
         );
+        if let (Some(c), Some(seg)) = (b.udp_gso_gbps, b.udp_gso_datagram) {
+            let _ = writeln!(
+                out,
+                " ceiling {} B: UDP GSO into GRO of {seg} B datagrams {c:.2} Gb/s (kernel only, not read); {} = {:.2}x of it",
+                x.size,
+                test.name(),
+                x.bw_gbps.unwrap_or(0.0) / c.max(1e-9)
+            );
+        }
     } else if let Some(u) = b.udp_typical_us {
         let what = if whole_round_trip(test) {
             "round trip"

@@ -48,6 +48,15 @@ pub struct Baseline {
     /// TCP stream of writes of the same size over loopback.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tcp_gbps: Option<f64>,
+    /// Bandwidth tests: the kernel-only ceiling in the engine's shape,
+    /// `udp_gso_stream` of datagrams the size of a full WRITE packet (path
+    /// MTU plus BTH and ICRC), GSO sends into a GRO socket, counted at the
+    /// receiver; none where the kernel has no UDP GSO or GRO.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_gso_gbps: Option<f64>,
+    /// The datagram size of `udp_gso_gbps` (bytes of UDP payload).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub udp_gso_datagram: Option<usize>,
     /// UDP ping-pong's t_typical: half the round trip for WRITE and SEND
     /// (perftest's measure for those), the whole round trip for READ and
     /// atomics (one operation is one round trip).
@@ -123,8 +132,9 @@ pub(crate) fn whole_round_trip(test: Test) -> bool {
 }
 
 /// Runs the kernel's baseline for one size's result (see [`Baseline`]);
-/// none for a latency test whose messages no UDP datagram holds.
-pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline>> {
+/// none for a latency test whose messages no UDP datagram holds. `mtu` is
+/// the path MTU the run used (it sizes the UDP GSO ceiling's datagrams).
+pub(crate) fn baseline_for(test: Test, r: &SizeResult, mtu: usize) -> Result<Option<Baseline>> {
     use roce_verbs::baseline as kernel;
     if test.kind == Kind::Lat && r.size > kernel::MAX_PINGPONG_SIZE {
         return Ok(None);
@@ -137,9 +147,14 @@ pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline
                 what: "the TCP baseline".into(),
                 source,
             })?;
+            // A full packet of the run: BTH, up to an MTU of payload, ICRC.
+            let seg = r.size.clamp(1, mtu.max(1)).next_multiple_of(4) + 16;
+            let gso = kernel::udp_gso_stream(seg, dur).ok().map(|g| g.gbps());
             Baseline {
                 kind: "tcp_stream",
                 tcp_gbps: Some(t.gbps()),
+                udp_gso_gbps: gso,
+                udp_gso_datagram: gso.map(|_| seg),
                 udp_typical_us: None,
                 rc_shaped_typical_us: None,
                 ratio: r.bw_gbps.unwrap_or(0.0) / t.gbps().max(1e-9),
@@ -168,6 +183,8 @@ pub(crate) fn baseline_for(test: Test, r: &SizeResult) -> Result<Option<Baseline
             Baseline {
                 kind: "udp_pingpong",
                 tcp_gbps: None,
+                udp_gso_gbps: None,
+                udp_gso_datagram: None,
                 udp_typical_us: Some(udp),
                 rc_shaped_typical_us: shaped,
                 ratio: r.latency_us.map_or(0.0, |l| l.typical) / udp.max(1e-9),

@@ -230,6 +230,8 @@ pub(crate) fn loopback(args: &Options, test: Test) -> Result<Report> {
             r.baseline = Some(Baseline {
                 kind: "tcp_stream",
                 tcp_gbps: Some(tcp),
+                udp_gso_gbps: None,
+                udp_gso_datagram: None,
                 udp_typical_us: None,
                 rc_shaped_typical_us: None,
                 ratio: r.bw_gbps.unwrap_or(0.0) / tcp.max(1e-9),

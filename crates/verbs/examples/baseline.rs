@@ -5,6 +5,7 @@
 //! ```sh
 //! cargo run --release -p roce-verbs --example baseline -- tcp 65536 2     # TCP stream, 64 KiB writes, 2 s
 //! cargo run --release -p roce-verbs --example baseline -- udp 4096 2      # bare UDP, 4 KiB datagrams, 2 s
+//! cargo run --release -p roce-verbs --example baseline -- udp-gso 4112 2  # UDP GSO sends into GRO, RoCE WRITE-sized segments, 2 s
 //! cargo run --release -p roce-verbs --example baseline -- pingpong 8 20000 # UDP ping-pong, 8 B, 20000 round trips
 //! cargo run --release -p roce-verbs --example baseline -- pingpong-rc 8 20000 # the same, shaped like RC WRITEs
 //! ```
@@ -33,12 +34,21 @@ fn main() {
                 100.0 * (t.sent - t.msgs.min(t.sent)) as f64 / t.sent.max(1) as f64
             );
         }),
+        "udp-gso" => baseline::udp_gso_stream(size, dur).map(|t| {
+            report("UDP GSO into GRO (received)", size, t);
+            println!(
+                "  sent {} datagrams, received {} ({:.1}% lost in the socket buffer)",
+                t.sent,
+                t.msgs,
+                100.0 * (t.sent - t.msgs.min(t.sent)) as f64 / t.sent.max(1) as f64
+            );
+        }),
         "pingpong" => baseline::udp_pingpong(size, arg3 as u64)
             .map(|s| report_latency("UDP ping-pong", size, s)),
         "pingpong-rc" => baseline::rc_shaped_pingpong(size, arg3 as u64)
             .map(|s| report_latency("RC-shaped UDP ping-pong", size, s)),
         m => {
-            eprintln!("unknown mode {m}: tcp, udp, pingpong or pingpong-rc");
+            eprintln!("unknown mode {m}: tcp, udp, udp-gso, pingpong or pingpong-rc");
             std::process::exit(2);
         }
     };

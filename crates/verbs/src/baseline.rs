@@ -7,6 +7,11 @@
 //! - [`udp_stream`]: bare UDP datagrams, counted at the receiver (the
 //!   socket buffer drops what it cannot hold, so this is not a rate the
 //!   sender can count on).
+//! - [`udp_gso_stream`]: UDP with the engine's offloads and none of its
+//!   work: GSO sends of runs of `seg`-byte datagrams into a GRO socket,
+//!   counted at the receiver. With `seg` the size of a RoCE WRITE packet
+//!   (4112 bytes of UDP payload at the 4 KiB MTU), the kernel-only ceiling
+//!   the engine's loopback bandwidth approaches (issue 13, part 2).
 //! - [`udp_pingpong`]: a busy-polled ping-pong of `size`-byte datagrams
 //!   between 127.0.0.1 and 127.0.0.2, timed as perftest times its latency
 //!   tests (half the round trip): the bar for the latency tests.
@@ -113,6 +118,94 @@ pub fn udp_stream(size: usize, dur: Duration) -> io::Result<Throughput> {
     Ok(Throughput {
         bytes,
         msgs,
+        secs,
+        sent,
+    })
+}
+
+/// Runs of `seg`-byte datagrams for `dur`, each run one UDP GSO send (as
+/// many segments as lo passes whole, at most the engine's
+/// [`MAX_GSO_SEGMENTS`](crate::sys::MAX_GSO_SEGMENTS)), into a socket with
+/// UDP GRO on, counted at the receiver in bytes and datagrams (each GRO
+/// buffer holds whole segments). Both sockets get the engine's 8 MiB
+/// buffers. The receiver only counts: it does not read what it receives,
+/// as the engine must (the ICRC) — this is what the kernel alone carries in
+/// the engine's shape. Fails when the kernel has no UDP GSO or GRO.
+pub fn udp_gso_stream(seg: usize, dur: Duration) -> io::Result<Throughput> {
+    let seg = seg.clamp(1, 65507);
+    let r = UdpSocket::bind("127.0.0.1:0")?;
+    let dst = r.local_addr()?;
+    let need = |ok: bool, what: &str| {
+        if ok {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!(
+                "{what}: {}",
+                io::Error::last_os_error()
+            )))
+        }
+    };
+    let buffers = |fd: std::os::fd::RawFd| {
+        for (name, force) in [
+            (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE),
+            (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE),
+        ] {
+            if !setsockopt_int(fd, libc::SOL_SOCKET, force, 8 << 20) {
+                setsockopt_int(fd, libc::SOL_SOCKET, name, 8 << 20);
+            }
+        }
+    };
+    buffers(r.as_raw_fd());
+    need(
+        setsockopt_int(r.as_raw_fd(), libc::SOL_UDP, crate::sys::UDP_GRO, 1),
+        "turning UDP_GRO on",
+    )?;
+    r.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let rx = std::thread::spawn(move || -> io::Result<(u64, f64)> {
+        let mut buf = vec![0u8; 65536];
+        let mut total = 0u64;
+        let mut first: Option<Instant> = None;
+        let mut last = Instant::now();
+        while let Ok(k) = r.recv(&mut buf) {
+            first.get_or_insert_with(Instant::now);
+            last = Instant::now();
+            total += k as u64;
+        }
+        let secs = first.map_or(1e-9, |f| (last - f).as_secs_f64());
+        Ok((total, secs))
+    });
+    let s = UdpSocket::bind("127.0.0.1:0")?;
+    buffers(s.as_raw_fd());
+    // A GSO packet lo would cut in software is not the engine's shape:
+    // stay under lo's gso_max_size as the engine does.
+    let gso_max = std::fs::read_to_string("/sys/class/net/lo/gso_max_size")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(65536)
+        .saturating_sub(14 + 28 + 1)
+        .min(65507);
+    let segs = (gso_max / seg).clamp(1, crate::sys::MAX_GSO_SEGMENTS);
+    need(
+        setsockopt_int(
+            s.as_raw_fd(),
+            libc::SOL_UDP,
+            crate::sys::UDP_SEGMENT,
+            seg as libc::c_int,
+        ),
+        "setting UDP_SEGMENT",
+    )?;
+    let buf = vec![0x5au8; seg * segs];
+    let end = Instant::now() + dur;
+    let mut sent = 0u64;
+    while Instant::now() < end {
+        if s.send_to(&buf, dst).is_ok() {
+            sent += segs as u64;
+        }
+    }
+    let (bytes, secs) = joined(rx)?;
+    Ok(Throughput {
+        bytes,
+        msgs: bytes / seg as u64,
         secs,
         sent,
     })
@@ -354,6 +447,10 @@ mod tests {
         let p = udp_pingpong(8, 50).unwrap();
         assert_eq!(p.len(), 50);
         assert!(p.iter().all(|&x| x > 0.0));
+        // Segments of a RoCE WRITE's size, sent and received whole.
+        let g = udp_gso_stream(4112, Duration::from_millis(50)).unwrap();
+        assert!(g.sent > 0 && g.msgs > 0 && g.msgs <= g.sent);
+        assert_eq!(g.bytes, g.msgs * 4112);
         let r = rc_shaped_pingpong(8, 50).unwrap();
         assert_eq!(r.len(), 50);
         assert!(typical(&r) > 0.0);

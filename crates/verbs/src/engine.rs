@@ -45,7 +45,7 @@ use crate::cc::CcSettings;
 use crate::ecn::{RedConfig, RedMarker};
 use crate::error::{Error, Result};
 use crate::fault::{FaultConfig, FaultInjector};
-use crate::packet::{self, IdentDelta, OutDatagram, RxError};
+use crate::packet::{self, IcrcPrefixes, IdentDelta, OutDatagram, RxError};
 use crate::poll::{Pacer, PollConfig, PollMode, SleepPlan, Waiter};
 use crate::profile::{Profiler, Stage, StageProfile};
 use crate::stats::Stats;
@@ -130,6 +130,8 @@ pub struct Engine {
     /// Largest GSO send in bytes of UDP payload; 0 when GSO is off.
     gso_max_bytes: usize,
     deltas: IdentDelta,
+    /// ICRC prefix states of the datagram shapes seen, sent and received.
+    prefixes: IcrcPrefixes,
     faults: FaultInjector,
     pcap: Option<Capture>,
     pub(crate) stats: Stats,
@@ -320,6 +322,7 @@ impl Engine {
             rx_streak: false,
             gso_max_bytes,
             deltas: IdentDelta::new(),
+            prefixes: IcrcPrefixes::new(),
             faults: FaultInjector::new(cfg.faults),
             pcap,
             stats: Stats::default(),
@@ -481,7 +484,13 @@ impl Engine {
         let mut work = false;
         self.prof.enter();
         for _ in 0..4 {
-            let want = if self.rx_streak { self.batch } else { 1 };
+            let want = if !self.rx_streak {
+                1
+            } else if self.gro {
+                self.batch.min(GRO_RECV_BATCH)
+            } else {
+                self.batch
+            };
             let got = self
                 .rx
                 .recv_up_to(self.sock.as_raw_fd(), want)
@@ -576,6 +585,7 @@ impl Engine {
             stats,
             pcap,
             deltas,
+            prefixes,
             local,
             wall_origin_ns,
             prof,
@@ -587,7 +597,7 @@ impl Engine {
         // One packet in SAMPLE_EVERY has its stages timed (see `profile`).
         let timed = prof.sample();
         let t0 = if timed { roce_rnic::clock::ticks() } else { 0 };
-        let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas);
+        let parsed = packet::parse_segment(buf, meta.src, *local, k, deltas, prefixes);
         let t1 = if timed { roce_rnic::clock::ticks() } else { 0 };
         prof.count(Stage::Icrc, 1);
         if timed {
@@ -705,10 +715,10 @@ impl Engine {
                             // Faults corrupt and hold bytes of the
                             // datagram's own, never the sender's memory.
                             let (local, mem) = (self.local, self.rnic.mem());
-                            if !self
-                                .faults
-                                .apply(now, d, &mut self.pending, |d| d.materialize(local, mem))
-                            {
+                            let prefixes = &mut self.prefixes;
+                            if !self.faults.apply(now, d, &mut self.pending, |d| {
+                                d.materialize(local, mem, prefixes)
+                            }) {
                                 self.stats.send_errors += 1;
                             }
                         }
@@ -747,7 +757,8 @@ impl Engine {
             // RNIC built it cannot be read and is dropped like a lost packet.
             let (local, mem) = (self.local, self.rnic.mem());
             let before = self.pending.len();
-            self.pending.retain_mut(|d| d.seal(local, mem));
+            let prefixes = &mut self.prefixes;
+            self.pending.retain_mut(|d| d.seal(local, mem, prefixes));
             self.prof.lap(Stage::Icrc);
             self.prof.count(Stage::Icrc, before as u64);
             self.stats.send_errors += (before - self.pending.len()) as u64;
@@ -913,6 +924,12 @@ impl Engine {
         true
     }
 }
+
+/// Most GRO buffers one `recvmmsg` takes. Each holds up to 64 KiB, so a
+/// full batch of 32 is 2 MiB, a whole core's L2 on a machine like the one
+/// issue 13 measured: the payload the kernel wrote would be evicted before
+/// the ICRC reads it and the RNIC copies it into the MR.
+const GRO_RECV_BATCH: usize = 8;
 
 /// Fewest datagrams worth a GSO send (measured: a two-datagram GSO send made
 /// `write_lat -s 8` about 0.5 µs slower on loopback than two datagrams).
