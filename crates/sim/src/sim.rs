@@ -1266,8 +1266,8 @@ impl Simulator {
             }
         } else if self.cfg.int && payload > 0 {
             p.frame += self.cfg.int_wire_bytes;
-            // Room for every hop, the ACK's way back included (see
-            // `start_tx`), so a stack never regrows.
+            // Room for every hop of the way (see `start_tx`), so a stack
+            // never regrows.
             body.int = Some(match self.int_pool.pop() {
                 Some(mut b) => {
                     b.hops.clear();
@@ -1380,7 +1380,11 @@ impl Simulator {
                     self.counters.ecn_marks += 1;
                 }
             }
-            if self.cfg.int {
+            // INT on data packets only (HPCC §3.2; ns-3's switch stamps UDP
+            // data alone): the ACK carries the forward path's hops back, and
+            // stamping its own way back made a flow answer congestion on
+            // the ports its ACKs cross, which it does not load.
+            if self.cfg.int && !self.packets[id as usize].control {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
                 if let Some(int) = &mut self.bodies[id as usize].int
