@@ -1114,6 +1114,40 @@ mod tests {
         e
     }
 
+    /// Source ports as third.cc numbers them (per host pair from 10000, in
+    /// flow-file order), the flow file's destination ports, and ns-3's
+    /// ECMP under `--hpcc-config`.
+    #[test]
+    fn flows_get_ns3_s_ports_and_ecmp() {
+        let flows: Vec<FlowSpec> = [(0, 1), (0, 1), (1, 0), (0, 1), (2, 1)]
+            .into_iter()
+            .map(|(src, dst)| FlowSpec {
+                src,
+                dst,
+                size: 1000,
+                start: 0,
+                op: FlowOp::Write,
+            })
+            .collect();
+        assert_eq!(
+            ns3_flow_ports(&flows, &[100, 100, 7, 100, 100]),
+            vec![
+                (10000, 100),
+                (10001, 100),
+                (10000, 7),
+                (10002, 100),
+                (10000, 100)
+            ]
+        );
+        let e = load_with("ecmp", "");
+        assert_eq!(
+            e.cfg.ecmp,
+            EcmpMode::Ns3 {
+                flow_ports: vec![(10000, 100)]
+            }
+        );
+    }
+
     #[test]
     fn cc_mode_1_is_dcqcn_with_microsecond_timers() {
         let e = load_with(

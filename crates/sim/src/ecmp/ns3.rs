@@ -163,6 +163,62 @@ mod tests {
         );
     }
 
+    /// A diamond: host 0 under switch 2, host 1 under switch 5, two paths
+    /// between them through switches 3 and 4. Toward host 1, switch 2
+    /// lists its next hops as ns-3's search from host 1 reaches it: from
+    /// switch 5 the search visits switch 4 before switch 3 (higher id,
+    /// lower address), so 4 comes first; with ids in rising order it would
+    /// be 3.
+    #[test]
+    fn next_hops_in_the_order_of_ns3_s_search() {
+        use crate::topology::{Link, Node};
+        let kinds = [
+            NodeKind::Host,
+            NodeKind::Host,
+            NodeKind::Switch,
+            NodeKind::Switch,
+            NodeKind::Switch,
+            NodeKind::Switch,
+        ];
+        let nodes = kinds
+            .iter()
+            .enumerate()
+            .map(|(i, k)| Node {
+                name: format!("n{i}"),
+                kind: *k,
+            })
+            .collect();
+        let links = [(0, 2), (2, 3), (2, 4), (3, 5), (4, 5), (5, 1)]
+            .into_iter()
+            .map(|(a, b)| Link {
+                a,
+                b,
+                rate_bps: 100_000_000_000,
+                delay_ps: 1_000_000,
+            })
+            .collect();
+        let topo = Topology::from_parts(nodes, links).unwrap();
+        let order = next_hop_order(&topo, 1, |x| ns3_pointer_rank(&topo, x));
+        assert_eq!(order[2], vec![4, 3]);
+        assert_eq!(order[3], vec![5]);
+        assert_eq!(order[5], vec![1]);
+        let rising = next_hop_order(&topo, 1, |x| x as u64);
+        assert_eq!(rising[2], vec![3, 4]);
+        // The simulator's table, reordered the same way.
+        let mut fib = crate::fib::Fib::new(&topo, topo.routes());
+        let peers = |fib: &crate::fib::Fib| -> Vec<usize> {
+            fib.get(2, 1)
+                .iter()
+                .map(|&p| topo.ports[2][usize::from(p)].peer)
+                .collect()
+        };
+        assert_eq!(peers(&fib), vec![3, 4]);
+        fib.reorder(&topo, |h| {
+            next_hop_order(&topo, h, |x| ns3_pointer_rank(&topo, x))
+        });
+        assert_eq!(peers(&fib), vec![4, 3]);
+    }
+
     #[test]
     fn word_form_equals_byte_form() {
         for (sip, dip, ports, seed) in [
