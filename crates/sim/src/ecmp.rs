@@ -5,6 +5,20 @@
 //! (RoCEv2 spec, Annex A17.3.1). Each switch mixes in its own seed so that
 //! consecutive tiers do not make correlated choices (hash polarization).
 
+pub mod ns3;
+
+/// How switches choose among equal-cost next hops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum EcmpMode {
+    /// Our hash of the RoCEv2 5-tuple ([`select`]), seeded per switch from
+    /// the run's seed; each QP's UDP source port is drawn at random.
+    #[default]
+    Hash,
+    /// The HPCC ns-3 simulator's choice ([`ns3`]): its hash, its order of
+    /// next hops, and its ports, `(sport, dport)` per flow.
+    Ns3 { flow_ports: Vec<(u16, u16)> },
+}
+
 /// Fields the hash covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FiveTuple {

@@ -20,6 +20,7 @@
 
 use crate::baseline::{HopCost, max_base_rtt_ps, ns3_standalone_fct_ns};
 use crate::cc::{CcConfig, DctcpSettings, HpccSettings};
+use crate::ecmp::EcmpMode;
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
@@ -659,6 +660,9 @@ impl Experiment {
             cfg.ecn = EcnPolicy::BySpeed(by);
         }
         let (flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
+        cfg.ecmp = EcmpMode::Ns3 {
+            flow_ports: ns3_flow_ports(&flows, &dports),
+        };
         Ok(Experiment {
             cfg,
             topo,
@@ -835,6 +839,24 @@ fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// Each flow's `(sport, dport)` as third.cc numbers them: source ports
+/// 10000, 10001, … per (source, destination) pair in flow-file order
+/// (`portNumder`), the destination port from the flow file. They are the
+/// FCT file's port columns and what ns-3's ECMP hashes.
+pub fn ns3_flow_ports(flows: &[FlowSpec], dports: &[u16]) -> Vec<(u16, u16)> {
+    let mut next: std::collections::HashMap<(u32, u32), u16> = Default::default();
+    flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let n = next.entry((f.src, f.dst)).or_insert(10000);
+            let sport = *n;
+            *n = n.wrapping_add(1);
+            (sport, dports.get(i).copied().unwrap_or(100))
+        })
+        .collect()
 }
 
 /// The HPCC simulator's address of node `id`.
@@ -1090,6 +1112,40 @@ mod tests {
         let e = Experiment::load(&d.join("config.txt"), None).unwrap();
         let _ = std::fs::remove_dir_all(&d);
         e
+    }
+
+    /// Source ports as third.cc numbers them (per host pair from 10000, in
+    /// flow-file order), the flow file's destination ports, and ns-3's
+    /// ECMP under `--hpcc-config`.
+    #[test]
+    fn flows_get_ns3_s_ports_and_ecmp() {
+        let flows: Vec<FlowSpec> = [(0, 1), (0, 1), (1, 0), (0, 1), (2, 1)]
+            .into_iter()
+            .map(|(src, dst)| FlowSpec {
+                src,
+                dst,
+                size: 1000,
+                start: 0,
+                op: FlowOp::Write,
+            })
+            .collect();
+        assert_eq!(
+            ns3_flow_ports(&flows, &[100, 100, 7, 100, 100]),
+            vec![
+                (10000, 100),
+                (10001, 100),
+                (10000, 7),
+                (10002, 100),
+                (10000, 100)
+            ]
+        );
+        let e = load_with("ecmp", "");
+        assert_eq!(
+            e.cfg.ecmp,
+            EcmpMode::Ns3 {
+                flow_ports: vec![(10000, 100)]
+            }
+        );
     }
 
     #[test]

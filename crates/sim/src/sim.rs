@@ -9,7 +9,7 @@
 
 pub use crate::baseline::ideal_fct;
 use crate::cc::{CcConfig, CcPlan};
-use crate::ecmp::{self, FiveTuple};
+use crate::ecmp::{self, EcmpMode, FiveTuple};
 use crate::ecn::EcnConfig;
 use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
 use crate::fib::Fib;
@@ -129,6 +129,9 @@ pub struct SimConfig {
     /// Per-QP rate limit of every sender QP, in bit/s (`None`: none).
     pub qp_rate_limit_bps: Option<u64>,
     pub scheduler: Scheduler,
+    /// How switches pick among equal-cost next hops (`--hpcc-config`:
+    /// ns-3's choice).
+    pub ecmp: EcmpMode,
     /// Stamp INT on data packets at every switch egress (always on with
     /// HPCC).
     pub int: bool,
@@ -190,6 +193,7 @@ impl Default for SimConfig {
             data_dscp: None,
             qp_rate_limit_bps: None,
             scheduler: Scheduler::Strict,
+            ecmp: EcmpMode::Hash,
             int: false,
             int_wire_bytes: 0,
             cc: CcConfig::None,
@@ -240,6 +244,9 @@ struct NodeState {
 struct FlowState {
     spec: FlowSpec,
     sport: u16,
+    /// `sport | dport << 16` of the flow's data packets as ns-3 numbers
+    /// them (its ACKs carry the two swapped), for [`EcmpMode::Ns3`].
+    ns3_ports: u32,
     src_qpn: u32,
     dst_qpn: u32,
     src_lkey: u32,
@@ -450,9 +457,17 @@ impl Simulator {
                 });
             }
             let path = topo.path(&routes, f.src, f.dst);
+            let mut sport = 49152 + (rng.next_u64() % 16384) as u16;
+            let mut ns3_ports = 0;
+            if let EcmpMode::Ns3 { flow_ports } = &cfg.ecmp {
+                let (s, d) = flow_ports.get(i).copied().unwrap_or((sport, ROCE_PORT));
+                sport = s;
+                ns3_ports = u32::from(s) | u32::from(d) << 16;
+            }
             states.push(FlowState {
                 spec: *f,
-                sport: 49152 + (rng.next_u64() % 16384) as u16,
+                sport,
+                ns3_ports,
                 src_qpn: 0,
                 dst_qpn: 0,
                 src_lkey: 0,
@@ -474,9 +489,15 @@ impl Simulator {
             .map(|p| p.delay_ps + ser_ps(max_frame + cfg.ifg_bytes, p.rate_bps))
             .max()
             .unwrap_or(0);
+        let mut fib = Fib::new(&topo, routes);
+        if matches!(cfg.ecmp, EcmpMode::Ns3 { .. }) {
+            fib.reorder(&topo, |h| {
+                ecmp::ns3::next_hop_order(&topo, h, |x| ecmp::ns3::ns3_pointer_rank(&topo, x))
+            });
+        }
         let mut sim = Simulator {
             cfg,
-            fib: Fib::new(&topo, routes),
+            fib,
             topo,
             cc,
             hops_from: Default::default(),
@@ -1245,8 +1266,8 @@ impl Simulator {
             }
         } else if self.cfg.int && payload > 0 {
             p.frame += self.cfg.int_wire_bytes;
-            // Room for every hop, the ACK's way back included (see
-            // `start_tx`), so a stack never regrows.
+            // Room for every hop of the way (see `start_tx`), so a stack
+            // never regrows.
             body.int = Some(match self.int_pool.pop() {
                 Some(mut b) => {
                     b.hops.clear();
@@ -1359,7 +1380,11 @@ impl Simulator {
                     self.counters.ecn_marks += 1;
                 }
             }
-            if self.cfg.int {
+            // INT on data packets only (HPCC §3.2; ns-3's switch stamps UDP
+            // data alone): the ACK carries the forward path's hops back, and
+            // stamping its own way back made a flow answer congestion on
+            // the ports its ACKs cross, which it does not load.
+            if self.cfg.int && !self.packets[id as usize].control {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
                 if let Some(int) = &mut self.bodies[id as usize].int
@@ -1414,7 +1439,7 @@ impl Simulator {
                 p.prio = c;
             }
         }
-        let (dst, prio, frame, markable, tuple) = {
+        let (dst, prio, frame, markable, tuple, src, flow) = {
             let p = &self.packets[pkt as usize];
             (
                 p.dst,
@@ -1428,6 +1453,8 @@ impl Simulator {
                     dst_port: ROCE_PORT,
                     protocol: 17,
                 },
+                p.src,
+                p.flow,
             )
         };
         let hops = if (dst as usize) < self.topo.n_hosts() {
@@ -1439,7 +1466,21 @@ impl Simulator {
             self.drop_packet(pkt, "no route");
             return;
         }
-        let out = hops[ecmp::select(&tuple, self.switches[sw].seed, hops.len())];
+        let pick = match (&self.cfg.ecmp, self.flows.get(flow as usize)) {
+            (EcmpMode::Ns3 { .. }, Some(f)) if hops.len() > 1 => {
+                // ns-3 hashes its own addresses and ports; an ACK or CNP
+                // (receiver to sender) carries the data's ports swapped.
+                let ports = if src == f.spec.src {
+                    f.ns3_ports
+                } else {
+                    f.ns3_ports.rotate_left(16)
+                };
+                let ip = |h: u32| crate::hpcc::hpcc_ip(self.topo.hosts[h as usize] as u32);
+                ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
+            }
+            _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
+        };
+        let out = hops[pick];
         let mmu = &mut self.switches[sw].mmu;
         if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
             self.drop_packet(pkt, "buffer");

@@ -513,6 +513,19 @@ impl Routes {
         let (s, n) = self.spans[node * self.groups + self.group[d] as usize];
         &self.ports[s as usize..s as usize + usize::from(n)]
     }
+
+    /// [`get`](Self::get), to reorder (the hops of a host's whole group).
+    pub fn hops_mut(&mut self, node: usize, dst: u32) -> &mut [u16] {
+        let d = dst as usize;
+        if self.edge[d].0 as usize == node {
+            return std::slice::from_mut(&mut self.edge[d].1);
+        }
+        if self.host_node[d] as usize == node {
+            return &mut [];
+        }
+        let (s, n) = self.spans[node * self.groups + self.group[d] as usize];
+        &mut self.ports[s as usize..s as usize + usize::from(n)]
+    }
 }
 
 /// Gigabits per second to bits per second.

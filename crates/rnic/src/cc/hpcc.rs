@@ -7,7 +7,7 @@
 //! additively (W_AI) otherwise. The reference window Wc only moves once per
 //! RTT, so one congestion event is not reacted to twice.
 
-use super::{CongestionControl, IntHop};
+use super::{AckFeedback, CongestionControl, IntHop};
 use crate::types::Nanos;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,6 +57,12 @@ pub struct Hpcc {
     inc_stage: u32,
     last: Vec<IntHop>,
     started: bool,
+    /// `snd_nxt` and `snd_una` (payload bytes) as of the last ACK: both in
+    /// one unit, as the reference implementation's sequence numbers. (They
+    /// were wire bytes sent against payload bytes acknowledged: the first
+    /// grew ~6 % faster, so over a long flow "data sent after the last
+    /// update is acknowledged" came later and later and the flow all but
+    /// stopped moving Wc, holding on to bandwidth against newer flows.)
     sent: u64,
     acked: u64,
     last_update_seq: u64,
@@ -175,11 +181,9 @@ impl CongestionControl for Hpcc {
     fn name(&self) -> &'static str {
         "hpcc"
     }
-    fn on_send(&mut self, _now: Nanos, bytes: usize) {
-        self.sent += bytes as u64;
-    }
-    fn on_ack(&mut self, _now: Nanos, acked_bytes: u64, _rtt: Option<Nanos>) {
-        self.acked += acked_bytes;
+    fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
+        self.sent = fb.snd_nxt;
+        self.acked = fb.snd_una;
     }
     fn on_int(&mut self, _now: Nanos, hops: &[IntHop]) {
         if !self.started {
@@ -216,6 +220,55 @@ impl CongestionControl for Hpcc {
 mod tests {
     use super::*;
 
+    /// Everything sent so far is acknowledged, at `bytes` of payload.
+    pub(super) fn ack(h: &mut Hpcc, bytes: u64) {
+        h.on_ack_feedback(
+            0,
+            &AckFeedback {
+                snd_una: bytes,
+                snd_nxt: bytes,
+                ..AckFeedback::default()
+            },
+        );
+    }
+
+    /// As the RNIC drives it: `on_send` with each frame's wire bytes, the
+    /// ACK's payload bytes, then the INT. Ten packets in flight, so a full
+    /// update (Wc moves, `last_update_seq` jumps to snd_nxt) comes every
+    /// ten ACKs however long the flow has run. With sent counted in wire
+    /// bytes and acked in payload bytes they drifted apart by 6 % of all
+    /// that was sent and full updates stopped after a few hundred packets.
+    #[test]
+    fn full_updates_stay_once_per_window_on_a_long_flow() {
+        let cfg = HpccConfig::new(100_000_000_000, 10_000);
+        let mut h = Hpcc::new(cfg, 100_000_000_000);
+        let (payload, wire, inflight) = (1000u64, 1062usize, 10u64);
+        let mut updates_late = 0;
+        for i in 0..5000u64 {
+            h.on_send(i * 80, wire);
+            if i < inflight {
+                continue;
+            }
+            let fb = AckFeedback {
+                acked_bytes: payload,
+                snd_una: (i - inflight + 1) * payload,
+                snd_nxt: (i + 1) * payload,
+                ..AckFeedback::default()
+            };
+            h.on_ack(i * 80, payload, None);
+            h.on_ack_feedback(i * 80, &fb);
+            let before = h.last_update_seq;
+            h.on_int(i * 80, &[hop(i * 80, i * wire as u64, 20_000)]);
+            if i >= 4000 && h.last_update_seq != before {
+                updates_late += 1;
+            }
+        }
+        assert!(
+            (90..=110).contains(&updates_late),
+            "{updates_late} full updates in the last 1000 ACKs"
+        );
+    }
+
     fn hop(ts: Nanos, tx: u64, qlen: u64) -> IntHop {
         IntHop {
             ts,
@@ -238,9 +291,10 @@ mod tests {
         );
         // A saturated link (12.5 B/ns) with a standing queue of one BDP: U ≈ 2.
         let mut tx = 0;
+        let mut acked = 0;
         for i in 0..20u64 {
-            h.on_send(0, 10_000);
-            h.on_ack(0, 10_000, None);
+            acked += 10_000;
+            ack(&mut h, acked);
             tx += 12_500;
             h.on_int(i * 1_000, &[hop(i * 1_000, tx, 125_000)]);
         }
@@ -251,8 +305,8 @@ mod tests {
         // the window climbs back.
         let w_low = h.window();
         for i in 20..400u64 {
-            h.on_send(0, 10_000);
-            h.on_ack(0, 10_000, None);
+            acked += 10_000;
+            ack(&mut h, acked);
             tx += 1_000;
             h.on_int(i * 1_000, &[hop(i * 1_000, tx, 0)]);
         }
@@ -263,6 +317,7 @@ mod tests {
 
 #[cfg(test)]
 mod more_tests {
+    use super::tests::ack;
     use super::*;
 
     /// An idle path (u ≈ 0) must not inflate the reference window past the
@@ -272,9 +327,10 @@ mod more_tests {
         let mut cfg = HpccConfig::new(100_000_000_000, 10_000);
         cfg.max_stage = 0;
         let mut h = Hpcc::new(cfg, 100_000_000_000);
+        let mut acked = 0;
         for i in 0..50u64 {
-            h.on_send(0, 1000);
-            h.on_ack(0, 1000, None);
+            acked += 1000;
+            ack(&mut h, acked);
             h.on_int(
                 i * 1_000,
                 &[IntHop {
@@ -289,8 +345,8 @@ mod more_tests {
         // Then a standing queue cuts the window at once.
         let mut tx = 0;
         for i in 50..60u64 {
-            h.on_send(0, 1000);
-            h.on_ack(0, 1000, None);
+            acked += 1000;
+            ack(&mut h, acked);
             tx += 12_500;
             h.on_int(
                 i * 1_000,
