@@ -44,6 +44,7 @@ pub(crate) fn choice(args: &Options) -> Result<(CcConfig, Option<u64>)> {
         p.set(k, v)
             .map_err(|e| crate::Error::Usage(format!("--cc-param {kv}: {}", e.msg)))?;
     }
+    roce_verbs::cc::real_socket_defaults(&mut p);
     let c = p.build().map_err(|e| {
         let given = args
             .cc_params

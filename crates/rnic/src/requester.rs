@@ -356,7 +356,8 @@ impl Qp {
         if let Some(rate) = self.cc.rate_bps().filter(|r| *r > 0) {
             let gap = wire * 8 * 1_000_000_000 / rate;
             self.cc_min_rate = Some(self.cc_min_rate.map_or(rate, |m| m.min(rate)));
-            self.next_send_at = self.next_send_at.max(now) + gap;
+            let behind = now.saturating_sub(ctx.cfg.pacing_catch_up_ns);
+            self.next_send_at = self.next_send_at.max(behind) + gap;
         }
         if ud {
             let w = &mut self.sq[i];

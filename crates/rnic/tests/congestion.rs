@@ -318,3 +318,63 @@ fn a_due_pacing_gap_is_no_deadline_once_the_qp_is_ready() {
     assert!(p.a.qp_status(qa).unwrap().ready);
     assert!(p.a.poll_transmit(late).is_some(), "the poll sends it");
 }
+
+/// Packets a FixedRate(10 Gb/s) QP sends in one poll at `late` ns, after
+/// its first packet left at 0, with `catch_up` ns of pacing catch-up.
+fn sent_when_polled_late(catch_up: u64, late: u64) -> usize {
+    let cfg = RnicConfig {
+        pacing_catch_up_ns: catch_up,
+        ..RnicConfig::default()
+    };
+    let mut p = Pair::with_config(LinkConfig::default(), cfg);
+    let len = 256 << 10;
+    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
+        let pd = r.alloc_pd();
+        let cq = r.create_cq(64).unwrap();
+        let buf = r.mem_mut().alloc(len as usize);
+        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
+        let qpn = r
+            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+            .unwrap();
+        (buf, mr, qpn)
+    };
+    let (buf, mr, qa) = mk(&mut p.a, Box::new(FixedRate(10_000_000_000)));
+    let (bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
+    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: bufb,
+            rkey: mrb.rkey,
+        },
+        vec![Sge {
+            addr: buf,
+            length: len,
+            lkey: mr.lkey,
+        }],
+    );
+    p.a.post_send(qa, &[wr]).unwrap();
+    assert!(p.a.poll_transmit(0).is_some());
+    p.a.handle_timeout(late);
+    let mut n = 0;
+    while p.a.poll_transmit(late).is_some() {
+        n += 1;
+    }
+    n
+}
+
+/// A driver that wakes a paced QP late (an OS timer on a shared CPU) loses
+/// the lateness unless the QP may catch up on its schedule: with
+/// `pacing_catch_up_ns` it sends back to back until it is back on
+/// schedule, bounded by the catch-up; with 0 (the simulator's, which polls
+/// on time) one packet and the gap restarts.
+#[test]
+fn a_paced_qp_polled_late_catches_up_within_its_bound() {
+    // 1 KiB + headers at 10 Gb/s: a gap of ≈ 0.87 µs.
+    assert_eq!(sent_when_polled_late(0, 20_000), 1);
+    let caught_up = sent_when_polled_late(1_000_000, 20_000);
+    assert!((20..=25).contains(&caught_up), "{caught_up}");
+    // 100 µs late with a 10 µs catch-up: at most ≈ 10 µs of packets.
+    let bounded = sent_when_polled_late(10_000, 100_000);
+    assert!((10..=13).contains(&bounded), "{bounded}");
+}

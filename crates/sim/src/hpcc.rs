@@ -52,6 +52,7 @@ pub fn cc_mode_name(m: u32) -> &'static str {
         7 => "TIMELY",
         8 => "DCTCP",
         10 => "HPCC-PINT",
+        0 => "none",
         _ => "unknown",
     }
 }
@@ -258,7 +259,34 @@ impl Experiment {
         };
         let mut used: Vec<&str> = Vec::new();
         // Congestion control.
-        let cc_mode = num("CC_MODE")?.unwrap_or(1.0) as u32;
+        // third.cc's default is 1 (DCQCN). An unknown mode is an error
+        // although ns-3 runs it: rdma-hw.cc's rate updates all test
+        // `m_cc_mode` against 1, 3, 7, 8 and 10, so any other number there
+        // silently sends at line rate — never what a config asking for a
+        // controller meant. 0 is the conventional "no congestion control"
+        // (the `_none` configs of scenarios/hpcc/) and runs as such.
+        let cc_mode = match one("CC_MODE") {
+            None => 1,
+            Some((l, v)) => match v.parse::<u32>() {
+                Ok(m @ (0 | 1 | 3 | 7 | 8)) => m,
+                Ok(10) => {
+                    return Err(err(
+                        l,
+                        "CC_MODE",
+                        "10 (HPCC-PINT) is not implemented here; implemented: 0 (no congestion control), 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP)".into(),
+                    ));
+                }
+                _ => {
+                    return Err(err(
+                        l,
+                        "CC_MODE",
+                        format!(
+                            "unknown congestion-control mode `{v}`: the HPCC ns-3 simulator has 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) and 10 (HPCC-PINT); implemented here: 0 (no congestion control), 1, 3, 7, 8"
+                        ),
+                    ));
+                }
+            },
+        };
         used.push("CC_MODE");
         let rate = |key: &str| -> Result<Option<u64>, HpccError> {
             match one(key) {
@@ -386,10 +414,9 @@ impl Experiment {
                 // 2-byte hop count) in every data packet and every ACK.
                 cfg.int_wire_bytes = 42;
             }
-            m => warnings.push(format!(
-                "CC_MODE {m} ({}) is not implemented: flows send at line rate with no congestion control (PFC and ECN marking still apply); implemented: 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP)",
-                cc_mode_name(m)
-            )),
+            // CC_MODE 0 (checked above: nothing else reaches here): no
+            // congestion control; PFC and ECN marking still apply.
+            _ => {}
         }
         for k in CC_KEYS {
             used.push(k);
@@ -594,9 +621,21 @@ impl Experiment {
                 stop: (stop_s.unwrap_or(3.01) * PS_PER_S as f64) as Ps,
             });
         }
+        // An unknown key is a warning, not an error, because ns-3 ignores
+        // it too: third.cc's reader compares each token it reads as a key
+        // with the names it knows and has no `else`, so an unknown key's
+        // value is read as the next key, matches nothing either, and the
+        // run goes on with the default the misspelt key meant to change
+        // (`U_TARGETT 0.9` runs with U_TARGET 0.95 there). The warning says
+        // which known key a near miss probably meant.
         for (k, (l, _)) in &kv {
             if !used.contains(&k.as_str()) {
-                warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored)"));
+                let hint = did_you_mean(k, &used)
+                    .map(|m| {
+                        format!("; did you mean {m}? ns-3 ignores it too, so {m} keeps its default")
+                    })
+                    .unwrap_or_default();
+                warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored{hint})"));
             }
         }
         let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
@@ -753,6 +792,34 @@ impl Experiment {
 /// What a `PAUSE_TIME` of `ps` does differently from ns-3 on this fabric's
 /// links: a pause capped at 0xffff quanta, or one that runs out before its
 /// refresh arrives (ns-3's pauses last until the XON whatever their time).
+/// The known key within two edits of `key` (a typo's likely intent).
+fn did_you_mean<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), *k))
+        .filter(|(d, _)| *d <= 2)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance (insertions, deletions, substitutions).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
 fn pause_time_warnings(topo: &Topology, ps: Ps) -> Vec<String> {
     let mut speeds: Vec<(u64, Ps)> = topo
         .links
@@ -1334,15 +1401,50 @@ mod tests {
         assert_eq!(h.rate_ai_bps, Some(50_000_000));
         assert!(e.cfg.int, "HPCC needs INT");
         assert!(!h.fast_react, "FAST_REACT 0 is honoured");
-        let t = load_with("pint", "CC_MODE 10\n");
-        assert_eq!(t.cfg.cc, CcConfig::None);
+        let none = load_with("none", "CC_MODE 0\n");
+        assert_eq!(none.cfg.cc, CcConfig::None);
         assert!(
-            t.warnings
-                .iter()
-                .any(|w| w.contains("CC_MODE 10 (HPCC-PINT) is not implemented")),
+            none.warnings.iter().all(|w| !w.contains("CC_MODE")),
             "{:?}",
-            t.warnings
+            none.warnings
         );
+    }
+
+    #[test]
+    fn a_misspelt_key_warns_with_the_key_it_probably_meant() {
+        let e = load_with("typo", "CC_MODE 3\nU_TARGETT 0.9\nFROBNICATE 1\n");
+        let CcConfig::Hpcc(h) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        // As in ns-3, the misspelt key changes nothing.
+        assert_eq!(h.eta, HpccSettings::default().eta);
+        let w = e.warnings.join("\n");
+        assert!(
+            w.contains("unknown key U_TARGETT (ignored; did you mean U_TARGET?"),
+            "{w}"
+        );
+        assert!(w.contains("unknown key FROBNICATE (ignored)"), "{w}");
+    }
+
+    /// An unknown or unimplemented mode is one error naming the file and
+    /// line, not a line-rate run (ns-3 would run it without any controller).
+    #[test]
+    fn unknown_cc_modes_are_errors_naming_the_line() {
+        let d = std::env::temp_dir().join(format!("hpcc-ccmode-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for (mode, says) in [
+            ("99", "unknown congestion-control mode `99`"),
+            ("5", "unknown congestion-control mode `5`"),
+            ("1.5", "unknown congestion-control mode `1.5`"),
+            ("10", "10 (HPCC-PINT) is not implemented"),
+        ] {
+            let path = d.join("config.txt");
+            std::fs::write(&path, format!("ENABLE_QCN 1\nCC_MODE {mode}\n")).unwrap();
+            let e = Experiment::load(&path, None).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (2, "CC_MODE"), "{e}");
+            assert!(e.msg.contains(says), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

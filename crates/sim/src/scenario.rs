@@ -238,6 +238,33 @@ fn byte_line(src: &str, at: usize) -> usize {
         + 1
 }
 
+/// An unknown key of the `[cc]` table at `span`: its name as `cc.KEY` and
+/// the keys of the algorithm the table chose (serde's own message lists
+/// every algorithm's), as `roce perf --cc-param` words it.
+fn unknown_cc_key(src: &str, span: std::ops::Range<usize>) -> Option<(String, String)> {
+    let doc = DeTable::parse(src).ok()?;
+    let cc = doc.get_ref().iter().find_map(|(k, v)| match v.get_ref() {
+        DeValue::Table(t) if k.get_ref().as_ref() == "cc" => Some(t),
+        _ => None,
+    })?;
+    let key = cc
+        .iter()
+        .find(|(k, _)| k.span() == span)
+        .map(|(k, _)| k.get_ref().to_string())?;
+    let alg = cc.iter().find_map(|(k, v)| match v.get_ref() {
+        DeValue::String(a) if k.get_ref().as_ref() == "algorithm" => Some(a.to_string()),
+        _ => None,
+    });
+    let msg = match alg {
+        Some(alg) if !roce_rnic::cc::params::keys_of(&alg).is_empty() => format!(
+            "not a parameter of algorithm \"{alg}\" (its parameters: {})",
+            roce_rnic::cc::params::keys_of(&alg).join(", ")
+        ),
+        _ => "not a congestion-control parameter (set `algorithm` to one of \"none\", \"dcqcn\", \"hpcc\", \"timely\", \"dctcp\", \"swift\" to see its parameters)".to_string(),
+    };
+    Some((format!("cc.{key}"), msg))
+}
+
 /// The span of `key` in `table`, or in its sub-tables (depth first).
 fn key_span(table: &DeTable<'_>, key: &str) -> Option<std::ops::Range<usize>> {
     if let Some((k, _)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == key) {
@@ -381,6 +408,16 @@ impl Scenario {
                 .filter(|_| msg.contains("field"))
                 .unwrap_or("(syntax)")
                 .to_string();
+            if msg.starts_with("unknown field")
+                && let Some((field, msg)) = e.span().and_then(|s| unknown_cc_key(src, s))
+            {
+                return ScenarioError {
+                    file: file.to_string(),
+                    line,
+                    field,
+                    msg,
+                };
+            }
             ScenarioError {
                 file: file.to_string(),
                 line,
@@ -1169,6 +1206,21 @@ mod tests {
         let e = parse(&format!("[cc]\nalgorithm = \"bbr\"\n{base}")).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "cc.algorithm"), "{e}");
         assert!(e.msg.contains("\"swift\""), "{e}");
+        // A key no algorithm has: `cc.`-prefixed, with the chosen
+        // algorithm's keys only (not serde's list of every algorithm's).
+        let e = parse(&format!(
+            "[cc]\nalgorithm = \"timely\"\nrate_aii_mbps = 3\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.rate_aii_mbps"), "{e}");
+        assert!(
+            e.msg.contains("not a parameter of algorithm \"timely\"")
+                && e.msg.contains("t_low_us")
+                && !e.msg.contains("rpg_ai_rate"),
+            "{e}"
+        );
+        let e = parse(&format!("[cc]\nalgorithm = \"bbr\"\nfoo = 1\n{base}")).unwrap_err();
+        assert_eq!(e.field, "cc.foo", "{e}");
     }
 
     #[test]

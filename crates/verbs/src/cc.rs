@@ -11,7 +11,8 @@
 
 use roce_rnic::CongestionControl;
 use roce_rnic::cc::RateLimit;
-use roce_rnic::cc::{CcConfig, CcPlan};
+use roce_rnic::cc::{AckFeedback, CcConfig, CcParams, CcPlan, IntHop, RttSample};
+use roce_rnic::types::Nanos;
 use std::net::IpAddr;
 
 /// Line rate assumed when the interface's speed cannot be read (loopback
@@ -24,6 +25,70 @@ pub const DEFAULT_LINE_RATE_BPS: u64 = 100_000_000_000;
 /// with `roce perf write_lat` on loopback (two one-way latencies).
 pub const DEFAULT_BASE_RTT_NS: u64 = 20_000;
 
+/// Swift's target allowance above the measured base RTT on real sockets
+/// (`base_target_us` when not given), and TIMELY's T_low / T_high above it
+/// (`t_low_us` / `t_high_us`). On a loaded loopback the samples of a QP
+/// paced far below capacity ran from a 10–58 µs minimum to a median of
+/// 113–119 µs and a 90th percentile of 158 µs — the hosts' scheduling,
+/// not queueing — while an unpaced QP's ran 0.5–17 ms (its socket
+/// backlog). A target that fixed noise exceeds holds the QP at its floor
+/// (Swift's fabric default of 20 µs: 0.03 Gb/s, 9 % of `--cc none` on an
+/// idle machine), so the allowances sit above that noise and below the
+/// milliseconds an unchecked backlog costs.
+pub const REAL_SOCKET_SWIFT_ALLOWANCE_US: f64 = 250.0;
+pub const REAL_SOCKET_TIMELY_T_LOW_US: f64 = 250.0;
+pub const REAL_SOCKET_TIMELY_T_HIGH_US: f64 = 2500.0;
+/// TIMELY's additive step δ and floor on real sockets (`rate_ai_mbps`,
+/// `min_rate_mbps` when not given): the paper's δ is 10 Mb/s on a 10 Gb/s
+/// NIC, a thousandth of the line, so 100 Mb/s at the 100 Gb/s a loopback
+/// is taken to run at, with hyper-active increase 5 × that (the paper's
+/// N = 5). The floor is a hundredth of the line: TIMELY updates once per
+/// round trip and a QP at 100 Mb/s takes 5 ms per 64 KiB message, too few
+/// updates a second to climb back from a cut (on a loaded loopback a QP at
+/// the 100 Mb/s floor moved 0.10 Gb/s for a whole 2 s run).
+pub const REAL_SOCKET_TIMELY_AI_MBPS: f64 = 100.0;
+pub const REAL_SOCKET_TIMELY_HAI_MBPS: f64 = 500.0;
+pub const REAL_SOCKET_TIMELY_MIN_RATE_MBPS: f64 = 1000.0;
+/// TIMELY's gradient normaliser D_minRTT on real sockets (`min_rtt_us`
+/// when not given): T_high's allowance, 2.5 ms, the span of delay the
+/// controller works in. The paper normalises by the fabric's minimum RTT
+/// (20 µs), a scale at which its NIC-timestamped samples are smooth; here
+/// successive samples differ by 50–200 µs of host scheduling, so by a
+/// 10–60 µs minimum every positive difference read as a gradient of 1–3
+/// and cut the rate to its floor. Measured (`delay_cc` test, debug build,
+/// 10 Mb/s floor, share of `--cc none`): D_minRTT 250 µs 13 %, 1 ms 40 %,
+/// 2.5 ms 95 %; a release `roce perf write_bw --loopback -s 65536 -D 2 --cc
+/// timely` on a loaded machine: 250 µs 3.7–4.2 Gb/s, 2.5 ms 3.7 Gb/s, 100 µs
+/// 1.5 Gb/s, beside 7–14 Gb/s for `--cc none` (T_high still bounds the
+/// delay: above it TIMELY cuts whatever the gradient).
+pub const REAL_SOCKET_TIMELY_D_MINRTT_US: f64 = 2500.0;
+
+/// Fills in the real-socket defaults of the delay-based controllers (the
+/// constants above) where `p` leaves them unset: what `roce perf --cc`
+/// runs unless `--cc-param` says otherwise.
+pub fn real_socket_defaults(p: &mut CcParams) {
+    match p.algorithm.as_str() {
+        "swift" => {
+            p.base_target_us
+                .get_or_insert(REAL_SOCKET_SWIFT_ALLOWANCE_US);
+        }
+        "timely" => {
+            if p.t_low_us.is_none() && p.t_high_us.is_none() {
+                p.t_low_us = Some(REAL_SOCKET_TIMELY_T_LOW_US);
+                p.t_high_us = Some(REAL_SOCKET_TIMELY_T_HIGH_US);
+            }
+            if p.preset.is_none() {
+                p.rate_ai_mbps.get_or_insert(REAL_SOCKET_TIMELY_AI_MBPS);
+                p.rate_hai_mbps.get_or_insert(REAL_SOCKET_TIMELY_HAI_MBPS);
+                p.min_rate_mbps
+                    .get_or_insert(REAL_SOCKET_TIMELY_MIN_RATE_MBPS);
+                p.min_rtt_us.get_or_insert(REAL_SOCKET_TIMELY_D_MINRTT_US);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// One QP's congestion control, resolved for a real network.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct CcSettings {
@@ -34,6 +99,11 @@ pub struct CcSettings {
     pub base_rtt_ns: u64,
     /// A per-QP rate limit on top of the controller (the NIC's shaper).
     pub rate_limit_bps: Option<u64>,
+    /// Delay targets count from the QP's measured minimum RTT (TIMELY's
+    /// T_low/T_high, Swift's base target become allowances above it), as
+    /// the base delay of a path of sockets is the hosts' own and unknown
+    /// beforehand. On by default; off, the targets are absolute RTTs.
+    pub delay_over_min_rtt: bool,
 }
 
 impl Default for CcSettings {
@@ -43,6 +113,7 @@ impl Default for CcSettings {
             line_rate_bps: DEFAULT_LINE_RATE_BPS,
             base_rtt_ns: DEFAULT_BASE_RTT_NS,
             rate_limit_bps: None,
+            delay_over_min_rtt: true,
         }
     }
 }
@@ -62,8 +133,15 @@ impl CcSettings {
     /// Swift's hop scaling sees 0 hops.
     pub fn controller(&self, mss: u64) -> Box<dyn CongestionControl> {
         let line = self.line_rate_bps.max(1);
-        let c =
-            CcPlan::new(&self.config, line, || self.base_rtt_ns, mss.max(1)).controller(line, || 0);
+        let mut plan = CcPlan::new(&self.config, line, || self.base_rtt_ns, mss.max(1));
+        if let CcPlan::Swift(s) = &mut plan {
+            s.target_over_min_rtt = self.delay_over_min_rtt;
+        }
+        let c = plan.controller(line, || 0);
+        let c: Box<dyn CongestionControl> = match plan {
+            CcPlan::Timely(_) if self.delay_over_min_rtt => Box::new(OverMinRtt { inner: c }),
+            _ => c,
+        };
         match self.rate_limit_bps {
             Some(cap_bps) => Box::new(RateLimit { inner: c, cap_bps }),
             None => c,
@@ -73,6 +151,64 @@ impl CcSettings {
     /// Receivers must echo CE marks in their ACKs (DCTCP).
     pub fn ecn_echo(&self) -> bool {
         matches!(self.config, CcConfig::Dctcp(_))
+    }
+}
+
+/// TIMELY with T_low and T_high counted from the QP's minimum RTT: the
+/// controller sees each sample less that minimum (the queueing above the
+/// path's base), so its thresholds are allowances above the base. Its
+/// gradient — a difference of successive samples — is the same, and its
+/// D_minRTT normaliser still gets the true minimum.
+struct OverMinRtt {
+    inner: Box<dyn CongestionControl>,
+}
+
+impl CongestionControl for OverMinRtt {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn on_send(&mut self, now: Nanos, bytes: usize) {
+        self.inner.on_send(now, bytes)
+    }
+    fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
+        self.inner.on_ack(now, acked_bytes, rtt)
+    }
+    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+        let fb = AckFeedback {
+            rtt: fb.rtt.map(|s| RttSample {
+                rtt: s.rtt.saturating_sub(s.min_rtt),
+                min_rtt: s.min_rtt,
+            }),
+            ..*fb
+        };
+        self.inner.on_ack_feedback(now, &fb)
+    }
+    fn on_cnp(&mut self, now: Nanos) {
+        self.inner.on_cnp(now)
+    }
+    fn on_nak(&mut self, now: Nanos) {
+        self.inner.on_nak(now)
+    }
+    fn on_timeout(&mut self, now: Nanos) {
+        self.inner.on_timeout(now)
+    }
+    fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+        self.inner.on_int(now, hops)
+    }
+    fn on_tick(&mut self, now: Nanos) {
+        self.inner.on_tick(now)
+    }
+    fn next_tick(&self) -> Option<Nanos> {
+        self.inner.next_tick()
+    }
+    fn rate_bps(&self) -> Option<u64> {
+        self.inner.rate_bps()
+    }
+    fn window_bytes(&self) -> Option<u64> {
+        self.inner.window_bytes()
+    }
+    fn rate_cuts(&self) -> u64 {
+        self.inner.rate_cuts()
     }
 }
 
@@ -137,6 +273,57 @@ mod tests {
             ..CcSettings::default()
         };
         assert_eq!(n.controller(1024).rate_bps(), Some(1_000_000));
+    }
+
+    #[test]
+    fn real_socket_defaults_fill_only_what_is_unset() {
+        let mut p = CcParams::new("timely");
+        p.set("rate_ai_mbps", "20").unwrap();
+        real_socket_defaults(&mut p);
+        assert_eq!(p.t_low_us, Some(REAL_SOCKET_TIMELY_T_LOW_US));
+        assert_eq!(p.t_high_us, Some(REAL_SOCKET_TIMELY_T_HIGH_US));
+        assert_eq!(p.rate_ai_mbps, Some(20.0), "given: kept");
+        assert_eq!(p.min_rtt_us, Some(REAL_SOCKET_TIMELY_D_MINRTT_US));
+        // One threshold given: the other keeps the algorithm's default,
+        // so the pair is the user's to make consistent.
+        let mut q = CcParams::new("timely");
+        q.set("t_high_us", "900").unwrap();
+        real_socket_defaults(&mut q);
+        assert_eq!(q.t_low_us, None);
+        let mut w = CcParams::new("swift");
+        real_socket_defaults(&mut w);
+        assert_eq!(w.base_target_us, Some(REAL_SOCKET_SWIFT_ALLOWANCE_US));
+        assert!(w.build().is_ok() && q.build().is_ok() && p.build().is_ok());
+    }
+
+    /// Over the minimum RTT, a path whose base delay is 1 ms reads as no
+    /// queueing; with absolute thresholds the same samples exceed T_high.
+    #[test]
+    fn timely_over_min_rtt_reads_the_queueing_above_the_base() {
+        let cc = CcParams::new("timely").build().unwrap().cc;
+        let cuts = |over: bool| {
+            let s = CcSettings {
+                delay_over_min_rtt: over,
+                ..CcSettings::new(cc, 10_000_000_000)
+            };
+            let mut c = s.controller(4096);
+            for k in 1..=10u64 {
+                let fb = AckFeedback {
+                    acked_bytes: 4096,
+                    rtt: Some(RttSample {
+                        rtt: 1_000_000,
+                        min_rtt: 1_000_000,
+                    }),
+                    snd_una: 4096 * k,
+                    snd_nxt: 4096 * k,
+                    ..AckFeedback::default()
+                };
+                c.on_ack_feedback(k * 1_000_000, &fb);
+            }
+            c.rate_cuts()
+        };
+        assert_eq!(cuts(true), 0);
+        assert!(cuts(false) > 0);
     }
 
     #[test]

@@ -58,6 +58,14 @@ pub struct SwiftConfig {
     pub mss_bytes: u64,
     /// Consecutive timeouts before the window resets to `min_cwnd`.
     pub retx_reset_threshold: u32,
+    /// Add the QP's measured minimum RTT to the fabric target, so that
+    /// `base_target_ns` is the allowance above the path's base delay. Swift
+    /// sets its base target to the unloaded fabric delay plus an allowance
+    /// (§3.1, §3.5); on a fabric that base is known (propagation and
+    /// serialization), on real sockets it is not — it is the host's own
+    /// send/receive path, 10–60 µs on a loaded loopback — so it is taken
+    /// from the samples' minimum instead.
+    pub target_over_min_rtt: bool,
 }
 
 impl SwiftConfig {
@@ -83,6 +91,7 @@ impl SwiftConfig {
             max_cwnd: max_cwnd.max(1.0),
             mss_bytes: mss_bytes.max(1),
             retx_reset_threshold: 5,
+            target_over_min_rtt: false,
         }
     }
 }
@@ -96,6 +105,8 @@ pub struct Swift {
     last_decrease: Option<Nanos>,
     /// The last RTT sample (for the once-per-RTT decrease and pacing).
     rtt: Nanos,
+    /// The smallest RTT sampled (0 before the first sample).
+    min_rtt: Nanos,
     retransmits: u32,
     /// Decreases applied.
     pub cuts: u64,
@@ -149,6 +160,7 @@ impl Swift {
             last_decrease: None,
             rtt: cfg.base_target_ns.max(1),
             retransmits: 0,
+            min_rtt: 0,
             cuts: 0,
             fs: FlowScaling::new(&cfg),
         }
@@ -167,7 +179,12 @@ impl Swift {
         } else {
             0.0
         };
-        s.fixed + boost
+        let base = if self.cfg.target_over_min_rtt {
+            self.min_rtt as f64
+        } else {
+            0.0
+        };
+        base + s.fixed + boost
     }
 
     fn can_decrease(&self, now: Nanos) -> bool {
@@ -242,7 +259,10 @@ impl CongestionControl for Swift {
 
     fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
         match fb.rtt {
-            Some(s) => self.on_delays(now, s.rtt, 0, fb.acked_bytes),
+            Some(s) => {
+                self.min_rtt = s.min_rtt;
+                self.on_delays(now, s.rtt, 0, fb.acked_bytes)
+            }
             // Karn: no timing, but progress still ends a timeout streak.
             None => self.retransmits = 0,
         }
@@ -280,6 +300,30 @@ impl CongestionControl for Swift {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn over_min_rtt_the_target_is_the_base_rtt_plus_the_allowance() {
+        let mut c = SwiftConfig::new(100_000, 4096, 100.0);
+        c.fs_range_ns = 0;
+        c.target_over_min_rtt = true;
+        let mut s = Swift::new(c);
+        let sample = |rtt, min_rtt| AckFeedback {
+            acked_bytes: 4096,
+            rtt: Some(crate::cc::RttSample { rtt, min_rtt }),
+            ..AckFeedback::default()
+        };
+        s.on_ack_feedback(1_000, &sample(120_000, 60_000));
+        assert_eq!(s.fabric_target_ns(), 160_000.0);
+        // 150 µs is under 60 + 100 µs: no cut, where a fixed 100 µs target cuts.
+        s.on_ack_feedback(400_000, &sample(150_000, 60_000));
+        assert_eq!(s.cuts, 0);
+        let mut fixed = Swift::new(SwiftConfig {
+            target_over_min_rtt: false,
+            ..c
+        });
+        fixed.on_ack_feedback(400_000, &sample(150_000, 60_000));
+        assert_eq!(fixed.cuts, 1);
+    }
 
     fn s(max_cwnd: f64) -> Swift {
         Swift::new(SwiftConfig::new(20_000, 1000, max_cwnd))
