@@ -692,7 +692,14 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
                 .mbps("rate_hai_mbps", c.rate_hai_mbps)?
                 .unwrap_or(t.hai_delta_bps);
             t.hai_after = c.hai_after.unwrap_or(t.hai_after);
-            t.min_rtt_ns = ck.us("min_rtt_us", c.min_rtt_us)?.unwrap_or(t.min_rtt_ns);
+            // 0 is documented: normalise by the QP's measured minimum RTT.
+            t.min_rtt_ns = match c.min_rtt_us {
+                Some(m) if !(nonneg(m) && m.is_finite()) => {
+                    return Err(ck.err("min_rtt_us", format!("expected ≥ 0 µs, got {m}")));
+                }
+                Some(m) => (m * 1e3).round() as u64,
+                None => t.min_rtt_ns,
+            };
             // 0 is ns-3's once-per-round-trip update; a segment is at most
             // a message's worth (2 GiB, IBA's largest).
             if let Some(b) = c.segment_bytes {
@@ -1071,6 +1078,17 @@ mod tests {
             panic!()
         };
         assert_eq!(t.segment_bytes, 0, "CC_MODE 7 updates once per round trip");
+        // D_minRTT 0 is the measured minimum (as documented), not an error;
+        // a negative one is.
+        let mut p = CcParams::new("timely");
+        p.set("min_rtt_us", "0").unwrap();
+        let CcConfig::Timely(t) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(t.min_rtt_ns, 0);
+        let mut p = CcParams::new("timely");
+        p.set("min_rtt_us", "-2").unwrap();
+        assert_eq!(p.build().unwrap_err().key, "min_rtt_us");
         let mut p = CcParams::new("swift");
         p.set("g", "0.5").unwrap();
         let e = p.build().unwrap_err();
