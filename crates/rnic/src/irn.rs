@@ -12,6 +12,8 @@
 //!   had been sent when it began (§3.1);
 //! - two retransmission timeouts: RTO_low when at most N packets are in
 //!   flight (a tail loss no NAK will reveal), RTO_high otherwise (§3.1);
+//!   in flight means sent and neither acknowledged nor reported held, so a
+//!   resend lost behind a BDP of held packets is recovered after RTO_low;
 //! - BDP-FC: at most a bandwidth-delay product of packets in flight (§3.2),
 //!   which also bounds what the responder must hold.
 //!
@@ -303,18 +305,23 @@ pub(crate) struct TopRun {
 pub(crate) struct Scoreboard {
     base: Psn,
     held: std::collections::VecDeque<bool>,
+    /// How many of `held` are set: the packets that reached the responder
+    /// and so are not in flight (RTO_low's count, §3.1), kept as bits are
+    /// set and dropped so reading it never scans the window.
+    count: u32,
 }
 
 impl Scoreboard {
     /// Forgets everything before `una`.
     pub fn advance(&mut self, una: Psn) {
         if self.held.is_empty() || !una.in_window(self.base, self.held.len() as u32) {
-            self.held.clear();
+            self.clear();
             self.base = una;
             return;
         }
         let n = una.distance_from(self.base) as usize;
-        self.held.drain(..n);
+        let gone = self.held.drain(..n).filter(|h| *h).count() as u32;
+        self.count -= gone;
         self.base = una;
     }
 
@@ -333,7 +340,15 @@ impl Scoreboard {
         if self.held.len() <= b {
             self.held.resize(b + 1, false);
         }
-        self.held.range_mut(a..=b).for_each(|h| *h = true);
+        for h in self.held.range_mut(a..=b) {
+            self.count += u32::from(!*h);
+            *h = true;
+        }
+    }
+
+    /// How many PSNs from the base on are reported held.
+    pub fn held_count(&self) -> u32 {
+        self.count
     }
 
     /// Whether `p` was reported held.
@@ -351,6 +366,7 @@ impl Scoreboard {
         if !p.before(self.base)
             && let Some(h) = self.held.get_mut(p.distance_from(self.base) as usize)
         {
+            self.count -= u32::from(*h);
             *h = false;
         }
     }
@@ -358,6 +374,7 @@ impl Scoreboard {
     /// Forgets everything.
     pub fn clear(&mut self) {
         self.held.clear();
+        self.count = 0;
     }
 }
 
@@ -436,16 +453,28 @@ mod tests {
         assert!(!s.contains(una.add(1)));
         assert!(s.contains(una.add(2)) && s.contains(una.add(4)));
         assert!(!s.contains(una.add(5)));
+        assert_eq!(s.held_count(), 3);
+        s.insert(una, una.add(3), una.add(5));
+        assert_eq!(s.held_count(), 4, "a PSN reported twice counts once");
+        s.remove(una.add(3));
         s.remove(una.add(3));
         assert!(!s.contains(una.add(3)));
+        assert_eq!(s.held_count(), 3);
         s.advance(una.add(3));
         assert!(!s.contains(una.add(2)), "before the base is forgotten");
         assert!(s.contains(una.add(4)));
+        assert_eq!(s.held_count(), 2, "4 and 5");
         s.advance(una.add(100));
         assert!(!s.contains(una.add(4)));
         s.insert(una.add(100), una.add(90), una.add(101));
         assert!(s.contains(una.add(100)) && s.contains(una.add(101)));
+        assert_eq!(
+            s.held_count(),
+            2,
+            "what fell before the base is not counted"
+        );
         s.clear();
         assert!(!s.contains(una.add(101)));
+        assert_eq!(s.held_count(), 0);
     }
 }

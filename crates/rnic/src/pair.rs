@@ -85,6 +85,10 @@ pub struct Pair {
     pub stats: LinkStats,
     /// When set, every frame put on the wire is recorded (before faults).
     pub capture: Option<Vec<CapturedFrame>>,
+    /// Frames to lose on purpose, as (sending side, BTH PSN): the next frame
+    /// that matches an entry is dropped and the entry used up, so an entry
+    /// listed twice loses a packet and then its first resend.
+    pub drop_psns: Vec<(usize, u32)>,
     rng: ChaCha8Rng,
     queue: BinaryHeap<Reverse<(Nanos, u64, usize)>>,
     in_flight: std::collections::HashMap<u64, Vec<u8>>,
@@ -114,6 +118,7 @@ impl Pair {
             link,
             stats: LinkStats::default(),
             capture: None,
+            drop_psns: Vec::new(),
             queue: BinaryHeap::new(),
             in_flight: Default::default(),
             seq: 0,
@@ -194,6 +199,12 @@ impl Pair {
     }
 
     fn send(&mut self, side: usize, t: Transmit) {
+        let psn = t.repr.bth.psn.value();
+        if let Some(i) = self.drop_psns.iter().position(|&d| d == (side, psn)) {
+            self.drop_psns.remove(i);
+            self.stats.lost += 1;
+            return;
+        }
         let ce = t.ecn_capable && self.chance(self.link.ce_mark);
         if ce {
             self.stats.ce_marked += 1;

@@ -18,6 +18,24 @@ impl Qp {
         self.next_psn.distance_from(self.una)
     }
 
+    /// Packets in flight, what picks IRN's RTO (§3.1): those BDP-FC lets
+    /// be in flight (the oldest unacknowledged PSN and what follows it,
+    /// up to the cap, sent or about to be) less those the responder
+    /// reported holding, which have arrived. A resend lost behind a BDP of
+    /// held packets, which no NAK can reveal while BDP-FC is closed, is
+    /// then the few-in-flight case the paper gives RTO_low; counting every
+    /// PSN to the message's end made it RTO_high. Not-yet-sent packets the
+    /// cap admits count, so a message's first packet does not arm RTO_low.
+    fn in_flight(&self) -> u32 {
+        if self.irn() {
+            self.outstanding()
+                .min(self.irn_cfg.bdp_pkts.max(1))
+                .saturating_sub(self.sacked.held_count())
+        } else {
+            self.outstanding()
+        }
+    }
+
     fn rd_atomic_in_flight(&self, upto: usize) -> usize {
         self.sq
             .iter()
@@ -366,7 +384,7 @@ impl Qp {
             self.una = self.next_psn;
             self.retire(ctx);
         } else if self.rto_deadline.is_none() {
-            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
+            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
         }
         Some(Transmit {
             dst,
@@ -474,7 +492,6 @@ impl Qp {
             self.inflight_bytes = self.inflight_bytes.saturating_sub(fb.acked_bytes);
             self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             self.cc.on_ack_feedback(now, &fb);
-            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
             if self.irn() {
                 let una = self.una;
                 self.sacked.advance(una);
@@ -483,6 +500,7 @@ impl Qp {
                     self.episode = None;
                 }
             }
+            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
         }
         if self.outstanding() == 0 {
             self.rto_deadline = None;
@@ -738,7 +756,7 @@ impl Qp {
                 self.sacked.remove(una);
             }
             self.rewind(una, ctx);
-            self.rto_deadline = self.rto_now(self.outstanding()).map(|d| now + d);
+            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
         }
     }
 
@@ -941,6 +959,13 @@ impl Qp {
         });
         if let Some((first, last)) = block {
             self.sacked.insert(self.una, first, last);
+            // Held packets are no longer in flight: once at most N are,
+            // RTO_low applies from this feedback on (§3.1).
+            if let Some(low) = self.rto_now(self.in_flight()).map(|d| now + d)
+                && self.rto_deadline.is_some_and(|d| low < d)
+            {
+                self.rto_deadline = Some(low);
+            }
         }
         if self.episode.is_none() {
             // One congestion signal per loss episode, not one per NAK.

@@ -188,7 +188,7 @@ fn every_controller_decides_exactly_as_before() {
         ("dcqcn-hpcc-ns3", 0x907a3201cfbd703e),
         ("hpcc", 0xd2baabe4ba35468b),
         ("hpcc-slow", 0x33adfddcc21234c3),
-        ("timely", 0x0204e8ebb5eb69f5),
+        ("timely", 0x725a0e59f8d3dc1c), // one update per 64 KB segment (the paper), was once per RTT
         ("timely-hpcc-ns3", 0x71d75d62a0706568),
         ("dctcp-rate", 0xf311ad2521e21058),
         ("dctcp-window", 0x0f66db843b96c0dd),

@@ -669,3 +669,60 @@ fn irn_naks_follow_holes_not_out_of_order_packets() {
         );
     }
 }
+
+/// IRN's RTO_low is for few packets *in flight* (Mittal et al., SIGCOMM
+/// 2018, §3.1): packets the responder reported holding have arrived and
+/// PSNs of the message not sent yet have not left. A resend lost behind a
+/// full BDP of held packets leaves one packet in flight and no later
+/// packet that could reveal the loss (BDP-FC is closed), so the timer that
+/// recovers it must be RTO_low, not RTO_high — counting every PSN from the
+/// oldest unacknowledged to the message's end made it RTO_high.
+#[test]
+fn irn_lost_resend_behind_a_full_bdp_waits_rto_low() {
+    const RTO_LOW: u64 = 100_000;
+    const RTO_HIGH: u64 = 5_000_000;
+    let cfg = RnicConfig {
+        irn: IrnConfig {
+            bdp_pkts: 8,
+            rto_low_ns: RTO_LOW,
+            rto_high_ns: RTO_HIGH,
+            rto_low_pkts: 3,
+        },
+        ..Default::default()
+    };
+    let mut p = Pair::with_config(LinkConfig::default(), cfg);
+    let o = RcOptions {
+        recovery: Recovery::Irn,
+        mtu: Mtu::Mtu1024,
+        buf_len: 32 * 1024,
+        timeout: 8,
+        ..Default::default()
+    };
+    let (a, b) = p.rc_pair(&o).unwrap();
+    let d: Vec<u8> = (0..o.buf_len).map(|i| (i * 13) as u8).collect();
+    p.a.mem_mut().set(a.buf, &d).unwrap();
+    // The message's first packet is lost, and so is its selective resend.
+    p.drop_psns = vec![(0, o.psn_a), (0, o.psn_a)];
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: b.buf,
+            rkey: b.mr.rkey,
+        },
+        vec![a.sge(0, o.buf_len as u32)],
+    );
+    p.a.post_send(a.qpn, &[wr]).unwrap();
+    assert!(p.drive(), "pair never went idle");
+    let wc = p.a.poll_cq(a.cq, 4);
+    assert_eq!(wc.len(), 1);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    assert!(p.b.mem().get(b.buf, o.buf_len).unwrap() == &d[..]);
+    assert!(p.drop_psns.is_empty(), "both drops happened");
+    let c = p.a.counters();
+    assert_eq!(c.timeouts, 1, "{c:?}");
+    assert!(
+        p.now >= RTO_LOW && p.now < RTO_HIGH,
+        "finished at {} ns: RTO_low ({RTO_LOW} ns) should have fired, not RTO_high",
+        p.now
+    );
+}

@@ -681,7 +681,9 @@ fn dcqcn_fixed_point(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError
 /// base RTT, so every update follows the RTT gradient (the regime the
 /// CoNEXT 2016 analysis, §4, studies; with the paper's T_low = 50 µs every
 /// RTT here is "low" and TIMELY is plain additive increase), and δ =
-/// 100 Mb/s, HAI 500 Mb/s so 100 Gb/s is reached in milliseconds.
+/// 100 Mb/s, HAI 500 Mb/s so 100 Gb/s is reached in milliseconds. The
+/// paper's update timing (one per 64 KB segment acknowledged), which the
+/// CoNEXT 2016 analysis assumes: a faster flow updates more often.
 const TIMELY_CC: &str =
     "algorithm = \"timely\"\nt_low_us = 2\nt_high_us = 50\nrate_ai_mbps = 100\nrate_hai_mbps = 500";
 
@@ -748,7 +750,7 @@ fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
     )?;
     let scen = |i: usize| {
         format!(
-            "star, 2 senders → host 0, TIMELY (T_low 2 µs, T_high 50 µs, δ 100 Mb/s, HAI 500 Mb/s, else the paper's), ACK per packet; second flow starts {} µs after the first; {stop} µs; shares over the second half of the shared phase: {}, mean queue {:.0} KB, {} PFC pauses in the run",
+            "star, 2 senders → host 0, TIMELY (T_low 2 µs, T_high 50 µs, δ 100 Mb/s, HAI 500 Mb/s, else the paper's: one update per 64 KB segment acknowledged), ACK per packet; second flow starts {} µs after the first; {stop} µs; shares over the second half of the shared phase: {}, mean queue {:.0} KB, {} PFC pauses in the run",
             lags[i],
             fmt_gbps(&jains[i].1),
             jains[i].2 / 1e3,
@@ -781,7 +783,7 @@ fn timely_shares(fast: bool, out: &Path) -> Result<Vec<Check>, ValidateError> {
             ),
             (f64::max(3.0 * noise, 0.01), 1.0),
             format!(
-                "{}. The splits differ persistently but by a few per cent of the link, not arbitrarily: this simulator's TIMELY updates once per round trip (HPCC ns-3 CC_MODE 7), so both flows take equal additive steps, whereas the paper's analysis has each flow update once per completed segment",
+                "{}. The splits differ persistently. With ns-3's update timing (once per round trip, CC_MODE 7; segment_bytes = 0) both flows take equal additive steps; with the paper's (once per segment, so the faster flow also increases more often) the spread is wider (fast suite: 0.051 with ns-3's timing, 0.117 with the paper's)",
                 (0..lags.len()).map(scen).collect::<Vec<_>>().join("; ")
             ),
         ),
@@ -1521,10 +1523,6 @@ pub fn markdown(v: &Validation, command: &str) -> String {
         "`{command}` — {} suite, {passed}/{} checks pass. Every run is deterministic (seed 1).\n",
         if v.fast { "fast" } else { "full" },
         v.checks.len()
-    );
-    let _ = writeln!(
-        s,
-        "IRN without PFC against go-back-N with PFC is not checked here yet.\n"
     );
     let _ = writeln!(
         s,

@@ -225,6 +225,7 @@ pub struct CcParams {
     pub beta: Option<f64>,
     pub hai_after: Option<u32>,
     pub min_rtt_us: Option<f64>,
+    pub segment_bytes: Option<u64>,
     // DCTCP
     pub initial_alpha: Option<f64>,
     pub variant: Option<String>,
@@ -299,6 +300,7 @@ const CC_KEYS: &[(&str, &[&str])] = &[
             "hai_after",
             "min_rtt_us",
             "min_rate_mbps",
+            "segment_bytes",
         ],
     ),
     (
@@ -389,6 +391,7 @@ impl CcParams {
         k("beta", self.beta.is_some());
         k("hai_after", self.hai_after.is_some());
         k("min_rtt_us", self.min_rtt_us.is_some());
+        k("segment_bytes", self.segment_bytes.is_some());
         k("initial_alpha", self.initial_alpha.is_some());
         k("variant", self.variant.is_some());
         k("base_target_us", self.base_target_us.is_some());
@@ -689,7 +692,27 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
                 .mbps("rate_hai_mbps", c.rate_hai_mbps)?
                 .unwrap_or(t.hai_delta_bps);
             t.hai_after = c.hai_after.unwrap_or(t.hai_after);
-            t.min_rtt_ns = ck.us("min_rtt_us", c.min_rtt_us)?.unwrap_or(t.min_rtt_ns);
+            // 0 is documented: normalise by the QP's measured minimum RTT.
+            t.min_rtt_ns = match c.min_rtt_us {
+                Some(m) if !(nonneg(m) && m.is_finite()) => {
+                    return Err(ck.err("min_rtt_us", format!("expected ≥ 0 µs, got {m}")));
+                }
+                Some(m) => (m * 1e3).round() as u64,
+                None => t.min_rtt_ns,
+            };
+            // 0 is ns-3's once-per-round-trip update; a segment is at most
+            // a message's worth (2 GiB, IBA's largest).
+            if let Some(b) = c.segment_bytes {
+                if b > 1 << 31 {
+                    return Err(ck.err(
+                        "segment_bytes",
+                        format!(
+                            "expected 0 (once per round trip) or at most 2147483648 bytes, got {b}"
+                        ),
+                    ));
+                }
+                t.segment_bytes = b;
+            }
             t.min_rate_bps = ck
                 .mbps("min_rate_mbps", c.min_rate_mbps)?
                 .unwrap_or(t.min_rate_bps);
@@ -851,6 +874,7 @@ impl CcParams {
             "alpha" => self.alpha = Some(parse::<f64>(key, value)?),
             "beta" => self.beta = Some(parse::<f64>(key, value)?),
             "hai_after" => self.hai_after = Some(parse::<u32>(key, value)?),
+            "segment_bytes" => self.segment_bytes = Some(parse::<u64>(key, value)?),
             "min_rtt_us" => self.min_rtt_us = Some(parse::<f64>(key, value)?),
             "initial_alpha" => self.initial_alpha = Some(parse::<f64>(key, value)?),
             "variant" => self.variant = Some(parse::<String>(key, value)?),
@@ -1032,6 +1056,39 @@ mod tests {
         let mut p = CcParams::new("timely");
         p.set("t_low_us", "900").unwrap();
         assert_eq!(p.build().unwrap_err().key, "t_low_us");
+        let mut p = CcParams::new("timely");
+        p.set("segment_bytes", "4294967296").unwrap();
+        assert_eq!(p.build().unwrap_err().key, "segment_bytes");
+        assert_eq!(
+            CcParams::new("timely")
+                .set("segment_bytes", "-1")
+                .unwrap_err()
+                .key,
+            "segment_bytes"
+        );
+        let mut p = CcParams::new("timely");
+        p.set("segment_bytes", "0").unwrap();
+        let CcConfig::Timely(t) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(t.segment_bytes, 0, "ns-3's once per round trip");
+        let mut p = CcParams::new("timely");
+        p.set("preset", "\"hpcc-ns3\"").unwrap();
+        let CcConfig::Timely(t) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(t.segment_bytes, 0, "CC_MODE 7 updates once per round trip");
+        // D_minRTT 0 is the measured minimum (as documented), not an error;
+        // a negative one is.
+        let mut p = CcParams::new("timely");
+        p.set("min_rtt_us", "0").unwrap();
+        let CcConfig::Timely(t) = p.build().unwrap().cc else {
+            panic!()
+        };
+        assert_eq!(t.min_rtt_ns, 0);
+        let mut p = CcParams::new("timely");
+        p.set("min_rtt_us", "-2").unwrap();
+        assert_eq!(p.build().unwrap_err().key, "min_rtt_us");
         let mut p = CcParams::new("swift");
         p.set("g", "0.5").unwrap();
         let e = p.build().unwrap_err();

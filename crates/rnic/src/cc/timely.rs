@@ -10,10 +10,22 @@
 //!   increases (hyper-active increase), else 1;
 //! * gradient > 0: R ← R·(1 − β·gradient).
 //!
-//! As in the HPCC ns-3 simulator's `CC_MODE 7`, the rate is updated once per
-//! round trip (when data sent after the previous update is acknowledged),
-//! which matches the paper's once-per-completion-event update for the 16–64 KB
-//! segments it uses at these rates; the first round trip only records its RTT.
+//! # When the rate is updated
+//!
+//! The paper computes a new rate once per *completion event*: its NIC
+//! sends in segments of 16–64 KB and each segment's acknowledgement yields
+//! one RTT sample and one update (§4–5), so a flow updates once per
+//! segment of its own bytes — faster flows more often, the asymmetry the
+//! CoNEXT 2016 analysis of TIMELY (Zhu et al., §4) works from. That is the
+//! default here (`segment_bytes` = 64 KB, the range's top, the least CPU
+//! per byte): an update each time another segment's worth of bytes is
+//! acknowledged, on the newest RTT sample.
+//!
+//! The HPCC ns-3 simulator's `CC_MODE 7` (rdma-hw.cc, `HandleAckTimely`)
+//! updates once per round trip instead: when an ACK passes `snd_nxt` as it
+//! was at the previous update. `segment_bytes = 0` selects that, and the
+//! `hpcc-ns3` preset (what `CC_MODE 7` runs) sets it. Either way the first
+//! update only records its RTT, as both do.
 
 use super::{AckFeedback, CongestionControl};
 use crate::types::Nanos;
@@ -41,12 +53,16 @@ pub struct TimelyConfig {
     /// Below T_low, step by the hyper-active increase too once `hai_after`
     /// increases have passed (ns-3 does; the paper's Algorithm 1 adds δ there).
     pub hai_below_t_low: bool,
+    /// Acknowledged bytes per rate update: the paper's completion event (a
+    /// segment). 0: once per round trip, as the HPCC ns-3 simulator does.
+    pub segment_bytes: u64,
 }
 
 impl Default for TimelyConfig {
     /// The paper's settings (T_low 50 µs, T_high 500 µs, α 0.875, β 0.8,
     /// D_minRTT 20 µs — the values the HPCC ns-3 simulator also defaults to
-    /// — with δ 10 Mb/s and N = 5, so HAI adds 50 Mb/s), a 100 Mb/s floor.
+    /// — with δ 10 Mb/s and N = 5, so HAI adds 50 Mb/s), a 100 Mb/s floor,
+    /// one update per 64 KB segment acknowledged.
     fn default() -> Self {
         TimelyConfig {
             t_low_ns: 50_000,
@@ -59,6 +75,7 @@ impl Default for TimelyConfig {
             min_rtt_ns: 20_000,
             min_rate_bps: 100_000_000,
             hai_below_t_low: false,
+            segment_bytes: 64 * 1024,
         }
     }
 }
@@ -68,12 +85,13 @@ impl TimelyConfig {
     /// `TimelyAlpha` 0.875, `TimelyBeta` 0.8, `TimelyTLow` 50 µs,
     /// `TimelyTHigh` 500 µs, `TimelyMinRtt` 20 µs; increases of `RateAI`
     /// (5 Mb/s) and, after 5 increases of either kind, `RateHAI` (50 Mb/s);
-    /// `MinRate` 100 Mb/s).
+    /// `MinRate` 100 Mb/s), one update per round trip (`HandleAckTimely`).
     pub fn hpcc_ns3() -> TimelyConfig {
         TimelyConfig {
             delta_bps: 5_000_000,
             hai_delta_bps: 50_000_000,
             hai_below_t_low: true,
+            segment_bytes: 0,
             ..TimelyConfig::default()
         }
     }
@@ -88,8 +106,11 @@ pub struct Timely {
     prev_rtt: Option<Nanos>,
     rtt_diff: f64,
     inc_stage: u32,
-    /// `snd_nxt` at the last update: the next waits until it is acknowledged.
+    /// `snd_nxt` at the last update: the next waits until it is acknowledged
+    /// (once per round trip).
     last_update_seq: Option<u64>,
+    /// Bytes acknowledged since the last update (once per segment).
+    acked_since_update: u64,
     /// Rate decreases applied.
     pub cuts: u64,
 }
@@ -105,6 +126,7 @@ impl Timely {
             rtt_diff: 0.0,
             inc_stage: 0,
             last_update_seq: None,
+            acked_since_update: 0,
             cuts: 0,
         }
     }
@@ -175,6 +197,20 @@ impl CongestionControl for Timely {
     }
 
     fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
+        let seg = self.cfg.segment_bytes;
+        if seg > 0 {
+            // A completion event per segment's worth of bytes acknowledged;
+            // one update however many segments an ACK completes, and none
+            // until an RTT sample comes (a resent packet's gives none).
+            self.acked_since_update = self.acked_since_update.saturating_add(fb.acked_bytes);
+            if self.acked_since_update < seg {
+                return;
+            }
+            let Some(s) = fb.rtt else { return };
+            self.acked_since_update %= seg;
+            self.update(s.rtt, s.min_rtt);
+            return;
+        }
         let Some(s) = fb.rtt else { return };
         if self.last_update_seq.is_some_and(|seq| fb.snd_una <= seq) {
             return;
@@ -268,11 +304,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn one_update_per_round_trip() {
-        let mut t = Timely::new(TimelyConfig::default(), 100 * G);
-        let fb = |una, nxt, rtt| AckFeedback {
-            acked_bytes: 1000,
+    fn fb(acked: u64, una: u64, nxt: u64, rtt: Nanos) -> AckFeedback {
+        AckFeedback {
+            acked_bytes: acked,
             rtt: Some(RttSample {
                 rtt,
                 min_rtt: 10_000,
@@ -280,7 +314,38 @@ mod tests {
             ecn_echo: false,
             snd_una: una,
             snd_nxt: nxt,
-        };
+        }
+    }
+
+    #[test]
+    fn paper_updates_once_per_segment_acknowledged() {
+        let mut t = Timely::new(TimelyConfig::default(), 100 * G);
+        assert_eq!(t.cfg.segment_bytes, 64 * 1024);
+        // The first completed segment records its RTT only.
+        t.on_ack_feedback(0, &fb(64 * 1024, 64 * 1024, 1 << 20, 100_000));
+        // 63 KB more: no completion yet, however bad the RTT.
+        t.on_ack_feedback(0, &fb(63 * 1024, 127 * 1024, 1 << 20, 2_000_000));
+        assert_eq!(t.rate_bps(), None);
+        // The segment completes — before snd_nxt of the last update is
+        // acknowledged, where ns-3 would still wait: 1000 µs > T_high → 60 G.
+        t.on_ack_feedback(0, &fb(1024, 128 * 1024, 1 << 20, 1_000_000));
+        assert_eq!(t.rate_bps(), Some(60 * G));
+        // An ACK without an RTT sample (a resend's) completes no update; the
+        // next sample does, once, though 3 segments' bytes were acknowledged.
+        let cuts = t.cuts;
+        let mut no_rtt = fb(128 * 1024, 256 * 1024, 1 << 20, 0);
+        no_rtt.rtt = None;
+        t.on_ack_feedback(0, &no_rtt);
+        assert_eq!(t.cuts, cuts);
+        t.on_ack_feedback(0, &fb(64 * 1024, 320 * 1024, 1 << 20, 1_000_000));
+        assert_eq!(t.cuts, cuts + 1);
+        assert_eq!(t.rate_bps(), Some(36 * G));
+    }
+
+    #[test]
+    fn one_update_per_round_trip() {
+        let mut t = Timely::new(TimelyConfig::hpcc_ns3(), 100 * G);
+        let fb = |una, nxt, rtt| fb(1000, una, nxt, rtt);
         // First sample: records RTT, next update waits for byte 100_000.
         t.on_ack_feedback(0, &fb(1000, 100_000, 100_000));
         // Samples inside that round trip are ignored, however bad.
