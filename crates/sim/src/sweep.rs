@@ -279,8 +279,24 @@ fn has_path(v: &Value, path: &[&str]) -> bool {
 fn unknown_field(v: &Value, path: &[&str], base_name: &str, base_dir: &Path) -> Option<String> {
     let src = toml::to_string(v).ok()?;
     let e = Scenario::parse(&src, base_name, base_dir, None).err()?;
-    (e.msg.starts_with("unknown field") && path.contains(&e.field.as_str()))
-        .then(|| format!("{base_name} has no such field: {}", e.msg))
+    // The `[cc]` table names its unknown keys `cc.KEY` with the chosen
+    // algorithm's parameters; every other table in serde's words.
+    let field = e.field.rsplit('.').next().unwrap_or(&e.field);
+    if !path.contains(&field) {
+        return None;
+    }
+    if e.msg.starts_with("unknown field") {
+        Some(format!("{base_name} has no such field: {}", e.msg))
+    } else if e.msg.starts_with("not a parameter of algorithm")
+        || e.msg.starts_with("not a congestion-control parameter")
+    {
+        Some(format!(
+            "{base_name} has no such field: unknown field `{field}`: {}",
+            e.msg
+        ))
+    } else {
+        None
+    }
 }
 
 /// A grid value as a table cell and plot label: strings bare, the rest as
