@@ -907,6 +907,32 @@ impl<M: Memory> Rnic<M> {
         }
     }
 
+    /// [`handle_packet`](Self::handle_packet) for a packet that carried
+    /// INT back (an HPCC ACK), then its hops to the destination QP's
+    /// congestion control as [`handle_int`](Self::handle_int) would, with
+    /// one re-file of the QP for both. The same as the two calls in turn:
+    /// a re-file depends only on the QP's state and the clock, so the
+    /// first of two back to back is overwritten by the second (it leaves
+    /// at most a stale timer entry, which the timer index skips); with an
+    /// ACK per packet under HPCC the one saved is one per packet.
+    pub fn handle_packet_int(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        ce: bool,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        hops: &[IntHop],
+    ) {
+        self.clock = self.clock.max(now);
+        self.handle_packet_inner(now, src, ce, t, payload);
+        let qpn = t.bth.dest_qp;
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            qp.cc.on_int(now, hops);
+            self.touch(qpn);
+        }
+    }
+
     /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):
     /// the driver calls this with the hops an ACK for that QP carried back.
     pub fn handle_int(&mut self, now: Nanos, qpn: u32, hops: &[IntHop]) {

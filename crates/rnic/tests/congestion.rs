@@ -378,3 +378,111 @@ fn a_paced_qp_polled_late_catches_up_within_its_bound() {
     let bounded = sent_when_polled_late(10_000, 100_000);
     assert!((10..=13).contains(&bounded), "{bounded}");
 }
+
+/// `Rnic::handle_packet_int` (the simulator's path for an ACK carrying INT)
+/// is `handle_packet` then `handle_int` with one re-file instead of two:
+/// two HPCC senders fed the same ACKs and telemetry, one through each
+/// path, send the same packets at the same instants and hold the same
+/// window, rate and next deadline after every step. The telemetry swings
+/// the queue so the window (and so the pacing) keeps moving.
+#[test]
+fn handle_packet_int_is_handle_packet_then_handle_int() {
+    use roce_rnic::memory::Memory;
+    use roce_rnic::pair::{ADDR_A, ADDR_B};
+    let line = 100_000_000_000;
+    let setup = || {
+        // An ACK per packet, as the simulator runs HPCC.
+        let cfg = RnicConfig {
+            ack_req_every: 1,
+            ..Default::default()
+        };
+        let mut p = Pair::with_config(LinkConfig::default(), cfg);
+        let len = 512 * 1024;
+        let pd = p.a.alloc_pd();
+        let cq = p.a.create_cq(64).unwrap();
+        let buf = p.a.mem_mut().alloc(len);
+        let mr = p.a.reg_mr(pd, buf, len as u64, Access::ALL).unwrap();
+        let cc = Box::new(Hpcc::new(HpccConfig::new(line, 10_000), line));
+        let qa =
+            p.a.create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+                .unwrap();
+        let pdb = p.b.alloc_pd();
+        let cqb = p.b.create_cq(64).unwrap();
+        let bufb = p.b.mem_mut().alloc(len);
+        let mrb = p.b.reg_mr(pdb, bufb, len as u64, Access::ALL).unwrap();
+        let qb =
+            p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
+                .unwrap();
+        p.connect(qa, qb, Mtu::Mtu1024).unwrap();
+        let sge = Sge {
+            addr: buf,
+            length: len as u32,
+            lkey: mr.lkey,
+        };
+        let write = WrOpcode::RdmaWrite {
+            remote_addr: bufb,
+            rkey: mrb.rkey,
+        };
+        p.a.post_send(qa, &[SendWr::new(1, write, vec![sge])])
+            .unwrap();
+        (p, qa, cq)
+    };
+    // One instant: timers, A's packets into B, B's ACKs (with one hop of
+    // telemetry) into A; what moved and A's state after.
+    type Log = (
+        Vec<roce_wire::TransportRepr>,
+        Option<u64>,
+        Option<(&'static str, Option<u64>, Option<u64>)>,
+    );
+    let step = |p: &mut Pair, qa: u32, now: u64, combined: bool| -> Log {
+        p.a.handle_timeout(now);
+        p.b.handle_timeout(now);
+        let mut moved = Vec::new();
+        while let Some(t) = p.a.poll_transmit(now) {
+            let payload = p.a.mem().materialize(t.payload).unwrap();
+            p.b.handle_packet(now, ADDR_A, false, &t.repr, payload.as_ref().unwrap());
+            moved.push(t.repr);
+        }
+        while let Some(t) = p.b.poll_transmit(now) {
+            let payload = p.b.mem().materialize(t.payload).unwrap();
+            let payload = payload.as_ref().unwrap();
+            let hop = IntHop {
+                ts: now,
+                tx_bytes: now * 12,
+                qlen: (now * 7919) % 40_000,
+                link_bps: line,
+            };
+            if combined {
+                p.a.handle_packet_int(now, ADDR_B, false, &t.repr, payload, &[hop]);
+            } else {
+                p.a.handle_packet(now, ADDR_B, false, &t.repr, payload);
+                p.a.handle_int(now, qa, &[hop]);
+            }
+            moved.push(t.repr);
+        }
+        (moved, p.a.poll_timeout(), p.a.cc_state(qa))
+    };
+    let (mut p1, qa1, cq1) = setup();
+    let (mut p2, qa2, cq2) = setup();
+    let mut acks_with_int = 0;
+    let mut windows = std::collections::BTreeSet::new();
+    for i in 1..=100_000u64 {
+        let now = i * 40;
+        let a = step(&mut p1, qa1, now, false);
+        let b = step(&mut p2, qa2, now, true);
+        assert_eq!(a, b, "at {now} ns");
+        acks_with_int +=
+            a.0.iter()
+                .filter(|r| r.bth.opcode == roce_wire::Opcode::RcAck)
+                .count();
+        windows.insert(a.2.and_then(|s| s.2));
+    }
+    // Both finished the WRITE (so every ACK of it went through).
+    for (p, cq) in [(&mut p1, cq1), (&mut p2, cq2)] {
+        let wcs = p.a.poll_cq(cq, 4);
+        assert_eq!(wcs.len(), 1);
+        assert_eq!(wcs[0].status, WcStatus::Success);
+    }
+    assert!(acks_with_int >= 200, "{acks_with_int} ACKs");
+    assert!(windows.len() > 10, "the window moved: {windows:?}");
+}

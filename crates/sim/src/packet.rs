@@ -15,17 +15,49 @@ pub const PREAMBLE_IFG: u64 = 20;
 /// Most INT hops a packet records (a 3-tier fat tree has 5 switches).
 pub const MAX_INT_HOPS: usize = 8;
 
-/// Per-hop telemetry stamped by switches for HPCC.
-#[derive(Debug, Clone, Default)]
-pub struct IntStack {
-    pub hops: Vec<IntHop>,
+/// Per-hop telemetry stamped by switches for HPCC: one packet's hop
+/// records, kept in a side table of the simulator (indexed by
+/// [`IntRef::rec`]) rather than behind a box in the packet body. Every
+/// switch hop writes one record, and a box holding a `Vec` made that three
+/// dependent cache misses (body, box, buffer) plus an allocator round trip
+/// per packet; here it is the body (which says where and how many) and
+/// the hop's own line. Aligned to cache lines so a hop never straddles two.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(64))]
+pub struct IntRec {
+    pub hops: [IntHop; MAX_INT_HOPS],
+}
+
+/// Where a packet's (or a flow's echoed) INT lives: a record of the
+/// simulator's INT table and how many hops it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IntRef {
+    pub rec: u32,
+    pub len: u8,
+}
+
+impl IntRef {
+    /// No INT.
+    pub const NONE: IntRef = IntRef {
+        rec: u32::MAX,
+        len: 0,
+    };
+
+    pub fn is_some(self) -> bool {
+        self.rec != u32::MAX
+    }
 }
 
 /// One frame's network-visible fields: what switches read and write.
 /// Kept small (and `Copy`) because every hop touches it; the transport
 /// headers, which only the two hosts read, live in a [`PacketBody`] beside
 /// it.
+///
+/// Aligned to 32 bytes so that in the packet table no packet straddles two
+/// cache lines (at 28 bytes from a 16-byte-aligned allocation, half of
+/// them did, and reading one cost two misses).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(align(32))]
 pub struct Packet {
     pub src: u32,
     pub dst: u32,
@@ -49,13 +81,17 @@ pub struct Packet {
 /// A fabric holds millions of packets under congestion (5.4 M on a k=32
 /// fat tree at 30 % load), and a whole `TransportRepr` per packet made
 /// bodies 144 bytes each, most of the run's memory; this is 32.
+///
+/// Aligned to 32 bytes like [`Packet`], so a body is one cache line.
 #[derive(Debug, Clone)]
+#[repr(align(32))]
 pub struct PacketBody {
     pub bth: BthRepr,
     /// The index of the packet's whole `TransportRepr` in the side table,
     /// or [`NO_EXT`] when the BTH is all it has.
     pub ext: u32,
-    pub int: Option<Box<IntStack>>,
+    /// The packet's INT record, or [`IntRef::NONE`].
+    pub int: IntRef,
 }
 
 /// [`PacketBody::ext`] of a packet with no extension headers.
@@ -84,8 +120,18 @@ mod tests {
 
     #[test]
     fn the_hot_part_is_small() {
-        assert!(std::mem::size_of::<Packet>() <= 32);
-        assert!(std::mem::size_of::<PacketBody>() <= 32);
+        // One 32-byte-aligned half line each: never two lines.
+        assert_eq!(std::mem::size_of::<Packet>(), 32);
+        assert_eq!(std::mem::align_of::<Packet>(), 32);
+        assert_eq!(std::mem::size_of::<PacketBody>(), 32);
+        assert_eq!(std::mem::align_of::<PacketBody>(), 32);
+    }
+
+    #[test]
+    fn int_hops_sit_inside_cache_lines() {
+        assert_eq!(std::mem::size_of::<IntHop>(), 32);
+        assert_eq!(std::mem::align_of::<IntRec>(), 64);
+        assert_eq!(std::mem::size_of::<IntRec>(), 32 * MAX_INT_HOPS);
     }
 
     #[test]

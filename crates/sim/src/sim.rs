@@ -17,7 +17,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    IntStack, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+    IntRec, IntRef, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -258,7 +258,7 @@ struct FlowState {
     src_addr: u64,
     dst_addr: u64,
     /// INT of the last data packet the receiver got, echoed in its next ACK.
-    echo_int: Option<Box<IntStack>>,
+    echo_int: IntRef,
 }
 
 /// The whole fabric.
@@ -286,11 +286,12 @@ pub struct Simulator {
     exts: Vec<TransportRepr>,
     ext_free: Vec<u32>,
     free: Vec<u32>,
-    /// INT stacks done with, for the next data packets: with HPCC every
-    /// data packet carries one and its ACK hands it back, and reusing them
-    /// saves an allocation, a free and a regrowth per packet.
-    #[allow(clippy::vec_box)] // packets hold boxes; the pool hands them over as they are
-    int_pool: Vec<Box<IntStack>>,
+    /// INT records of live packets and of flows' pending echoes (see
+    /// [`IntRec`]), and free places there: with HPCC every data packet
+    /// takes one, the receiver keeps it for its next ACK, and the ACK's
+    /// arrival frees it.
+    ints: Vec<IntRec>,
+    int_free: Vec<u32>,
     rng: ChaCha8Rng,
     pub counters: Counters,
     /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
@@ -477,7 +478,7 @@ impl Simulator {
                 rx_bytes: 0,
                 src_addr: 0,
                 dst_addr: 0,
-                echo_int: None,
+                echo_int: IntRef::NONE,
                 ideal: ideal_fct(&path, f.size, cfg.mtu, cfg.ifg_bytes),
             });
         }
@@ -512,7 +513,8 @@ impl Simulator {
             exts: Vec::new(),
             ext_free: Vec::new(),
             free: Vec::new(),
-            int_pool: Vec::new(),
+            ints: Vec::new(),
+            int_free: Vec::new(),
             rng,
             counters: Counters::default(),
             injected_by_prio: [0; 8],
@@ -658,12 +660,15 @@ impl Simulator {
                 Event::Arrive { node, pkt, .. } => {
                     let i = pkt as usize;
                     if let Some(p) = self.packets.get(i) {
-                        prefetch(p);
+                        prefetch_line(p);
                     }
-                    if self.nodes[node as usize].host
+                    // Hosts read the transport headers; with INT a switch
+                    // writes a hop record where the body says. (A body is
+                    // 32 bytes, aligned to 32: one line.)
+                    if (self.cfg.int || self.nodes[node as usize].host)
                         && let Some(b) = self.bodies.get(i)
                     {
-                        prefetch(b);
+                        prefetch_line(b);
                     }
                 }
                 Event::TxDone { node, port } => {
@@ -983,26 +988,30 @@ impl Simulator {
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
-        rnic.handle_packet(now_ns, src, p.ce, &repr, PayloadRef::Virtual(p.payload));
-        if let Some(int) = body.int.take() {
-            if p.payload > 0 {
+        let payload = PayloadRef::Virtual(p.payload);
+        let int = std::mem::replace(&mut body.int, IntRef::NONE);
+        if int.is_some() && p.payload == 0 {
+            // An ACK echoing the telemetry of the data it acknowledges:
+            // the sending QP's controller reads it (after the ACK itself,
+            // as in HPCC ns-3's ReceiveAck).
+            let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            rnic.handle_packet_int(now_ns, src, p.ce, &repr, payload, hops);
+            self.int_free.push(int.rec);
+        } else {
+            rnic.handle_packet(now_ns, src, p.ce, &repr, payload);
+            if int.is_some() {
                 // Data: the receiver keeps the telemetry for its next ACK.
-                self.counters.int_hops += int.hops.len() as u64;
+                self.counters.int_hops += u64::from(int.len);
                 if let Some(f) = self.flows.get_mut(p.flow as usize)
                     && f.status.is_none()
                 {
-                    if let Some(old) = f.echo_int.replace(int) {
-                        self.int_pool.push(old);
+                    let old = std::mem::replace(&mut f.echo_int, int);
+                    if old.is_some() {
+                        self.int_free.push(old.rec);
                     }
                 } else {
-                    self.int_pool.push(int);
+                    self.int_free.push(int.rec);
                 }
-            } else {
-                // An ACK echoing the telemetry of the data it acknowledges:
-                // the sending QP's controller reads it (after the ACK
-                // itself, as in HPCC ns-3's ReceiveAck).
-                rnic.handle_int(now_ns, repr.bth.dest_qp, &int.hops);
-                self.int_pool.push(int);
             }
         }
         self.after_host(host);
@@ -1161,7 +1170,10 @@ impl Simulator {
             }
         }
         // Tear the pair down so hosts carry only live QPs.
-        f.echo_int = None;
+        let echo = std::mem::replace(&mut f.echo_int, IntRef::NONE);
+        if echo.is_some() {
+            self.int_free.push(echo.rec);
+        }
         let (src, dst, sq, dq, sl, dl) = (
             f.spec.src, f.spec.dst, f.src_qpn, f.dst_qpn, f.src_lkey, f.dst_lkey,
         );
@@ -1205,6 +1217,14 @@ impl Simulator {
         p
     }
 
+    /// Frees the INT record of packet slot `pkt`'s body, if it has one.
+    fn free_int(&mut self, pkt: u32) {
+        let int = std::mem::replace(&mut self.bodies[pkt as usize].int, IntRef::NONE);
+        if int.is_some() {
+            self.int_free.push(int.rec);
+        }
+    }
+
     // Inlined into `kick` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
@@ -1245,7 +1265,7 @@ impl Simulator {
         let mut body = PacketBody {
             bth: t.repr.bth,
             ext,
-            int: None,
+            int: IntRef::NONE,
         };
         let cnp = body.bth.opcode == Opcode::Cnp;
         if control {
@@ -1261,22 +1281,19 @@ impl Simulator {
             if self.cfg.int && body.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
-                    body.int = f.echo_int.take();
+                    body.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
                 }
             }
         } else if self.cfg.int && payload > 0 {
             p.frame += self.cfg.int_wire_bytes;
-            // Room for every hop of the way (see `start_tx`), so a stack
-            // never regrows.
-            body.int = Some(match self.int_pool.pop() {
-                Some(mut b) => {
-                    b.hops.clear();
-                    b
+            let rec = match self.int_free.pop() {
+                Some(r) => r,
+                None => {
+                    self.ints.push(IntRec::default());
+                    (self.ints.len() - 1) as u32
                 }
-                None => Box::new(IntStack {
-                    hops: Vec::with_capacity(MAX_INT_HOPS),
-                }),
-            });
+            };
+            body.int = IntRef { rec, len: 0 };
         }
         (p, body)
     }
@@ -1387,17 +1404,15 @@ impl Simulator {
             if self.cfg.int && !self.packets[id as usize].control {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
-                if let Some(int) = &mut self.bodies[id as usize].int
-                    && int.hops.len() < MAX_INT_HOPS
-                {
-                    {
-                        int.hops.push(IntHop {
-                            ts: now / PS_PER_NS,
-                            tx_bytes,
-                            qlen,
-                            link_bps: rate,
-                        });
-                    }
+                let int = &mut self.bodies[id as usize].int;
+                if int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
+                    self.ints[int.rec as usize].hops[usize::from(int.len)] = IntHop {
+                        ts: now / PS_PER_NS,
+                        tx_bytes,
+                        qlen,
+                        link_bps: rate,
+                    };
+                    int.len += 1;
                 }
             }
         }
@@ -1505,7 +1520,7 @@ impl Simulator {
 
     fn drop_packet(&mut self, pkt: u32, _why: &str) {
         let p = self.take_packet(pkt);
-        self.bodies[pkt as usize].int = None;
+        self.free_int(pkt);
         self.counters.dropped_pkts += 1;
         self.counters.dropped_bytes += u64::from(p.frame);
     }
@@ -1823,27 +1838,6 @@ impl Simulator {
             max_rows: self.cfg.max_rows,
         }
     }
-}
-
-/// Hints the CPU to start loading the cache lines holding `x` (at most
-/// the first three: a packet, or a packet body's transport headers).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only hints the cache; it never faults or changes
-    // memory, and SSE is part of the x86-64 baseline.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let first = (x as *const T as usize) & !63;
-        let last = (x as *const T as usize + std::mem::size_of::<T>() - 1).min(first + 128);
-        let mut a = first;
-        while a <= last {
-            _mm_prefetch::<_MM_HINT_T0>(a as *const i8);
-            a += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
 }
 
 /// Hints the CPU to start loading the cache line holding the start of `x`.

@@ -43,6 +43,58 @@ impl HpccConfig {
     }
 }
 
+/// Hops a path's feedback is kept inline for (a 3-tier fat tree has 5).
+const INLINE_HOPS: usize = 8;
+
+/// The previous ACK's hop records, inside the controller for paths of up
+/// to [`INLINE_HOPS`] switches: every ACK reads and rewrites them, and in
+/// a `Vec` of their own they cost a cache miss per ACK beyond the
+/// controller's (the simulator's fat tree, cachegrind). Longer paths
+/// spill to the heap.
+#[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // inline on purpose: the point is no pointer to chase
+enum LastHops {
+    Inline {
+        len: u8,
+        hops: [IntHop; INLINE_HOPS],
+    },
+    Heap(Vec<IntHop>),
+}
+
+impl Default for LastHops {
+    fn default() -> Self {
+        LastHops::Inline {
+            len: 0,
+            hops: [IntHop::default(); INLINE_HOPS],
+        }
+    }
+}
+
+impl LastHops {
+    #[inline]
+    fn as_slice(&self) -> &[IntHop] {
+        match self {
+            LastHops::Inline { len, hops } => &hops[..usize::from(*len)],
+            LastHops::Heap(v) => v,
+        }
+    }
+
+    #[inline]
+    fn set(&mut self, new: &[IntHop]) {
+        match self {
+            LastHops::Inline { len, hops } if new.len() <= INLINE_HOPS => {
+                hops[..new.len()].copy_from_slice(new);
+                *len = new.len() as u8;
+            }
+            LastHops::Heap(v) => {
+                v.clear();
+                v.extend_from_slice(new);
+            }
+            LastHops::Inline { .. } => *self = LastHops::Heap(new.to_vec()),
+        }
+    }
+}
+
 /// One QP's HPCC sender. Kept in window units (bytes); the rate is W/T.
 #[derive(Debug, Clone)]
 pub struct Hpcc {
@@ -55,7 +107,7 @@ pub struct Hpcc {
     wc: f64,
     u: f64,
     inc_stage: u32,
-    last: Vec<IntHop>,
+    last: LastHops,
     started: bool,
     /// `snd_nxt` and `snd_una` (payload bytes) as of the last ACK: both in
     /// one unit, as the reference implementation's sequence numbers. (They
@@ -90,7 +142,7 @@ impl Hpcc {
             // As the reference implementation: start from full utilisation.
             u: 1.0,
             inc_stage: 0,
-            last: Vec::new(),
+            last: LastHops::default(),
             started: false,
             sent: 0,
             acked: 0,
@@ -125,7 +177,7 @@ impl Hpcc {
         let mut u = 0.0;
         let mut tau = 0.0;
         let mut any = false;
-        for (h, prev) in hops.iter().zip(&self.last) {
+        for (h, prev) in hops.iter().zip(self.last.as_slice()) {
             if h.ts <= prev.ts || h.link_bps == 0 {
                 continue;
             }
@@ -148,15 +200,10 @@ impl Hpcc {
         any
     }
 
-    /// Keeps this feedback's counters for the next one (in place: the
-    /// path, and so the hop count, rarely changes).
+    /// Keeps this feedback's counters for the next one.
+    #[inline]
     fn remember(&mut self, hops: &[IntHop]) {
-        if self.last.len() == hops.len() {
-            self.last.copy_from_slice(hops);
-        } else {
-            self.last.clear();
-            self.last.extend_from_slice(hops);
-        }
+        self.last.set(hops);
     }
 
     /// Algorithm 1, ComputeWind, with the window clamped to [W_min, W_max]
@@ -200,7 +247,7 @@ impl CongestionControl for Hpcc {
         if !full && !self.cfg.fast_react {
             return;
         }
-        if hops.len() == self.last.len() && self.measure_inflight(hops) {
+        if hops.len() == self.last.as_slice().len() && self.measure_inflight(hops) {
             self.compute_wind(full);
         }
         self.remember(hops);
@@ -312,6 +359,35 @@ mod tests {
         }
         assert!(h.window() > w_low);
         assert!(h.utilisation() < 0.1);
+    }
+}
+
+#[cfg(test)]
+mod last_hops_tests {
+    use super::*;
+
+    fn hops(n: usize) -> Vec<IntHop> {
+        (0..n as u64)
+            .map(|i| IntHop {
+                ts: i,
+                tx_bytes: 10 * i,
+                qlen: 100 * i,
+                link_bps: 1000 + i,
+            })
+            .collect()
+    }
+
+    /// Paths of every length, longer than the inline room included, and
+    /// back: what was stored is what is read.
+    #[test]
+    fn keeps_exactly_the_last_feedback() {
+        let mut l = LastHops::default();
+        assert!(l.as_slice().is_empty());
+        for n in [5, 3, 8, 9, 12, 2, 0, 5] {
+            let h = hops(n);
+            l.set(&h);
+            assert_eq!(l.as_slice(), &h[..], "{n} hops");
+        }
     }
 }
 

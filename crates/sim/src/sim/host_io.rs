@@ -134,7 +134,7 @@ impl Simulator {
         };
         if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe, mr_key) {
             self.take_packet(pkt);
-            self.bodies[pkt as usize].int = None;
+            self.free_int(pkt);
             return false;
         }
         if hp.lossless && !hp.rx_xoff && hp.rx_occupancy(now) > hp.xoff_at {
