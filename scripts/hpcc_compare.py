@@ -443,10 +443,9 @@ def report(a):
         L.append("")
 
     if times:
-        L += ["Cost (`/usr/bin/time -v`, one run at a time; median over rounds, "
-              "the 1-minute load average when each run started in brackets):", "",
-              "| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio | rounds |",
-              "|---|---|---|---|---|---|---|"]
+        # Rows only where both simulators were timed: a table of headers
+        # alone (ours re-run without ns-3) would read as a result.
+        rows = []
         for tag in res:
             t3 = [t for t in times if t["config"] == tag and t["sim"] == "ns-3"]
             to = [t for t in times if t["config"] == tag and t["sim"] == "ours"]
@@ -455,9 +454,13 @@ def report(a):
             med = lambda ts, k: sorted(t[k] for t in ts)[len(ts) // 2]
             w3, wo = med(t3, "wall_s"), med(to, "wall_s")
             loads = ", ".join(f"{t['load']:.1f}" for t in t3 + to)
-            L.append(f"| {tag} | {w3:.1f} | {med(t3, 'peak_kb') / 1024:.0f} | {wo:.1f} | "
-                     f"{med(to, 'peak_kb') / 1024:.0f} | {w3 / wo:.1f}× | {len(t3)} ({loads}) |")
-        L.append("")
+            rows.append(f"| {tag} | {w3:.1f} | {med(t3, 'peak_kb') / 1024:.0f} | {wo:.1f} | "
+                        f"{med(to, 'peak_kb') / 1024:.0f} | {w3 / wo:.1f}× | {len(t3)} ({loads}) |")
+        if rows:
+            L += ["Cost (`/usr/bin/time -v`, one run at a time; median over rounds, "
+                  "the 1-minute load average when each run started in brackets):", "",
+                  "| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio | rounds |",
+                  "|---|---|---|---|---|---|---|"] + rows + [""]
 
     text = "\n".join(L)
     if a.write:
