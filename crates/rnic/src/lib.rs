@@ -704,8 +704,19 @@ impl<M: Memory> Rnic<M> {
 
     /// `ibv_post_send`: queues work requests in order; stops at the first bad one.
     pub fn post_send(&mut self, qpn: u32, wrs: &[SendWr]) -> core::result::Result<(), PostError> {
+        // A QP with nothing unsent earns no pacing credit while it idles:
+        // catch-up (`RnicConfig::pacing_catch_up_ns`) makes good a wake-up
+        // the OS delayed while the QP was backlogged, not the time it had
+        // nothing to send — else a shaped QP posting a burst after a pause
+        // would send up to rate × catch-up at line rate.
+        let was_drained = self.cfg.pacing_catch_up_ns > 0
+            && self.qps.get(&qpn).is_some_and(|q| q.cursor.0 >= q.sq.len());
         let r = self.post_send_inner(qpn, wrs);
-        if self.qps.contains_key(&qpn) {
+        let clock = self.clock;
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            if was_drained {
+                q.next_send_at = q.next_send_at.max(clock);
+            }
             self.touch(qpn);
         }
         r

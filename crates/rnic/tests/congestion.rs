@@ -319,9 +319,10 @@ fn a_due_pacing_gap_is_no_deadline_once_the_qp_is_ready() {
     assert!(p.a.poll_transmit(late).is_some(), "the poll sends it");
 }
 
-/// Packets a FixedRate(10 Gb/s) QP sends in one poll at `late` ns, after
-/// its first packet left at 0, with `catch_up` ns of pacing catch-up.
-fn sent_when_polled_late(catch_up: u64, late: u64) -> usize {
+/// A pair whose A side has a FixedRate(10 Gb/s) QP connected to B, with
+/// `catch_up` ns of pacing catch-up, and a WRITE of 256 KiB (256 packets
+/// at MTU 1024) from A's buffer into B's.
+fn paced_write(catch_up: u64) -> (Pair, u32, SendWr) {
     let cfg = RnicConfig {
         pacing_catch_up_ns: catch_up,
         ..RnicConfig::default()
@@ -353,14 +354,47 @@ fn sent_when_polled_late(catch_up: u64, late: u64) -> usize {
             lkey: mr.lkey,
         }],
     );
-    p.a.post_send(qa, &[wr]).unwrap();
-    assert!(p.a.poll_transmit(0).is_some());
-    p.a.handle_timeout(late);
+    (p, qa, wr)
+}
+
+/// Packets `p.a` sends in polls at `now` until it has none to send then.
+fn drain_at(p: &mut Pair, now: u64) -> usize {
+    p.a.handle_timeout(now);
     let mut n = 0;
-    while p.a.poll_transmit(late).is_some() {
+    while p.a.poll_transmit(now).is_some() {
         n += 1;
     }
     n
+}
+
+/// Packets a FixedRate(10 Gb/s) QP sends in one poll at `late` ns, after
+/// its first packet left at 0, with `catch_up` ns of pacing catch-up.
+fn sent_when_polled_late(catch_up: u64, late: u64) -> usize {
+    let (mut p, qa, wr) = paced_write(catch_up);
+    p.a.post_send(qa, &[wr]).unwrap();
+    assert!(p.a.poll_transmit(0).is_some());
+    drain_at(&mut p, late)
+}
+
+/// Catch-up makes good a late wake-up while the QP is backlogged, never
+/// the time it had nothing to send: a shaped QP that idled 5 ms and then
+/// posts 256 KiB sends one packet at once and the rest on its schedule
+/// (before, it would have sent ≈ 1 ms of credit, the whole message, at
+/// line rate).
+#[test]
+fn a_paced_qp_earns_no_catch_up_while_it_idles() {
+    let (mut p, qa, wr) = paced_write(1_000_000);
+    let mut one = wr.clone();
+    one.sg_list[0].length = 1024;
+    p.a.post_send(qa, &[one]).unwrap();
+    assert_eq!(drain_at(&mut p, 0), 1);
+    let t = 5_000_000;
+    p.a.handle_timeout(t);
+    p.a.post_send(qa, &[wr]).unwrap();
+    assert_eq!(drain_at(&mut p, t), 1, "no credit for the idle 5 ms");
+    // Backlogged from here: a poll 20 µs late catches up ≈ 20 µs of gaps.
+    let caught_up = drain_at(&mut p, t + 20_000);
+    assert!((20..=25).contains(&caught_up), "{caught_up}");
 }
 
 /// A driver that wakes a paced QP late (an OS timer on a shared CPU) loses

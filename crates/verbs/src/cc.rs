@@ -42,10 +42,12 @@ pub const REAL_SOCKET_TIMELY_T_HIGH_US: f64 = 2500.0;
 /// `min_rate_mbps` when not given): the paper's δ is 10 Mb/s on a 10 Gb/s
 /// NIC, a thousandth of the line, so 100 Mb/s at the 100 Gb/s a loopback
 /// is taken to run at, with hyper-active increase 5 × that (the paper's
-/// N = 5). The floor is a hundredth of the line: TIMELY updates once per
-/// round trip and a QP at 100 Mb/s takes 5 ms per 64 KiB message, too few
-/// updates a second to climb back from a cut (on a loaded loopback a QP at
+/// N = 5). The floor is a hundredth of the line: a QP at 100 Mb/s takes
+/// 5 ms per 64 KiB message, too few updates a second to climb back from a
+/// cut (on a loaded loopback a QP at
 /// the 100 Mb/s floor moved 0.10 Gb/s for a whole 2 s run).
+/// (TIMELY updates once per 64 KB acknowledged, or once per round trip in
+/// its `hpcc-ns3` preset: either way a QP at the floor updates rarely.)
 pub const REAL_SOCKET_TIMELY_AI_MBPS: f64 = 100.0;
 pub const REAL_SOCKET_TIMELY_HAI_MBPS: f64 = 500.0;
 pub const REAL_SOCKET_TIMELY_MIN_RATE_MBPS: f64 = 1000.0;
@@ -65,25 +67,24 @@ pub const REAL_SOCKET_TIMELY_D_MINRTT_US: f64 = 2500.0;
 
 /// Fills in the real-socket defaults of the delay-based controllers (the
 /// constants above) where `p` leaves them unset: what `roce perf --cc`
-/// runs unless `--cc-param` says otherwise.
+/// runs unless `--cc-param` says otherwise. A named `preset` runs as its
+/// source gives it, thresholds included.
 pub fn real_socket_defaults(p: &mut CcParams) {
     match p.algorithm.as_str() {
         "swift" => {
             p.base_target_us
                 .get_or_insert(REAL_SOCKET_SWIFT_ALLOWANCE_US);
         }
-        "timely" => {
+        "timely" if p.preset.is_none() => {
             if p.t_low_us.is_none() && p.t_high_us.is_none() {
                 p.t_low_us = Some(REAL_SOCKET_TIMELY_T_LOW_US);
                 p.t_high_us = Some(REAL_SOCKET_TIMELY_T_HIGH_US);
             }
-            if p.preset.is_none() {
-                p.rate_ai_mbps.get_or_insert(REAL_SOCKET_TIMELY_AI_MBPS);
-                p.rate_hai_mbps.get_or_insert(REAL_SOCKET_TIMELY_HAI_MBPS);
-                p.min_rate_mbps
-                    .get_or_insert(REAL_SOCKET_TIMELY_MIN_RATE_MBPS);
-                p.min_rtt_us.get_or_insert(REAL_SOCKET_TIMELY_D_MINRTT_US);
-            }
+            p.rate_ai_mbps.get_or_insert(REAL_SOCKET_TIMELY_AI_MBPS);
+            p.rate_hai_mbps.get_or_insert(REAL_SOCKET_TIMELY_HAI_MBPS);
+            p.min_rate_mbps
+                .get_or_insert(REAL_SOCKET_TIMELY_MIN_RATE_MBPS);
+            p.min_rtt_us.get_or_insert(REAL_SOCKET_TIMELY_D_MINRTT_US);
         }
         _ => {}
     }
@@ -157,8 +158,10 @@ impl CcSettings {
 /// TIMELY with T_low and T_high counted from the QP's minimum RTT: the
 /// controller sees each sample less that minimum (the queueing above the
 /// path's base), so its thresholds are allowances above the base. Its
-/// gradient — a difference of successive samples — is the same, and its
-/// D_minRTT normaliser still gets the true minimum.
+/// gradient — a difference of successive samples — is the same; its
+/// D_minRTT normaliser is the `min_rtt_us` parameter (on real sockets
+/// [`REAL_SOCKET_TIMELY_D_MINRTT_US`] unless given; `min_rtt_us = 0` uses
+/// the measured minimum).
 struct OverMinRtt {
     inner: Box<dyn CongestionControl>,
 }
@@ -293,7 +296,12 @@ mod tests {
         let mut w = CcParams::new("swift");
         real_socket_defaults(&mut w);
         assert_eq!(w.base_target_us, Some(REAL_SOCKET_SWIFT_ALLOWANCE_US));
-        assert!(w.build().is_ok() && q.build().is_ok() && p.build().is_ok());
+        // A named preset runs as its source gives it: nothing is filled.
+        let mut n = CcParams::new("timely");
+        n.set("preset", "hpcc-ns3").unwrap();
+        real_socket_defaults(&mut n);
+        assert_eq!((n.t_low_us, n.t_high_us, n.min_rtt_us), (None, None, None));
+        assert!(w.build().is_ok() && q.build().is_ok() && p.build().is_ok() && n.build().is_ok());
     }
 
     /// Over the minimum RTT, a path whose base delay is 1 ms reads as no
@@ -307,15 +315,17 @@ mod tests {
                 ..CcSettings::new(cc, 10_000_000_000)
             };
             let mut c = s.controller(4096);
+            // A 64 KB segment per ACK: TIMELY's default updates once per
+            // segment acknowledged (the paper's completion event).
             for k in 1..=10u64 {
                 let fb = AckFeedback {
-                    acked_bytes: 4096,
+                    acked_bytes: 65536,
                     rtt: Some(RttSample {
                         rtt: 1_000_000,
                         min_rtt: 1_000_000,
                     }),
-                    snd_una: 4096 * k,
-                    snd_nxt: 4096 * k,
+                    snd_una: 65536 * k,
+                    snd_nxt: 65536 * k,
                     ..AckFeedback::default()
                 };
                 c.on_ack_feedback(k * 1_000_000, &fb);

@@ -67,6 +67,11 @@ pub const ROCE_PORT: u16 = roce_wire::udp::ROCEV2_PORT;
 /// How an engine is set up.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
+    /// The RNIC's settings. Fields left at [`RnicConfig::default`] get the
+    /// engine's real-socket values instead: `max_outstanding_pkts` and
+    /// IRN's `bdp_pkts` from the socket buffer, `pacing_catch_up_ns`
+    /// [`PACING_CATCH_UP_NS`] (set it to 1 for practically no catch-up:
+    /// 0 is the default and so means "the engine's").
     pub rnic: RnicConfig,
     pub faults: FaultConfig,
     /// Write every frame sent and received to this pcap file.
