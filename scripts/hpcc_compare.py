@@ -454,8 +454,12 @@ def report(a):
             med = lambda ts, k: sorted(t[k] for t in ts)[len(ts) // 2]
             w3, wo = med(t3, "wall_s"), med(to, "wall_s")
             loads = ", ".join(f"{t['load']:.1f}" for t in t3 + to)
-            rows.append(f"| {tag} | {w3:.1f} | {med(t3, 'peak_kb') / 1024:.0f} | {wo:.1f} | "
-                        f"{med(to, 'peak_kb') / 1024:.0f} | {w3 / wo:.1f}× | {len(t3)} ({loads}) |")
+            def mb(ts):
+                # A round whose /usr/bin/time output had no peak RSS.
+                kb = [t["peak_kb"] for t in ts if t.get("peak_kb") is not None]
+                return f"{sorted(kb)[len(kb) // 2] / 1024:.0f}" if kb else "?"
+            rows.append(f"| {tag} | {w3:.1f} | {mb(t3)} | {wo:.1f} | "
+                        f"{mb(to)} | {w3 / wo:.1f}× | {len(t3)} ({loads}) |")
         if rows:
             L += ["Cost (`/usr/bin/time -v`, one run at a time; median over rounds, "
                   "the 1-minute load average when each run started in brackets):", "",

@@ -49,6 +49,10 @@ pub struct SimArgs {
 #[derive(Debug, clap::Subcommand)]
 pub enum SimCmd {
     /// Run a sweep: a base scenario × a grid of overrides × seeds (see scenarios/sweep/README.md).
+    ///
+    /// Exit status: 0 when every run of this shard succeeded; 3 when some
+    /// failed (each is recorded with its error in sweep.csv, the others
+    /// ran); 1 when the sweep could not start (bad file, bad grid key).
     Sweep(SweepArgs),
     /// Merge the tables of sweep shards into one sweep.csv and its plots.
     Collect {

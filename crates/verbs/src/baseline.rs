@@ -203,6 +203,18 @@ pub fn udp_gso_stream(seg: usize, dur: Duration) -> io::Result<Throughput> {
         }
     }
     let (bytes, secs) = joined(rx)?;
+    // Nothing carried is no ceiling of 0 Gb/s (it would make any ratio
+    // against it absurd): every GSO send failed, or none arrived.
+    if bytes == 0 {
+        return Err(io::Error::other(format!(
+            "no datagram of {seg} bytes arrived ({sent} sent as UDP GSO runs of {segs}): {}",
+            if sent == 0 {
+                "every GSO send failed"
+            } else {
+                "the GRO socket received none"
+            }
+        )));
+    }
     Ok(Throughput {
         bytes,
         msgs: bytes / seg as u64,
