@@ -79,6 +79,9 @@ pub(crate) struct SentLog {
     snd_nxt: u64,
 }
 
+/// Logs up to this many records' room keep it.
+const SHRINK_FROM: usize = 1024;
+
 impl SentLog {
     /// A first transmission of the packet(s) up to `last`, at `at`.
     pub(crate) fn sent(&mut self, last: Psn, at: Nanos, bytes: u64, sample: bool) {
@@ -114,6 +117,15 @@ impl SentLog {
             acked += r.bytes();
             newest = Some(r);
             self.recs.pop_front();
+        }
+        // A burst that once filled the log (16,384 packets without
+        // congestion control) leaves its capacity behind for the QP's
+        // life; give back half once three quarters stand empty, so
+        // thousands of QPs do not each hold their high-water mark (the
+        // copy is of at most a quarter, after as many records retired).
+        let cap = self.recs.capacity();
+        if cap > SHRINK_FROM && self.recs.len() < cap / 4 {
+            self.recs.shrink_to(cap / 2);
         }
         self.snd_una += acked;
         let rtt = newest
@@ -204,6 +216,25 @@ mod tests {
         assert_eq!(log.bytes_before(Psn::new(2)), 8192);
         let fb = log.acked_before(Psn::new(1), 20);
         assert_eq!((fb.acked_bytes, fb.rtt), (4096, None));
+    }
+
+    #[test]
+    fn a_drained_log_gives_back_its_room() {
+        let mut log = SentLog::default();
+        for i in 0..10_000u32 {
+            log.sent(Psn::new(i), u64::from(i), 1000, true);
+        }
+        let full = log.recs.capacity();
+        assert!(full >= 10_000);
+        let fb = log.acked_before(Psn::new(9_990), 20_000);
+        assert_eq!(fb.acked_bytes, 9_990_000);
+        assert!(log.recs.capacity() <= full / 2, "{}", log.recs.capacity());
+        // What is left is intact.
+        assert_eq!(log.bytes_before(Psn::new(10_000)), 10_000);
+        assert_eq!(
+            log.acked_before(Psn::new(10_000), 30_000).acked_bytes,
+            10_000
+        );
     }
 
     #[test]
