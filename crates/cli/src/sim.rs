@@ -43,6 +43,10 @@ pub struct SimArgs {
     /// Skip the PNG/SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Print where memory goes (heap bytes by structure, per host, per
+    /// switch port, per flow) at the run's largest footprint, to stderr.
+    #[arg(long)]
+    pub memory: bool,
 }
 
 /// `roce sim sweep` and `roce sim collect`.
@@ -96,7 +100,13 @@ pub fn run(args: SimArgs) -> Result<()> {
         None => {}
     }
     if let Some(cfg) = &args.hpcc_config {
-        return run_hpcc(cfg, args.out.as_deref(), args.seed, !args.no_plots);
+        return run_hpcc(
+            cfg,
+            args.out.as_deref(),
+            args.seed,
+            !args.no_plots,
+            args.memory,
+        );
     }
     let Some(path) = &args.scenario else {
         bail!("give a scenario file (roce sim SCENARIO.toml) or --hpcc-config CONFIG.txt");
@@ -106,7 +116,7 @@ pub fn run(args: SimArgs) -> Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| Path::new("out/sim").join(&sc.name));
-    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows, args.memory)?;
     finish(&report, wall, &out, !args.no_plots)?;
     Ok(outcome?)
 }
@@ -114,11 +124,14 @@ pub fn run(args: SimArgs) -> Result<()> {
 /// Runs a simulation with a progress bar on a terminal. Besides the report
 /// and the wall time, gives the run's outcome: a stalled run (flows left
 /// with nothing more to simulate) is an error the caller returns once the
-/// results, which help find the cause, are written.
+/// results, which help find the cause, are written. With `memory`, prints
+/// the simulator's memory by structure at its largest (sampled between
+/// batches of events).
 pub fn simulate(
     cfg: roce_sim::SimConfig,
     topo: roce_sim::Topology,
     flows: &[roce_sim::workload::FlowSpec],
+    memory: bool,
 ) -> Result<(Report, f64, Result<(), roce_sim::SimError>)> {
     let t0 = Instant::now();
     let mut sim = Simulator::new(cfg, topo, flows)?;
@@ -133,8 +146,15 @@ pub fn simulate(
         b.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         b
     });
+    let mut peak: Option<roce_sim::sim::MemoryUse> = None;
     while !sim.done() {
         sim.step(1 << 16);
+        if memory {
+            let m = sim.memory_use();
+            if peak.as_ref().is_none_or(|p| m.total() > p.total()) {
+                peak = Some(m);
+            }
+        }
         if let Some(b) = &bar {
             if b.is_hidden() && t0.elapsed().as_secs_f64() > 1.0 {
                 b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
@@ -150,7 +170,14 @@ pub fn simulate(
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    Ok((sim.report(), t0.elapsed().as_secs_f64(), sim.outcome()))
+    if let Some(m) = peak {
+        eprintln!(
+            "memory at its largest (heap bytes by structure):\n{}",
+            m.render()
+        );
+    }
+    let outcome = sim.outcome();
+    Ok((sim.into_report(), t0.elapsed().as_secs_f64(), outcome))
 }
 
 /// Writes the output files and prints a short summary.
@@ -218,7 +245,13 @@ fn print_summary(s: &Summary, out: &Path) {
 /// the working directory as with third.cc, and are created (with their
 /// folders) before the run so a bad path fails at once; `--out` receives
 /// our own files (fct.csv, summary.json, plots, ...).
-fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -> Result<()> {
+fn run_hpcc(
+    config: &Path,
+    out: Option<&Path>,
+    seed: Option<u64>,
+    plots: bool,
+    memory: bool,
+) -> Result<()> {
     let exp = roce_sim::hpcc::Experiment::load(config, seed)?;
     for w in &exp.warnings {
         eprintln!("roce: warning: {w}");
@@ -230,7 +263,7 @@ fn run_hpcc(config: &Path, out: Option<&Path>, seed: Option<u64>, plots: bool) -
             .unwrap_or_else(|| PathBuf::from("out/sim/hpcc"))
     });
     exp.prepare_outputs()?;
-    let (report, wall, outcome) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows)?;
+    let (report, wall, outcome) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows, memory)?;
     finish(&report, wall, &out, plots)?;
     for f in exp.write_outputs(&report)? {
         say!("wrote {}", f.display());
@@ -246,7 +279,7 @@ pub fn demo_section(out: &Path) -> Result<()> {
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let sc = Scenario::parse(src, "scenarios/incast.toml", &base, None)?;
     let dir = out.join("sim-incast");
-    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows)?;
+    let (report, wall, outcome) = simulate(sc.cfg, sc.topo, &sc.flows, false)?;
     let s = finish(&report, wall, &dir, true)?;
     outcome?;
     let peak = report

@@ -42,4 +42,8 @@ impl Cq {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// Heap bytes of stored completions (see [`crate::footprint`]).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        crate::footprint::deque(&self.entries)
+    }
 }

@@ -194,6 +194,15 @@ pub(crate) struct HoldBuffer {
 }
 
 impl HoldBuffer {
+    /// Heap bytes held (see [`crate::footprint`]).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let data = self.slots.iter().flatten().map(|h| match &h.data {
+            HeldData::Bytes(v) => crate::footprint::vec(v),
+            _ => 0,
+        });
+        crate::footprint::deque(&self.slots) + data.sum::<u64>()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -312,6 +321,11 @@ pub(crate) struct Scoreboard {
 }
 
 impl Scoreboard {
+    /// Heap bytes held (see [`crate::footprint`]).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        crate::footprint::deque(&self.held)
+    }
+
     /// Forgets everything before `una`.
     pub fn advance(&mut self, una: Psn) {
         if self.held.is_empty() || !una.in_window(self.base, self.held.len() as u32) {

@@ -21,6 +21,7 @@ pub mod cc;
 pub mod clock;
 pub mod cq;
 pub mod error;
+pub mod footprint;
 pub mod fuzzing;
 pub mod irn;
 pub mod memory;
@@ -41,6 +42,7 @@ pub use cc::{
 };
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
+pub use footprint::Footprint;
 pub use irn::{IrnConfig, Recovery};
 pub use memory::{
     GATHER_MAX, Gather, Memory, Payload, PayloadRef, RealMemory, Resolved, VirtualMemory,
@@ -317,6 +319,23 @@ impl<M: Memory> Rnic<M> {
     pub fn mem_mut(&mut self) -> &mut M {
         &mut self.mem
     }
+    /// Heap bytes this RNIC holds, by structure (see [`Footprint`]); its
+    /// memory (`mem`) is left out.
+    pub fn footprint(&self) -> Footprint {
+        let mut f = Footprint::default();
+        for qp in self.qps.values() {
+            qp.footprint(&mut f);
+        }
+        f.tables = self.qps.heap_bytes()
+            + self.ready.heap_bytes()
+            + self.timers.heap_bytes()
+            + self.mrs.heap_bytes()
+            + self.cqs.values().map(Cq::heap_bytes).sum::<u64>()
+            + footprint::tree(&self.cqs)
+            + footprint::deque(&self.events);
+        f
+    }
+
     pub fn counters(&self) -> Counters {
         self.counters
     }

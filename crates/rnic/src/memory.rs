@@ -414,6 +414,11 @@ impl VirtualMemory {
             ..Default::default()
         }
     }
+    /// Heap bytes of the allocation and atomic-word maps' entries.
+    pub fn heap_bytes(&self) -> u64 {
+        crate::footprint::tree(&self.blocks) + crate::footprint::tree(&self.words)
+    }
+
     /// Reserves `len` bytes of address space.
     pub fn alloc(&mut self, len: u64) -> u64 {
         let addr = self.next.max(BASE);

@@ -76,6 +76,11 @@ pub struct MrTable {
 }
 
 impl MrTable {
+    /// Heap bytes of the table's entries (see [`crate::footprint`]).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        crate::footprint::tree(&self.by_lkey) + crate::footprint::tree(&self.by_rkey)
+    }
+
     /// Adds a region; lkey and rkey are derived from a table index and an
     /// 8-bit key (as rxe does), so stale keys from a deregistered region are
     /// unlikely to hit a new one.

@@ -47,6 +47,10 @@ impl QpTable {
     pub fn values(&self) -> impl Iterator<Item = &Qp> {
         self.slots.iter().filter_map(|s| s.as_deref())
     }
+    /// Heap bytes of the slots (the QPs themselves are counted apart).
+    pub fn heap_bytes(&self) -> u64 {
+        crate::footprint::vec(&self.slots)
+    }
 }
 
 /// A set of QPNs with "next member at or after n" in QPN order, as a bitmap.
@@ -76,6 +80,9 @@ impl ReadySet {
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+    pub fn heap_bytes(&self) -> u64 {
+        crate::footprint::vec(&self.words)
     }
     pub fn contains(&self, qpn: &u32) -> bool {
         self.words
@@ -119,6 +126,10 @@ impl Timers {
     /// Files `qpn` under `t` (its QP's `filed` must now be `Some(t)`).
     pub fn file(&mut self, t: Nanos, qpn: u32) {
         self.heap.push(Reverse((t, qpn)));
+    }
+
+    pub fn heap_bytes(&self) -> u64 {
+        (self.heap.capacity() * std::mem::size_of::<Reverse<(Nanos, u32)>>()) as u64
     }
 
     /// The earliest current deadline.

@@ -76,4 +76,18 @@ mod tests {
         assert_eq!(from0[t.hosts[1]], 1);
         assert_eq!(from0[t.hosts[319]], 5);
     }
+
+    #[test]
+    fn a_host_is_one_switch_further_than_its_edge_switch() {
+        // What lets the simulator keep one row per edge switch.
+        let t = Topology::fat_tree(5, 4, 4, 16, 16, gbps(100), gbps(400), 1_000_000).unwrap();
+        for src in [0usize, 17, 200] {
+            let h = t.hosts[src];
+            let edge = t.ports[h][0].peer;
+            let (from_h, from_edge) = (switch_hops_from(&t, h), switch_hops_from(&t, edge));
+            for (dst, &d) in t.hosts.iter().enumerate().filter(|&(d, _)| d != src) {
+                assert_eq!(from_edge[d] + 1, from_h[d], "{src} → {dst}");
+            }
+        }
+    }
 }

@@ -213,6 +213,19 @@ impl Default for EventQueue {
 }
 
 impl EventQueue {
+    /// Heap bytes held: the calendar's slots, the far-future heap and
+    /// spilled events (allocator capacities).
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of;
+        let entries = self.current.capacity() + self.slots.iter().map(Vec::capacity).sum::<usize>();
+        (entries * size_of::<Entry>()
+            + self.slots.capacity() * size_of::<Vec<Entry>>()
+            + self.occupied.capacity() * 8
+            + self.overflow.capacity() * size_of::<Far>()
+            + self.spilled.capacity() * size_of::<Event>()
+            + self.spill_free.capacity() * 4) as u64
+    }
+
     fn with_slots(n: usize) -> Self {
         debug_assert!(n.is_power_of_two() && n >= 64);
         EventQueue {

@@ -231,6 +231,16 @@ impl Port {
     }
 
     /// Packets waiting in all queues.
+    /// Heap bytes of the queues (the port itself is counted apart).
+    pub fn heap_bytes(&self) -> u64 {
+        let entries: usize = self.q.iter().map(|q| q.queue.capacity()).sum();
+        (entries * std::mem::size_of::<QEntry>()) as u64
+            + self
+                .ecn_prio
+                .as_ref()
+                .map_or(0, |b| std::mem::size_of_val(&**b) as u64)
+    }
+
     pub fn queued_pkts(&self) -> usize {
         self.npkts as usize
     }

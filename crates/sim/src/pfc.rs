@@ -195,6 +195,13 @@ pub struct Mmu {
 const NPRIO: usize = 8;
 
 impl Mmu {
+    /// Heap bytes of the per-port and per-queue accounts.
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of_val;
+        (size_of_val(&self.headroom[..]) + size_of_val(&self.alpha[..]) + size_of_val(&self.q[..]))
+            as u64
+    }
+
     /// `headroom[p]` is the headroom of port `p`, `rates[p]` its link rate
     /// (which sets its alpha, see [`BufferConfig::alpha_for`]).
     pub fn new(cfg: BufferConfig, headroom: Vec<u64>, rates: &[u64]) -> Mmu {

@@ -488,7 +488,7 @@ fn run_one(sweep: &Sweep, run: &RunSpec, out: &Path, plots: bool) -> RunOutcome 
         // A stalled run still writes what it measured; it is then recorded
         // as failed, with the stall's message naming the stuck QPs.
         let outcome = sim.run();
-        let report = sim.report();
+        let report = sim.into_report();
         let dir = out.join(run.dir_name());
         let s = report
             .write_all(&dir, t0.elapsed().as_secs_f64())

@@ -156,6 +156,20 @@ impl Builder {
 }
 
 impl Topology {
+    /// Heap bytes of the description (names, links, port lists).
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::{size_of, size_of_val};
+        let names: usize = self.nodes.iter().map(|n| n.name.capacity()).sum();
+        let ports: usize = self.ports.iter().map(|p| size_of_val(&p[..])).sum();
+        (names
+            + ports
+            + size_of_val(&self.nodes[..])
+            + size_of_val(&self.links[..])
+            + size_of_val(&self.hosts[..])
+            + size_of_val(&self.host_of[..])
+            + self.ports.len() * size_of::<Vec<PortRef>>()) as u64
+    }
+
     /// Builds from nodes and links that are already indexed.
     pub fn from_parts(nodes: Vec<Node>, links: Vec<Link>) -> Result<Topology, TopologyError> {
         let mut ports: Vec<Vec<PortRef>> = vec![Vec::new(); nodes.len()];
@@ -500,6 +514,16 @@ pub struct Routes {
 }
 
 impl Routes {
+    /// Heap bytes of the tables.
+    pub fn heap_bytes(&self) -> u64 {
+        use std::mem::size_of_val;
+        (size_of_val(&self.group[..])
+            + size_of_val(&self.edge[..])
+            + size_of_val(&self.host_node[..])
+            + size_of_val(&self.spans[..])
+            + size_of_val(&self.ports[..])) as u64
+    }
+
     /// Next-hop ports at `node` toward host `dst`.
     pub fn get(&self, node: usize, dst: u32) -> &[u16] {
         let d = dst as usize;

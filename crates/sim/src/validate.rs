@@ -221,7 +221,7 @@ fn simulate(name: &str, src: &str) -> Result<Report, ValidateError> {
         name: name.into(),
         source,
     })?;
-    Ok(sim.report())
+    Ok(sim.into_report())
 }
 
 fn measure_err(name: &str, what: &str) -> ValidateError {

@@ -42,14 +42,31 @@ pub struct AckFeedback {
     pub snd_nxt: u64,
 }
 
+/// One first transmission, in 16 bytes: a QP without congestion control
+/// may keep 16,384 packets in flight, and thousands of QPs at once do in a
+/// large fabric (issue 12), so this record is what a packet in flight
+/// costs its sender.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
+    at: Nanos,
     /// Last PSN the record covers (a READ request covers its responses' PSNs).
     last: Psn,
-    at: Nanos,
-    bytes: u64,
-    /// False once retransmitted (Karn), and for READ requests.
-    sample: bool,
+    /// Payload bytes (one packet's: at most an MTU) in the low 31 bits;
+    /// the top bit set while the record may give an RTT sample (cleared
+    /// once retransmitted, Karn; never set for READ requests).
+    bytes_sample: u32,
+}
+
+impl Sent {
+    const SAMPLE: u32 = 1 << 31;
+
+    fn bytes(&self) -> u64 {
+        u64::from(self.bytes_sample & !Self::SAMPLE)
+    }
+
+    fn sample(&self) -> bool {
+        self.bytes_sample & Self::SAMPLE != 0
+    }
 }
 
 /// The requester's record of packets in flight: one entry per first
@@ -62,16 +79,21 @@ pub(crate) struct SentLog {
     snd_nxt: u64,
 }
 
+/// Logs up to this many records' room keep it.
+const SHRINK_FROM: usize = 1024;
+
 impl SentLog {
     /// A first transmission of the packet(s) up to `last`, at `at`.
     pub(crate) fn sent(&mut self, last: Psn, at: Nanos, bytes: u64, sample: bool) {
+        // One packet's payload: an MTU at most, far below the flag bit.
+        debug_assert!(bytes < u64::from(Sent::SAMPLE));
+        let b = bytes.min(u64::from(Sent::SAMPLE - 1)) as u32;
         self.recs.push_back(Sent {
-            last,
             at,
-            bytes,
-            sample,
+            last,
+            bytes_sample: if sample { b | Sent::SAMPLE } else { b },
         });
-        self.snd_nxt += bytes;
+        self.snd_nxt += u64::from(b);
     }
 
     /// `psn` went out again: its ACK can no longer be timed.
@@ -79,7 +101,7 @@ impl SentLog {
         let i = self.recs.partition_point(|r| r.last.before(psn));
         // Only the record of this very packet (READ records take no sample).
         if let Some(r) = self.recs.get_mut(i).filter(|r| r.last == psn) {
-            r.sample = false;
+            r.bytes_sample &= !Sent::SAMPLE;
         }
     }
 
@@ -92,13 +114,22 @@ impl SentLog {
             if !r.last.before(una) {
                 break;
             }
-            acked += r.bytes;
+            acked += r.bytes();
             newest = Some(r);
             self.recs.pop_front();
         }
+        // A burst that once filled the log (16,384 packets without
+        // congestion control) leaves its capacity behind for the QP's
+        // life; give back half once three quarters stand empty, so
+        // thousands of QPs do not each hold their high-water mark (the
+        // copy is of at most a quarter, after as many records retired).
+        let cap = self.recs.capacity();
+        if cap > SHRINK_FROM && self.recs.len() < cap / 4 {
+            self.recs.shrink_to(cap / 2);
+        }
         self.snd_una += acked;
         let rtt = newest
-            .filter(|r| r.sample)
+            .filter(|r| r.sample())
             .map(|r| now.saturating_sub(r.at));
         let rtt = rtt.map(|rtt| {
             let min_rtt = self.min_rtt.map_or(rtt, |m| m.min(rtt));
@@ -120,8 +151,13 @@ impl SentLog {
         self.recs
             .iter()
             .take_while(|r| r.last.before(psn))
-            .map(|r| r.bytes)
+            .map(|r| r.bytes())
             .sum()
+    }
+
+    /// Heap bytes held (see [`crate::footprint`]).
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        crate::footprint::deque(&self.recs)
     }
 
     /// The QP failed: nothing is in flight any more.
@@ -166,6 +202,38 @@ mod tests {
                 rtt: 8_000,
                 min_rtt: 8_000
             })
+        );
+    }
+
+    #[test]
+    fn a_packet_in_flight_costs_its_sender_16_bytes() {
+        assert_eq!(std::mem::size_of::<Sent>(), 16);
+        // The flag bit and the byte count stay apart.
+        let mut log = SentLog::default();
+        log.sent(Psn::new(0), 7, 4096, true);
+        log.sent(Psn::new(1), 8, 4096, false);
+        log.resent(Psn::new(0));
+        assert_eq!(log.bytes_before(Psn::new(2)), 8192);
+        let fb = log.acked_before(Psn::new(1), 20);
+        assert_eq!((fb.acked_bytes, fb.rtt), (4096, None));
+    }
+
+    #[test]
+    fn a_drained_log_gives_back_its_room() {
+        let mut log = SentLog::default();
+        for i in 0..10_000u32 {
+            log.sent(Psn::new(i), u64::from(i), 1000, true);
+        }
+        let full = log.recs.capacity();
+        assert!(full >= 10_000);
+        let fb = log.acked_before(Psn::new(9_990), 20_000);
+        assert_eq!(fb.acked_bytes, 9_990_000);
+        assert!(log.recs.capacity() <= full / 2, "{}", log.recs.capacity());
+        // What is left is intact.
+        assert_eq!(log.bytes_before(Psn::new(10_000)), 10_000);
+        assert_eq!(
+            log.acked_before(Psn::new(10_000), 30_000).acked_bytes,
+            10_000
         );
     }
 
