@@ -85,47 +85,46 @@ impl Fib {
     pub fn is_compact(&self) -> bool {
         matches!(self, Fib::Compact(_))
     }
+}
 
-    fn hops_mut(&mut self, node: usize, dst: u32) -> &mut [u16] {
-        match self {
-            Fib::Compact(c) => c.hops_mut(node, dst),
-            Fib::Full(r) => r.hops_mut(node, dst),
+/// Puts every switch's next hops in another simulator's order (the
+/// same set of ports): `order(host_node)` gives, per node, the
+/// neighbours it forwards to toward that host, first to last. It is
+/// called once per edge switch, as hosts sharing one share their next
+/// hops here. Done on [`Routes`] before [`Fib::new`], so the compact
+/// table stores (and shares) the reordered lists and is checked against
+/// them.
+pub fn reorder(
+    routes: &mut Routes,
+    topo: &Topology,
+    mut order: impl FnMut(usize) -> Vec<Vec<usize>>,
+) {
+    let edge_of = |hn: usize| match topo.ports[hn].as_slice() {
+        [l] => l.peer,
+        _ => usize::MAX - hn,
+    };
+    let mut dsts: Vec<u32> = (0..topo.n_hosts() as u32).collect();
+    dsts.sort_by_key(|&d| edge_of(topo.hosts[d as usize]));
+    let switches: Vec<usize> = (0..topo.nodes.len())
+        .filter(|&i| topo.nodes[i].kind == NodeKind::Switch)
+        .collect();
+    let mut last: Option<(usize, Vec<Vec<usize>>)> = None;
+    for d in dsts {
+        let hn = topo.hosts[d as usize];
+        let e = edge_of(hn);
+        if last.as_ref().is_none_or(|(k, _)| *k != e) {
+            last = Some((e, order(hn)));
         }
-    }
-
-    /// Puts every switch's next hops in another simulator's order (the
-    /// same set of ports): `order(host_node)` gives, per node, the
-    /// neighbours it forwards to toward that host, first to last. It is
-    /// called once per edge switch, as hosts sharing one share their next
-    /// hops here.
-    pub fn reorder(&mut self, topo: &Topology, mut order: impl FnMut(usize) -> Vec<Vec<usize>>) {
-        let edge_of = |hn: usize| match topo.ports[hn].as_slice() {
-            [l] => l.peer,
-            _ => usize::MAX - hn,
-        };
-        let mut dsts: Vec<u32> = (0..topo.n_hosts() as u32).collect();
-        dsts.sort_by_key(|&d| edge_of(topo.hosts[d as usize]));
-        let switches: Vec<usize> = (0..topo.nodes.len())
-            .filter(|&i| topo.nodes[i].kind == NodeKind::Switch)
-            .collect();
-        let mut last: Option<(usize, Vec<Vec<usize>>)> = None;
-        for d in dsts {
-            let hn = topo.hosts[d as usize];
-            let e = edge_of(hn);
-            if last.as_ref().is_none_or(|(k, _)| *k != e) {
-                last = Some((e, order(hn)));
-            }
-            let Some((_, lists)) = &last else { continue };
-            for &s in &switches {
-                let pos = |p: &u16| {
-                    let peer = topo.ports[s][usize::from(*p)].peer;
-                    lists[s]
-                        .iter()
-                        .position(|&x| x == peer)
-                        .unwrap_or(usize::MAX)
-                };
-                self.hops_mut(s, d).sort_by_key(pos);
-            }
+        let Some((_, lists)) = &last else { continue };
+        for &s in &switches {
+            let pos = |p: &u16| {
+                let peer = topo.ports[s][usize::from(*p)].peer;
+                lists[s]
+                    .iter()
+                    .position(|&x| x == peer)
+                    .unwrap_or(usize::MAX)
+            };
+            routes.hops_mut(s, d).sort_by_key(pos);
         }
     }
 }
@@ -140,15 +139,6 @@ impl Compact {
         let l = self.spans[self.row_base[node] as usize + usize::from(h.col)];
         let (s, n) = self.lists[usize::from(l)];
         &self.ports[s as usize..s as usize + usize::from(n)]
-    }
-
-    fn hops_mut(&mut self, node: usize, dst: u32) -> &mut [u16] {
-        let h = &mut self.host[dst as usize];
-        if h.edge as usize == node {
-            return std::slice::from_mut(&mut h.port);
-        }
-        let (s, n) = self.spans[self.row_base[node] as usize + usize::from(h.col)];
-        &mut self.ports[s as usize..s as usize + usize::from(n)]
     }
 
     fn build(topo: &Topology, routes: &Routes) -> Option<Compact> {

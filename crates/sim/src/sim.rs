@@ -496,12 +496,13 @@ impl Simulator {
             .map(|p| p.delay_ps + ser_ps(max_frame + cfg.ifg_bytes, p.rate_bps))
             .max()
             .unwrap_or(0);
-        let mut fib = Fib::new(&topo, routes);
+        let mut routes = routes;
         if matches!(cfg.ecmp, EcmpMode::Ns3 { .. }) {
-            fib.reorder(&topo, |h| {
+            crate::fib::reorder(&mut routes, &topo, |h| {
                 ecmp::ns3::next_hop_order(&topo, h, |x| ecmp::ns3::ns3_pointer_rank(&topo, x))
             });
         }
+        let fib = Fib::new(&topo, routes);
         let mut sim = Simulator {
             cfg,
             fib,

@@ -7,7 +7,7 @@
 
 use super::{FlowState, Host, Simulator};
 use crate::link::Port;
-use crate::packet::{IntStack, Packet, PacketBody};
+use crate::packet::{IntRec, Packet, PacketBody};
 use roce_rnic::Footprint;
 use std::fmt::Write as _;
 use std::mem::size_of;
@@ -106,21 +106,15 @@ impl Simulator {
             }
         }
         let mmu: u64 = self.switches.iter().map(|s| s.mmu.heap_bytes()).sum();
-        let int_bytes = |i: &IntStack| {
-            (size_of::<IntStack>() + i.hops.capacity() * size_of::<roce_rnic::IntHop>()) as u64
-        };
-        let flows = (self.flows.capacity() * size_of::<FlowState>()) as u64
-            + self
-                .flows
-                .iter()
-                .filter_map(|f| f.echo_int.as_deref())
-                .map(int_bytes)
-                .sum::<u64>();
+        // A flow's echoed INT is a record of the INT table, counted there.
+        let flows = (self.flows.capacity() * size_of::<FlowState>()) as u64;
         let slots = self.packets.len() as u64;
         let packets = slots * (size_of::<Packet>() + size_of::<PacketBody>()) as u64
             + (self.free.capacity() * 4) as u64;
-        let ints: u64 = self.int_pool.iter().map(|i| int_bytes(i)).sum::<u64>()
-            + (self.int_pool.capacity() * size_of::<Box<IntStack>>()) as u64;
+        // The INT table: every record ever used (the free ones are reused,
+        // never returned) and the free list.
+        let ints =
+            (self.ints.capacity() * size_of::<IntRec>() + self.int_free.capacity() * 4) as u64;
         let outputs = (self.pfc_log.capacity() * size_of::<crate::metrics::PfcEvent>()
             + self.queue_log.capacity() * size_of::<crate::metrics::QueueSample>()
             + self.flow_log.capacity() * size_of::<(u64, u32, u64)>()
@@ -156,7 +150,7 @@ impl Simulator {
                 (self.exts.capacity() * size_of::<roce_wire::TransportRepr>()
                     + self.ext_free.capacity() * 4) as u64,
             ),
-            ("INT stacks (pool)", ints),
+            ("INT records", ints),
             ("event queue", self.q.heap_bytes()),
             ("outputs (pfc/queue/flow logs)", outputs),
             ("switch-hop cache (Swift)", hops),
