@@ -58,7 +58,9 @@ fn run(link: LinkConfig, read_len: u32, drops: &[(usize, u32)], psn_a: u32) -> S
     let woff = u64::from(read_len).next_multiple_of(4096) + 4096;
     p.a.mem_mut().set(a.buf + woff, &wdata).unwrap();
     let cas_off = woff + 8192;
-    p.b.mem_mut().set(b.buf + cas_off, &41u64.to_le_bytes()).unwrap();
+    p.b.mem_mut()
+        .set(b.buf + cas_off, &41u64.to_le_bytes())
+        .unwrap();
     let wrs = vec![
         SendWr::new(
             1,
@@ -131,8 +133,7 @@ fn run(link: LinkConfig, read_len: u32, drops: &[(usize, u32)], psn_a: u32) -> S
                 let ahead = dist(psn, before.una);
                 let behind = ahead > PSN_MASK / 2;
                 assert!(
-                    behind ||
-                    ahead < BDP,
+                    behind || ahead < BDP,
                     "responder emitted response {psn:#x}, {ahead} past the requester's una {:#x}",
                     before.una
                 );
@@ -160,8 +161,14 @@ fn run(link: LinkConfig, read_len: u32, drops: &[(usize, u32)], psn_a: u32) -> S
         "READ bytes differ"
     );
     assert!(p.b.mem().get(b.buf + woff, 3000).unwrap() == &wdata[..]);
-    assert_eq!(p.a.mem().get(a.buf + cas_off, 8).unwrap(), &41u64.to_le_bytes());
-    assert_eq!(p.b.mem().get(b.buf + cas_off, 8).unwrap(), &99u64.to_le_bytes());
+    assert_eq!(
+        p.a.mem().get(a.buf + cas_off, 8).unwrap(),
+        &41u64.to_le_bytes()
+    );
+    assert_eq!(
+        p.b.mem().get(b.buf + cas_off, 8).unwrap(),
+        &99u64.to_le_bytes()
+    );
     assert_eq!(p.b.counters().atomics_executed, 1, "the atomic ran once");
     assert!(p.drop_psns.is_empty(), "every planned drop happened");
     let c = p.a.counters();
