@@ -298,8 +298,10 @@ impl SendWqe {
         if self.segs.is_empty() {
             return 1;
         }
-        let ends = self.segs[1..].iter().copied().chain([self.issued]);
-        ends.filter(|&e| e > self.acked).count()
+        // Segment ends ascend: those at or before `acked` are answered.
+        let answered = self.segs[1..].partition_point(|&s| s <= self.acked)
+            + usize::from(self.issued <= self.acked);
+        self.segs.len() - answered
     }
 }
 

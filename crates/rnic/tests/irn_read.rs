@@ -234,3 +234,89 @@ fn a_split_irn_read_survives_random_loss_reordering_and_duplicates_across_the_ps
         assert!(s.retransmits > 0, "seed {seed}: the link lost packets");
     }
 }
+
+/// Each unanswered segment of a split READ holds a READ credit at the
+/// responder (it queues responses as any READ does). With one credit each
+/// way (`max_rd_atomic` = `max_dest_rd_atomic` = 1) the requester must wait
+/// for a segment's responses before asking for the next, or the responder
+/// refuses the request (NAK Invalid Request) and the QP fails.
+#[test]
+fn a_split_irn_read_respects_one_read_credit() {
+    let cfg = RnicConfig {
+        irn: IrnConfig {
+            bdp_pkts: BDP,
+            ..IrnConfig::default()
+        },
+        ..Default::default()
+    };
+    // A short wire: a segment's request reaches the responder while the
+    // previous segment's responses are still queued there.
+    let link = LinkConfig {
+        latency_ns: 50,
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::with_config(link, cfg);
+    const LEN: u32 = 100 * 1024;
+    let mut ends = Vec::new();
+    for r in [&mut p.a, &mut p.b] {
+        let pd = r.alloc_pd();
+        let cq = r.create_cq(64).unwrap();
+        let buf = r.mem_mut().alloc(LEN as usize);
+        let mr = r.reg_mr(pd, buf, u64::from(LEN), Access::ALL).unwrap();
+        let mut init = QpInitAttr::new(QpType::Rc, pd, cq, cq);
+        init.recovery = Recovery::Irn;
+        let qpn = r.create_qp(init).unwrap();
+        ends.push((cq, qpn, buf, mr));
+    }
+    let ((cq_a, qa, buf_a, mr_a), (_, qb, buf_b, mr_b)) = (ends[0], ends[1]);
+    for (r, me, peer, addr) in [
+        (&mut p.a, qa, qb, roce_rnic::pair::ADDR_B),
+        (&mut p.b, qb, qa, roce_rnic::pair::ADDR_A),
+    ] {
+        r.modify_qp(me, QpState::Init, &QpAttr::init(Access::ALL))
+            .unwrap();
+        let mut rtr = QpAttr::rtr(addr, peer, 0, Mtu::Mtu1024);
+        rtr.max_dest_rd_atomic = Some(1);
+        r.modify_qp(me, QpState::Rtr, &rtr).unwrap();
+        let mut rts = QpAttr::rts(0);
+        rts.max_rd_atomic = Some(1);
+        r.modify_qp(me, QpState::Rts, &rts).unwrap();
+    }
+    let remote: Vec<u8> = (0..LEN).map(|i| (i % 241) as u8).collect();
+    p.b.mem_mut().set(buf_b, &remote).unwrap();
+    p.capture = Some(Vec::new());
+    p.a.post_send(
+        qa,
+        &[SendWr::new(
+            7,
+            WrOpcode::RdmaRead {
+                remote_addr: buf_b,
+                rkey: mr_b.rkey,
+            },
+            vec![Sge {
+                addr: buf_a,
+                length: LEN,
+                lkey: mr_a.lkey,
+            }],
+        )],
+    )
+    .unwrap();
+    assert!(p.drive());
+    let wc = p.a.poll_cq(cq_a, 4);
+    assert_eq!(wc.len(), 1);
+    assert_eq!(wc[0].status, WcStatus::Success, "{wc:?}");
+    assert!(p.a.mem().get(buf_a, LEN as usize).unwrap() == &remote[..]);
+    assert_eq!(p.b.counters().naks_tx, 0, "no request was refused");
+    let requests = p
+        .capture
+        .as_ref()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f.dir == 0
+                && matches!(parse_frame(&f.bytes),
+                    Ok(Frame::Roce(fr)) if fr.transport.bth.opcode == Opcode::RcReadRequest)
+        })
+        .count();
+    assert!(requests >= 100 / BDP as usize, "{requests} READ requests");
+}
