@@ -320,3 +320,59 @@ fn a_split_irn_read_respects_one_read_credit() {
         .count();
     assert!(requests >= 100 / BDP as usize, "{requests} READ requests");
 }
+
+/// RTO_low is for few packets in flight (§3.1), and a READ's packets in
+/// flight are its responses asked for and not yet received. The first
+/// response of a READ is lost and so is its re-requested copy; the other
+/// 15 arrived, so one response is in flight and no later response can
+/// reveal the loss: the timer that recovers it must be RTO_low. Counting
+/// the responses received past the hole as in flight made it RTO_high.
+#[test]
+fn a_lost_re_requested_read_response_behind_the_rest_waits_rto_low() {
+    const RTO_LOW: u64 = 100_000;
+    const RTO_HIGH: u64 = 5_000_000;
+    let cfg = RnicConfig {
+        irn: IrnConfig {
+            bdp_pkts: BDP,
+            rto_low_ns: RTO_LOW,
+            rto_high_ns: RTO_HIGH,
+            rto_low_pkts: 3,
+        },
+        ..Default::default()
+    };
+    let mut p = Pair::with_config(LinkConfig::default(), cfg);
+    let o = RcOptions {
+        recovery: Recovery::Irn,
+        mtu: Mtu::Mtu1024,
+        buf_len: BDP as usize * 1024,
+        timeout: 8,
+        ..Default::default()
+    };
+    let (a, b) = p.rc_pair(&o).unwrap();
+    let remote: Vec<u8> = (0..o.buf_len).map(|i| (i * 11) as u8).collect();
+    p.b.mem_mut().set(b.buf, &remote).unwrap();
+    // B→A: the READ's first response, then its re-requested copy.
+    p.drop_psns = vec![(1, o.psn_a), (1, o.psn_a)];
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaRead {
+            remote_addr: b.buf,
+            rkey: b.mr.rkey,
+        },
+        vec![a.sge(0, o.buf_len as u32)],
+    );
+    p.a.post_send(a.qpn, &[wr]).unwrap();
+    assert!(p.drive(), "pair never went idle");
+    let wc = p.a.poll_cq(a.cq, 4);
+    assert_eq!(wc.len(), 1);
+    assert_eq!(wc[0].status, WcStatus::Success);
+    assert!(p.a.mem().get(a.buf, o.buf_len).unwrap() == &remote[..]);
+    assert!(p.drop_psns.is_empty(), "both drops happened");
+    let c = p.a.counters();
+    assert_eq!(c.timeouts, 1, "{c:?}");
+    assert!(
+        p.now >= RTO_LOW && p.now < RTO_HIGH,
+        "finished at {} ns: RTO_low ({RTO_LOW} ns) should have fired, not RTO_high",
+        p.now
+    );
+}
