@@ -15,7 +15,15 @@
 //!   in flight means sent and neither acknowledged nor reported held, so a
 //!   resend lost behind a BDP of held packets is recovered after RTO_low;
 //! - BDP-FC: at most a bandwidth-delay product of packets in flight (§3.2),
-//!   which also bounds what the responder must hold.
+//!   which also bounds what the responder must hold. READ responses count:
+//!   a READ's responses take one PSN each, so a READ longer than the room
+//!   under the cap is asked for in segments, each an ordinary READ request
+//!   (its own PSN, RETH address and length) for at most that room, the
+//!   next once responses make room. Without this, one 1 MB READ had its
+//!   ~1,000 responses in flight at once whatever the cap. The responder
+//!   answers each segment as its own READ (FIRST…LAST), holds a READ
+//!   credit per unanswered segment, and finds a re-requested range by the
+//!   segment it falls in, so a re-request never spans two segments.
 //!
 //! # The SACK NAK on the wire
 //!

@@ -260,11 +260,48 @@ pub(crate) struct SendWqe {
     pub checked: bool,
     /// IRN READ: which response packets have been placed (empty otherwise).
     pub got: Vec<bool>,
+    /// IRN READ: responses placed past the first missing one (set bits of
+    /// `got` at or after `acked`), which have arrived and so are not in
+    /// flight, as the SACKed packets of a SEND/WRITE are not.
+    pub got_ahead: u32,
+    /// IRN READ: the first response index of each READ request issued for
+    /// this WQE so far, ascending (BDP-FC splits a READ longer than the
+    /// cap allows into several requests; empty otherwise). The responder
+    /// answers each as its own READ, so response opcodes (FIRST…LAST) and
+    /// its duplicate-request lookup are relative to these segments.
+    pub segs: Vec<u32>,
+    /// IRN READ: responses asked for so far (the end of the last segment).
+    pub issued: u32,
 }
 
 impl SendWqe {
     pub fn last_psn(&self) -> Option<Psn> {
         self.first_psn.map(|p| p.add(self.npkts.max(1) - 1))
+    }
+
+    /// IRN READ: the segment (request) holding response `idx`, as
+    /// `[start, end)` response indices; the whole READ when unsplit.
+    pub fn seg_of(&self, idx: u32) -> (u32, u32) {
+        let j = self.segs.partition_point(|&s| s <= idx);
+        if j == 0 {
+            return (0, self.npkts);
+        }
+        let start = self.segs[j - 1];
+        let end = self.segs.get(j).copied().unwrap_or(self.issued);
+        (start, end.max(start + 1))
+    }
+
+    /// IRN READ: segments issued whose responses have not all arrived in
+    /// order; each holds a READ credit at the responder until answered
+    /// (an unsplit or not-yet-started READ or an atomic holds one).
+    pub fn rd_credits(&self) -> usize {
+        if self.segs.is_empty() {
+            return 1;
+        }
+        // Segment ends ascend: those at or before `acked` are answered.
+        let answered = self.segs[1..].partition_point(|&s| s <= self.acked)
+            + usize::from(self.issued <= self.acked);
+        self.segs.len() - answered
     }
 }
 

@@ -26,22 +26,70 @@ impl Qp {
     /// then the few-in-flight case the paper gives RTO_low; counting every
     /// PSN to the message's end made it RTO_high. Not-yet-sent packets the
     /// cap admits count, so a message's first packet does not arm RTO_low.
+    ///
+    /// A READ's PSNs are its response packets: requested and not yet
+    /// received, they are in flight; received past a missing one, they have
+    /// arrived, as held request packets have.
     fn in_flight(&self) -> u32 {
         if self.irn() {
+            let bdp = self.irn_cfg.bdp_pkts.max(1);
             self.outstanding()
-                .min(self.irn_cfg.bdp_pkts.max(1))
+                .min(bdp)
                 .saturating_sub(self.sacked.held_count())
+                .saturating_sub(self.irn_read_ahead(bdp))
         } else {
             self.outstanding()
         }
     }
 
+    /// READ responses received past a missing one, in the WQEs within a
+    /// BDP of the oldest unacknowledged PSN (only those can have any).
+    fn irn_read_ahead(&self, bdp: u32) -> u32 {
+        let una = self.una;
+        self.sq
+            .iter()
+            .map_while(|w| w.first_psn.map(|f| (f, w)))
+            .take_while(|(f, _)| !(f.after(una) && f.distance_from(una) >= bdp))
+            .filter(|(_, w)| !w.done)
+            .map(|(_, w)| w.got_ahead)
+            .sum()
+    }
+
+    /// READ/ATOMIC credits the WQEs before `upto` hold at the responder
+    /// (IBA 9.7.5.1.2's max_rd_atomic): one per atomic or unsplit READ,
+    /// one per unanswered request of a READ that IRN's BDP-FC split.
     fn rd_atomic_in_flight(&self, upto: usize) -> usize {
         self.sq
             .iter()
             .take(upto)
             .filter(|w| w.wr.opcode.is_read_or_atomic() && w.first_psn.is_some() && !w.done)
-            .count()
+            .map(SendWqe::rd_credits)
+            .sum()
+    }
+
+    /// BDP-FC for READ responses (IRN §3.2): a READ's responses take PSNs
+    /// as request packets do, so the responses asked for are bounded by
+    /// the cap like packets sent. A READ at response `k` of WQE `i` is
+    /// asked for in segments of at most the room left under the cap, each
+    /// its own READ request (IBA 9.4.4: RETH address and length, PSN of
+    /// its first response), the next once responses make room. `None`:
+    /// not now. A segment waits for a quarter of the cap (or the rest of
+    /// the READ) to be free, so a long READ is not asked for one response
+    /// per request, and for a READ credit, which each unanswered segment
+    /// holds at the responder.
+    fn irn_read_span(&self, i: usize, k: u32) -> Option<u32> {
+        let w = &self.sq[i];
+        let bdp = self.irn_cfg.bdp_pkts.max(1);
+        let left = w.npkts.saturating_sub(k).max(1);
+        let used = self.cursor_psn().distance_from(self.una);
+        let room = bdp.saturating_sub(used);
+        if room < left.min((bdp / 4).max(1)) {
+            return None;
+        }
+        if k > 0 && self.rd_atomic_in_flight(i + 1) >= usize::from(self.max_rd_atomic.max(1)) {
+            return None;
+        }
+        Some(room.min(left))
     }
 
     /// The next requester packet, if one may leave now.
@@ -98,7 +146,13 @@ impl Qp {
             {
                 return None;
             }
-            return self.emit_packet(now, i, k, u32::MAX, ctx);
+            let read = matches!(self.sq[i].wr.opcode, WrOpcode::RdmaRead { .. });
+            let span = if self.irn() && read {
+                self.irn_read_span(i, k)?
+            } else {
+                u32::MAX
+            };
+            return self.emit_packet(now, i, k, span, ctx);
         }
     }
 
@@ -220,6 +274,8 @@ impl Qp {
         });
         let mut payload = Payload::empty();
         let mut next_cursor = if last { (i + 1, 0) } else { (i, k + 1) };
+        // A READ request's responses: the PSNs it takes.
+        let mut read_span = 1;
         let ud = self.init.qp_type == QpType::Ud;
         match op {
             WrOpcode::RdmaRead { remote_addr, rkey } => {
@@ -234,7 +290,13 @@ impl Qp {
                         as u32,
                 });
                 t.bth.ack_req = true;
-                next_cursor = (i + 1, 0);
+                read_span = span.min(npkts.saturating_sub(k)).max(1);
+                // IRN asks for a READ cut by BDP-FC a segment at a time.
+                next_cursor = if self.irn() && k + read_span < npkts {
+                    (i, k + read_span)
+                } else {
+                    (i + 1, 0)
+                };
             }
             WrOpcode::AtomicCmpAndSwp {
                 remote_addr,
@@ -363,7 +425,12 @@ impl Qp {
             self.sent_log.resent(psn);
         } else {
             let read = matches!(op, WrOpcode::RdmaRead { .. });
-            let lastp = if read { psn.add(npkts - 1) } else { psn };
+            let lastp = if read { psn.add(read_span - 1) } else { psn };
+            if read && self.irn() {
+                let w = &mut self.sq[i];
+                w.segs.push(k);
+                w.issued = k + read_span;
+            }
             self.sent_log.sent(lastp, now, bytes, !read);
             self.inflight_bytes += bytes;
             self.max_sent = Some(lastp);
@@ -529,8 +596,17 @@ impl Qp {
                 // were lost (IBA 9.7.5.1.3, implied NAK) — ask again.
                 let resume = first.add(self.sq[i].acked);
                 if self.irn() {
-                    // Only this READ's missing responses (or the atomic) are asked for again.
-                    self.irn_note_loss(resume, last.next(), false);
+                    // Only this READ's missing responses (or the atomic) are
+                    // asked for again, of those asked for so far.
+                    let w = &self.sq[i];
+                    let end = if matches!(w.wr.opcode, WrOpcode::RdmaRead { .. }) {
+                        first.add(w.issued.min(w.npkts))
+                    } else {
+                        last.next()
+                    };
+                    if end.after(resume) {
+                        self.irn_note_loss(resume, end, false);
+                    }
                 } else {
                     self.rewind(resume, ctx);
                 }
@@ -959,13 +1035,7 @@ impl Qp {
         });
         if let Some((first, last)) = block {
             self.sacked.insert(self.una, first, last);
-            // Held packets are no longer in flight: once at most N are,
-            // RTO_low applies from this feedback on (§3.1).
-            if let Some(low) = self.rto_now(self.in_flight()).map(|d| now + d)
-                && self.rto_deadline.is_some_and(|d| low < d)
-            {
-                self.rto_deadline = Some(low);
-            }
+            self.irn_lower_rto(now);
         }
         if self.episode.is_none() {
             // One congestion signal per loss episode, not one per NAK.
@@ -992,6 +1062,16 @@ impl Qp {
                 e.resume = Some(e.next);
                 e.next = cum;
             }
+        }
+    }
+
+    /// Held packets (or READ responses placed past a gap) are no longer in
+    /// flight: once at most N are, RTO_low applies from this feedback on (§3.1).
+    fn irn_lower_rto(&mut self, now: Nanos) {
+        if let Some(low) = self.rto_now(self.in_flight()).map(|d| now + d)
+            && self.rto_deadline.is_some_and(|d| low < d)
+        {
+            self.rto_deadline = Some(low);
         }
     }
 
@@ -1037,7 +1117,10 @@ impl Qp {
             let (k, span) = match w.wr.opcode {
                 WrOpcode::RdmaRead { .. } => {
                     let missing = |j: u32| !w.got.get(j as usize).copied().unwrap_or(true);
-                    let Some(k0) = (k.max(acked)..npkts).find(|&j| missing(j)) else {
+                    // Only responses asked for can be missing; the rest
+                    // of a READ split by BDP-FC is asked for as it goes.
+                    let issued = w.issued.min(npkts);
+                    let Some(k0) = (k.max(acked)..issued).find(|&j| missing(j)) else {
                         skip(self, first.add(npkts));
                         continue;
                     };
@@ -1045,7 +1128,11 @@ impl Qp {
                         skip(self, first.add(k0));
                         continue;
                     }
-                    let limit = e.end.distance_from(first).min(npkts);
+                    // One re-request stays within one segment: the
+                    // responder finds the READ it repeats by the PSN and
+                    // answers within that READ only (IBA 9.7.5.1.5).
+                    let (_, seg_end) = w.seg_of(k0);
+                    let limit = e.end.distance_from(first).min(seg_end).min(issued);
                     let span = (k0..limit).take_while(|&j| missing(j)).count() as u32;
                     (k0, span.max(1))
                 }
@@ -1095,6 +1182,11 @@ impl Qp {
             return;
         };
         let idx = psn.distance_from(first);
+        if idx >= self.sq[i].issued {
+            // A response to nothing asked for yet (BDP-FC holds the rest).
+            ctx.counters.stale_acks += 1;
+            return;
+        }
         if self.sq[i].got.get(idx as usize).copied().unwrap_or(true) {
             ctx.counters.duplicates += 1;
             return;
@@ -1104,7 +1196,9 @@ impl Qp {
         };
         let mtu = u64::from(self.mtu.bytes());
         let (npkts, len, acked) = (self.sq[i].npkts, self.sq[i].len, self.sq[i].acked);
-        let want = read_response_opcode(idx, npkts);
+        // Each READ request is answered FIRST…LAST on its own (IBA 9.4.4).
+        let (s0, s1) = self.sq[i].seg_of(idx);
+        let want = read_response_opcode(idx - s0, s1 - s0);
         let off = u64::from(idx) * mtu;
         let expect_len = mtu.min(len - off.min(len));
         if t.bth.opcode != want || payload.len() as u64 != expect_len {
@@ -1116,17 +1210,27 @@ impl Qp {
         }
         let w = &mut self.sq[i];
         w.got[idx as usize] = true;
+        if idx > acked {
+            w.got_ahead += 1;
+        }
         while w.acked < npkts && w.got[w.acked as usize] {
+            // Past `acked`, a response placed earlier is counted ahead.
+            if w.acked > acked {
+                w.got_ahead = w.got_ahead.saturating_sub(1);
+            }
             w.acked += 1;
         }
         if w.acked == npkts {
             w.done = true;
             w.status = WcStatus::Success;
             w.got = Vec::new();
+            w.got_ahead = 0;
         }
         if idx > acked {
             ctx.counters.out_of_sequence += 1;
             self.irn_note_loss(first.add(acked), psn, false);
+            // Fewer responses in flight: RTO_low may now apply (§3.1).
+            self.irn_lower_rto(now);
         }
         self.refresh_una(now);
         self.retire(ctx);

@@ -13,6 +13,9 @@ enum Op {
     WriteImm(u32),
     Read(u32),
     FetchAdd(u64),
+    /// Compare-and-swap on the shared counter: whether the compare value
+    /// is the counter's value at that point (the swap happens), and the swap value.
+    CmpSwap(bool, u64),
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
@@ -22,6 +25,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
         (1u32..3000).prop_map(Op::WriteImm),
         (0u32..7000).prop_map(Op::Read),
         (1u64..1000).prop_map(Op::FetchAdd),
+        (any::<bool>(), 0u64..1 << 40).prop_map(|(hit, swap)| Op::CmpSwap(hit, swap)),
     ]
 }
 
@@ -46,7 +50,19 @@ fn run_with(
     psn_a: u32,
     recovery: Recovery,
 ) -> std::result::Result<Option<Counters>, TestCaseError> {
-    let mut p = Pair::new(link);
+    run_cfg(ops, link, mtu, psn_a, recovery, RnicConfig::default())
+}
+
+/// [`run_with`] on RNICs configured by `cfg` (IRN's BDP cap, for one).
+fn run_cfg(
+    ops: &[Op],
+    link: LinkConfig,
+    mtu: Mtu,
+    psn_a: u32,
+    recovery: Recovery,
+    cfg: RnicConfig,
+) -> std::result::Result<Option<Counters>, TestCaseError> {
+    let mut p = Pair::with_config(link, cfg);
     let o = RcOptions {
         recovery,
         mtu,
@@ -134,7 +150,7 @@ fn run_with(
             }
             Op::FetchAdd(x) => {
                 want_a[off as usize..off as usize + 8].copy_from_slice(&sum.to_le_bytes());
-                sum += x;
+                sum = sum.wrapping_add(x);
                 (
                     SendWr::new(
                         wr_id,
@@ -142,6 +158,26 @@ fn run_with(
                             remote_addr: b.buf + counter,
                             rkey: b.mr.rkey,
                             add: x,
+                        },
+                        vec![a.sge(off, 8)],
+                    ),
+                    (),
+                )
+            }
+            Op::CmpSwap(hit, swap) => {
+                want_a[off as usize..off as usize + 8].copy_from_slice(&sum.to_le_bytes());
+                let compare = if hit { sum } else { sum.wrapping_add(1) };
+                if hit {
+                    sum = swap;
+                }
+                (
+                    SendWr::new(
+                        wr_id,
+                        WrOpcode::AtomicCmpAndSwp {
+                            remote_addr: b.buf + counter,
+                            rkey: b.mr.rkey,
+                            compare,
+                            swap,
                         },
                         vec![a.sge(off, 8)],
                     ),
@@ -190,7 +226,7 @@ fn run_with(
     for (i, op) in ops.iter().enumerate() {
         let r = i * SLOT as usize..(i + 1) * SLOT as usize;
         match op {
-            Op::Read(_) | Op::FetchAdd(_) => prop_assert!(
+            Op::Read(_) | Op::FetchAdd(_) | Op::CmpSwap(..) => prop_assert!(
                 ma[r.clone()] == want_a[r.clone()],
                 "A slot {} ({:?})",
                 i,
@@ -210,7 +246,9 @@ fn run_with(
     );
     prop_assert_eq!(
         p.b.counters().atomics_executed,
-        ops.iter().filter(|o| matches!(o, Op::FetchAdd(_))).count() as u64
+        ops.iter()
+            .filter(|o| matches!(o, Op::FetchAdd(_) | Op::CmpSwap(..)))
+            .count() as u64
     );
     Ok(Some(p.a.counters()))
 }
@@ -237,7 +275,9 @@ proptest! {
         run(&ops, link, mtu_of(mtu), psn_a)?;
     }
 
-    /// IRN (selective repeat) keeps the same exactly-once, in-order contract.
+    /// IRN (selective repeat) keeps the same exactly-once, in-order
+    /// contract, also with BDP caps small enough that BDP-FC splits READs
+    /// into several requests.
     #[test]
     fn irn_exactly_once_under_faults(
         ops in proptest::collection::vec(arb_op(), 1..24),
@@ -248,9 +288,14 @@ proptest! {
         corrupt in 0.0f64..0.03,
         mtu in 0u8..3,
         psn_a in prop_oneof![Just(Psn::MASK - 5), Just(Psn::MASK - 40), 0u32..Psn::MASK],
+        bdp_pkts in prop_oneof![Just(3u32), Just(8), Just(128)],
     ) {
         let link = LinkConfig { seed, loss, reorder, dup, corrupt, ..LinkConfig::default() };
-        run_with(&ops, link, mtu_of(mtu), psn_a, Recovery::Irn)?;
+        let cfg = RnicConfig {
+            irn: IrnConfig { bdp_pkts, ..IrnConfig::default() },
+            ..RnicConfig::default()
+        };
+        run_cfg(&ops, link, mtu_of(mtu), psn_a, Recovery::Irn, cfg)?;
     }
 }
 
@@ -593,6 +638,48 @@ fn irn_finishes_under_heavy_faults() {
             .unwrap()
             .expect("IRN finishes");
         assert!(c.naks_rx > 0, "out-of-order arrivals are reported by NAK");
+    }
+}
+
+/// The same with a BDP cap of 4 packets: every READ (32 responses at MTU
+/// 256) is asked for in BDP-FC segments, lost segment requests and
+/// responses included, and each READ still completes once, every byte right.
+#[test]
+fn irn_split_reads_finish_under_heavy_faults() {
+    let ops: Vec<Op> = (0..24)
+        .map(|i| match i % 4 {
+            0 => Op::Read(8000),
+            1 => Op::Write(3000),
+            2 => Op::CmpSwap(i % 8 == 2, 1000 + i),
+            _ => Op::Read(7777),
+        })
+        .collect();
+    let cfg = RnicConfig {
+        irn: IrnConfig {
+            bdp_pkts: 4,
+            ..IrnConfig::default()
+        },
+        ..RnicConfig::default()
+    };
+    for seed in 0..6 {
+        let link = LinkConfig {
+            seed,
+            loss: 0.05,
+            reorder: 0.05,
+            dup: 0.05,
+            ..LinkConfig::default()
+        };
+        let c = run_cfg(
+            &ops,
+            link,
+            Mtu::Mtu256,
+            Psn::MASK - 20,
+            Recovery::Irn,
+            cfg.clone(),
+        )
+        .unwrap()
+        .expect("IRN finishes");
+        assert!(c.retransmits > 0, "seed {seed}: the link lost packets");
     }
 }
 
