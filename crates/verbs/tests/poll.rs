@@ -28,11 +28,14 @@ fn blocking(mode: PollMode) -> EngineConfig {
     }
 }
 
-/// Waits until some thread is blocked on `ctx`.
+/// Waits until some thread is blocked on `ctx`. Looks without taking the
+/// engine lock: releasing it rings the sleepers awake, so a look through
+/// `with_engine` would end the sleep it waits for (a starved test thread
+/// that looked just as the sleeper blocked then saw it wake, return, and
+/// never block again).
 fn until_blocked(ctx: &Context) {
-    let waiter = ctx.with_engine(|e| e.waiter().clone());
     let start = Instant::now();
-    while waiter.sleepers() == 0 {
+    while ctx.sleepers() == 0 {
         assert!(start.elapsed() < LIVENESS, "the engine never blocked");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -199,20 +202,33 @@ fn an_idle_adaptive_engine_blocks_and_a_busy_one_never_does() {
 
 #[test]
 fn a_watched_descriptor_wakes_a_blocked_engine() {
+    // An engine with no QP has no timer and receives nothing: only `w`
+    // speaking can end the unlimited sleep.
     let ctx = Device::open_with("127.0.0.1:0".parse().unwrap(), blocking(PollMode::Event)).unwrap();
     let (r, w) = std::os::unix::net::UnixStream::pair().unwrap();
+    r.set_nonblocking(true).unwrap();
     let _watch = ctx.watch_fd(&r).unwrap();
     let (tx, rx) = mpsc::channel();
     let c = ctx.clone();
     std::thread::spawn(move || {
         // The first round finds nothing, the second blocks until `w` speaks.
         let _ = c.progress();
-        let _ = tx.send(c.progress());
+        let r2 = c.progress();
+        // What ended the sleep: the byte is there (a wake from anything
+        // else would find `r` empty and fail the test).
+        let mut b = [0u8; 1];
+        let _ = tx.send(r2.map(|_| std::io::Read::read(&mut &r, &mut b).map(|_| b[0])));
     });
     until_blocked(&ctx);
     use std::io::Write;
     (&w).write_all(b"x").unwrap();
-    rx.recv_timeout(LIVENESS)
+    let got = rx
+        .recv_timeout(LIVENESS)
         .expect("the watched descriptor did not wake the engine")
         .unwrap();
+    assert_eq!(
+        got.map_err(|e| e.kind()),
+        Ok(b'x'),
+        "the engine woke before the watched descriptor spoke"
+    );
 }
