@@ -232,3 +232,39 @@ fn a_watched_descriptor_wakes_a_blocked_engine() {
         "the engine woke before the watched descriptor spoke"
     );
 }
+
+#[test]
+fn one_ring_wakes_every_sleeper() {
+    // Two threads blocked on one engine (a progress thread and a CQ
+    // waiter, say) and one change: both must look. The kernel wakes one
+    // `epoll_wait` per event; the eventfd left readable wakes the other,
+    // unless the first drains it too early, which left the second asleep
+    // in every try.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let waiter = std::sync::Arc::new(
+        roce_verbs::poll::Waiter::new(std::os::fd::AsRawFd::as_raw_fd(&sock)).unwrap(),
+    );
+    let plan = roce_verbs::poll::SleepPlan {
+        timeout: None,
+        want_out: false,
+        seen: 0,
+    };
+    for round in 0..20 {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..2 {
+            let (w, tx) = (waiter.clone(), tx.clone());
+            let p = w.prepare(plan);
+            std::thread::spawn(move || {
+                let _ = tx.send(w.sleep(p));
+            });
+        }
+        waiter.notify();
+        for _ in 0..2 {
+            let wake = rx
+                .recv_timeout(LIVENESS)
+                .unwrap_or_else(|_| panic!("round {round}: a sleeper slept through the ring"));
+            assert!(!wake.socket && !wake.watched, "{wake:?}");
+        }
+        assert_eq!(waiter.sleepers(), 0);
+    }
+}
