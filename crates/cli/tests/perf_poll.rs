@@ -15,6 +15,22 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// The QP ACK timeout exponent of these runs (perftest's `-u`): 4.096 µs ×
+/// 2^18, about 1.07 s, where the default 14 is 67 ms. Spinning threads
+/// (`--poll busy`, and every mode's spin phase) get no wake-up preference
+/// from the scheduler: on a loaded machine they wait out whole time
+/// slices, and a 64 KiB `read_bw --poll busy` beside CPU-bound processes
+/// at load 15 took up to 13 retransmission timeouts in one run. Eight
+/// timeouts without an ACK in between end the run with
+/// IBV_WC_RETRY_EXC_ERR (`retry_cnt` 7), which is the RNIC keeping to the
+/// spec, not a wake-up the progress modes missed. A real loss still
+/// recovers (a NAK at once, a timeout after a second). Nor does the longer
+/// timeout hide a lost wake-up: perf's sleeps are bounded by the default
+/// `max_sleep` of 1 ms, so a missed one costs at most that with either
+/// `-u`; `crates/verbs/tests/poll.rs`, whose sleeps are unlimited, is where
+/// a lost wake-up fails.
+const QP_TIMEOUT: &str = "18";
+
 #[test]
 fn every_poll_mode_moves_verified_data() {
     for mode in ["busy", "adaptive", "event"] {
@@ -35,6 +51,8 @@ fn every_poll_mode_moves_verified_data() {
                 size,
                 "--udp-port",
                 "0",
+                "-u",
+                QP_TIMEOUT,
                 "--poll",
                 mode,
                 "--verify",

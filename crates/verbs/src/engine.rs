@@ -922,6 +922,7 @@ impl Engine {
             timeout,
             // The last send found the socket buffer full.
             want_out: !self.pending.is_empty(),
+            seen: 0,
         }))
     }
 

@@ -41,9 +41,11 @@
 //! either happened before that decision (the sleeper's last round saw it
 //! and its timeout covers the timers it armed) or after it (the changer
 //! sees the sleeper counted and rings). The eventfd stays readable until
-//! a woken thread drains it, so a ring that lands before the sleeper
-//! reaches `epoll_wait` makes that wait return at once. A round that did
-//! work rings too when others sleep: completions it queued may be theirs.
+//! every thread that slept through a ring has woken (the last of them
+//! drains it), so a ring that lands before a sleeper reaches `epoll_wait`
+//! makes that wait return at once, and a ring the kernel handed to one of
+//! several sleepers still reaches the others. A round that did work rings
+//! too when others sleep: completions it queued may be theirs.
 
 use crate::sys::event::{Epoll, EventFd, thread_cpu_time};
 use std::fmt;
@@ -51,6 +53,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
@@ -149,8 +152,11 @@ pub struct Waiter {
     event: EventFd,
     sock: RawFd,
     /// Threads between deciding to sleep (under the engine lock) and
-    /// waking.
+    /// waking: [`Ledger::sleepers`], read without its lock by
+    /// [`notify`](Self::notify)'s fast path.
     sleepers: AtomicUsize,
+    /// Who still owes the eventfd a look (see [`Ledger`]).
+    ledger: Mutex<Ledger>,
     /// The socket is watched for `EPOLLOUT` as well.
     out: AtomicBool,
 }
@@ -167,21 +173,33 @@ impl Waiter {
             event,
             sock,
             sleepers: AtomicUsize::new(0),
+            ledger: Mutex::new(Ledger::default()),
             out: AtomicBool::new(false),
         })
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, Ledger> {
+        self.ledger.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Called with the engine lock held, by a thread that changed the
     /// engine: wakes the sleepers, if any (one atomic load otherwise).
     pub fn notify(&self) {
         if self.sleepers.load(Ordering::SeqCst) > 0 {
-            self.event.signal();
+            self.ring();
         }
     }
 
     /// Wakes every sleeper, and the next one to sleep, unconditionally
     /// (e.g. to stop a progress thread).
     pub fn wake(&self) {
+        self.ring();
+    }
+
+    fn ring(&self) {
+        let mut l = self.ledger();
+        l.rung += 1;
+        l.behind = l.sleepers;
         self.event.signal();
     }
 
@@ -203,8 +221,13 @@ impl Waiter {
     /// Counts the caller in as a sleeper. Must run under the engine lock,
     /// in the same hold as the round that found nothing and the timeout's
     /// computation; pair with [`sleep`](Self::sleep).
-    pub fn prepare(&self, plan: SleepPlan) -> SleepPlan {
-        self.sleepers.fetch_add(1, Ordering::SeqCst);
+    pub fn prepare(&self, mut plan: SleepPlan) -> SleepPlan {
+        {
+            let mut l = self.ledger();
+            l.sleepers += 1;
+            plan.seen = l.rung;
+            self.sleepers.store(l.sleepers, Ordering::SeqCst);
+        }
         if self.out.load(Ordering::Relaxed) != plan.want_out {
             let mut ev = libc::EPOLLIN as u32;
             if plan.want_out {
@@ -224,7 +247,6 @@ impl Waiter {
     pub fn sleep(&self, plan: SleepPlan) -> Wake {
         let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
         let r = self.epoll.wait(&mut out, plan.timeout);
-        self.sleepers.fetch_sub(1, Ordering::SeqCst);
         let mut wake = Wake::default();
         for ev in &out[..r.unwrap_or(0)] {
             match ev.u64 {
@@ -233,9 +255,21 @@ impl Waiter {
                 _ => wake.watched = true,
             }
         }
-        if wake.event {
+        let mut l = self.ledger();
+        l.sleepers -= 1;
+        self.sleepers.store(l.sleepers, Ordering::SeqCst);
+        if plan.seen < l.rung {
+            l.behind = l.behind.saturating_sub(1);
+        }
+        if wake.event && l.behind == 0 {
             // Drained before the next round, which then sees every change
-            // rung so far; a later ring makes it readable again.
+            // rung so far; a later ring (after the ledger's lock) makes it
+            // readable again. Not while a thread that slept through a ring
+            // has yet to wake: a ring wakes one thread blocked in
+            // `epoll_wait` on the set (the kernel queues them
+            // exclusively), and the eventfd left readable is what wakes
+            // the others in turn. Drained by the first, it left the second
+            // of two sleepers asleep in 200 tries of 200.
             self.event.drain();
         }
         wake
@@ -257,6 +291,22 @@ pub struct SleepPlan {
     pub timeout: Option<Duration>,
     /// Sends wait for room in the socket buffer: wake on `EPOLLOUT` too.
     pub want_out: bool,
+    /// The rings before this sleeper counted itself in (set by
+    /// [`Waiter::prepare`]; 0 before).
+    pub seen: u64,
+}
+
+/// The eventfd is level-triggered and shared by every thread blocked on
+/// the engine, so draining it is a decision about all of them: the rings
+/// so far, and how many sleepers counted in before the latest one have
+/// not woken since. Only when none are left may a waking thread drain it:
+/// the rest slept through a change and must still look.
+#[derive(Debug, Default)]
+struct Ledger {
+    sleepers: usize,
+    /// Sleepers counted in before the latest ring, not yet awake.
+    behind: usize,
+    rung: u64,
 }
 
 /// Counts idle rounds and decides when the engine may block; lives inside

@@ -196,6 +196,16 @@ impl Context {
         self.inner.waiter.wake();
     }
 
+    /// How many threads are blocked (or about to block) on this device.
+    ///
+    /// Read without the engine lock on purpose: releasing that lock rings
+    /// the sleepers awake ([`crate::poll`]), so asking through
+    /// [`with_engine`](Self::with_engine) would end the very sleep it
+    /// looks for.
+    pub fn sleepers(&self) -> usize {
+        self.inner.waiter.sleepers()
+    }
+
     /// Also wakes a blocked engine when `fd` becomes readable, until the
     /// returned guard drops: for a caller that checks something besides
     /// the device between rounds (a control connection), so it need not

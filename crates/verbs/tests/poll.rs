@@ -28,11 +28,14 @@ fn blocking(mode: PollMode) -> EngineConfig {
     }
 }
 
-/// Waits until some thread is blocked on `ctx`.
+/// Waits until some thread is blocked on `ctx`. Looks without taking the
+/// engine lock: releasing it rings the sleepers awake, so a look through
+/// `with_engine` would end the sleep it waits for (a starved test thread
+/// that looked just as the sleeper blocked then saw it wake, return, and
+/// never block again).
 fn until_blocked(ctx: &Context) {
-    let waiter = ctx.with_engine(|e| e.waiter().clone());
     let start = Instant::now();
-    while waiter.sleepers() == 0 {
+    while ctx.sleepers() == 0 {
         assert!(start.elapsed() < LIVENESS, "the engine never blocked");
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -199,20 +202,69 @@ fn an_idle_adaptive_engine_blocks_and_a_busy_one_never_does() {
 
 #[test]
 fn a_watched_descriptor_wakes_a_blocked_engine() {
+    // An engine with no QP has no timer and receives nothing: only `w`
+    // speaking can end the unlimited sleep.
     let ctx = Device::open_with("127.0.0.1:0".parse().unwrap(), blocking(PollMode::Event)).unwrap();
     let (r, w) = std::os::unix::net::UnixStream::pair().unwrap();
+    r.set_nonblocking(true).unwrap();
     let _watch = ctx.watch_fd(&r).unwrap();
     let (tx, rx) = mpsc::channel();
     let c = ctx.clone();
     std::thread::spawn(move || {
         // The first round finds nothing, the second blocks until `w` speaks.
         let _ = c.progress();
-        let _ = tx.send(c.progress());
+        let r2 = c.progress();
+        // What ended the sleep: the byte is there (a wake from anything
+        // else would find `r` empty and fail the test).
+        let mut b = [0u8; 1];
+        let _ = tx.send(r2.map(|_| std::io::Read::read(&mut &r, &mut b).map(|_| b[0])));
     });
     until_blocked(&ctx);
     use std::io::Write;
     (&w).write_all(b"x").unwrap();
-    rx.recv_timeout(LIVENESS)
+    let got = rx
+        .recv_timeout(LIVENESS)
         .expect("the watched descriptor did not wake the engine")
         .unwrap();
+    assert_eq!(
+        got.map_err(|e| e.kind()),
+        Ok(b'x'),
+        "the engine woke before the watched descriptor spoke"
+    );
+}
+
+#[test]
+fn one_ring_wakes_every_sleeper() {
+    // Two threads blocked on one engine (a progress thread and a CQ
+    // waiter, say) and one change: both must look. The kernel wakes one
+    // `epoll_wait` per event; the eventfd left readable wakes the other,
+    // unless the first drains it too early, which left the second asleep
+    // in every try.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let waiter = std::sync::Arc::new(
+        roce_verbs::poll::Waiter::new(std::os::fd::AsRawFd::as_raw_fd(&sock)).unwrap(),
+    );
+    let plan = roce_verbs::poll::SleepPlan {
+        timeout: None,
+        want_out: false,
+        seen: 0,
+    };
+    for round in 0..20 {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..2 {
+            let (w, tx) = (waiter.clone(), tx.clone());
+            let p = w.prepare(plan);
+            std::thread::spawn(move || {
+                let _ = tx.send(w.sleep(p));
+            });
+        }
+        waiter.notify();
+        for _ in 0..2 {
+            let wake = rx
+                .recv_timeout(LIVENESS)
+                .unwrap_or_else(|_| panic!("round {round}: a sleeper slept through the ring"));
+            assert!(!wake.socket && !wake.watched, "{wake:?}");
+        }
+        assert_eq!(waiter.sleepers(), 0);
+    }
 }
