@@ -256,11 +256,7 @@ impl Waiter {
             }
         }
         let mut l = self.ledger();
-        l.sleepers -= 1;
-        self.sleepers.store(l.sleepers, Ordering::SeqCst);
-        if plan.seen < l.rung {
-            l.behind = l.behind.saturating_sub(1);
-        }
+        self.count_out(&mut l, plan);
         if wake.event && l.behind == 0 {
             // Drained before the next round, which then sees every change
             // rung so far; a later ring (after the ledger's lock) makes it
@@ -273,6 +269,25 @@ impl Waiter {
             self.event.drain();
         }
         wake
+    }
+}
+
+impl Waiter {
+    /// Counts out a sleeper that [`prepare`](Self::prepare) counted in
+    /// but that will not sleep after all (its owner was told to stop in
+    /// between: a ring before `prepare` may already have been drained by
+    /// another sleeper, so sleeping could last for ever).
+    pub fn cancel(&self, plan: SleepPlan) {
+        let mut l = self.ledger();
+        self.count_out(&mut l, plan);
+    }
+
+    fn count_out(&self, l: &mut Ledger, plan: SleepPlan) {
+        l.sleepers -= 1;
+        self.sleepers.store(l.sleepers, Ordering::SeqCst);
+        if plan.seen < l.rung {
+            l.behind = l.behind.saturating_sub(1);
+        }
     }
 }
 

@@ -164,19 +164,27 @@ impl Context {
     /// rounds before found nothing for long enough in `mode` (the engine's
     /// own when `None`; never longer than `limit`). `round` returns whether
     /// it did work (then other sleepers are woken: it may have completed
-    /// what they wait for) and its result.
+    /// what they wait for) and its result. A set `stop` (checked after the
+    /// sleep is planned, under the lock) skips the sleep.
     fn drive<R>(
         &self,
         mode: Option<PollMode>,
         limit: Option<Duration>,
+        stop: Option<&AtomicBool>,
         round: impl FnOnce(&mut Engine) -> Result<(bool, R)>,
     ) -> Result<R> {
         let mut g = self.raw_lock();
         if let Some(plan) = g.plan_sleep(mode, limit) {
-            drop(g);
-            self.inner.waiter.sleep(plan);
-            g = self.raw_lock();
-            g.slept();
+            if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                // The stop's ring may have come before this sleeper was
+                // counted in, and been drained by another: not asleep.
+                self.inner.waiter.cancel(plan);
+            } else {
+                drop(g);
+                self.inner.waiter.sleep(plan);
+                g = self.raw_lock();
+                g.slept();
+            }
         }
         let (work, r) = round(&mut g)?;
         if work {
@@ -268,7 +276,7 @@ impl Context {
     /// blocks until a datagram, a post from another thread or a timer
     /// ([`crate::poll`]).
     pub fn progress(&self) -> Result<bool> {
-        self.drive(None, None, |e| {
+        self.drive(None, None, None, |e| {
             let w = e.progress()?;
             Ok((w, w))
         })
@@ -277,7 +285,7 @@ impl Context {
     /// Only receives: see [`Engine::receive`]; blocks first as
     /// [`progress`](Self::progress) does.
     pub fn receive(&self) -> Result<bool> {
-        self.drive(None, None, |e| {
+        self.drive(None, None, None, |e| {
             let w = e.receive()?;
             Ok((w, w))
         })
@@ -394,8 +402,8 @@ impl Context {
         let handle = std::thread::Builder::new()
             .name("roce-progress".into())
             .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    let r = ctx.drive(mode, None, |e| {
+                while !s.load(Ordering::SeqCst) {
+                    let r = ctx.drive(mode, None, Some(&s), |e| {
                         let w = e.progress()?;
                         Ok((w, w))
                     });
@@ -425,7 +433,9 @@ pub struct ProgressThread {
 
 impl Drop for ProgressThread {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        // Before the ring: a thread that counts itself in as a sleeper
+        // after it sees the flag (`drive`'s check under the lock).
+        self.stop.store(true, Ordering::SeqCst);
         // A thread blocked in epoll would otherwise sleep out its timeout.
         self.waiter.wake();
         if let Some(h) = self.handle.take() {
@@ -752,7 +762,7 @@ impl Cq {
     /// nothing for long enough first blocks until there may be something
     /// ([`Context::progress`]).
     pub fn poll(&self, max: usize) -> Result<Vec<Wc>> {
-        self.0.ctx.drive(None, None, |e| {
+        self.0.ctx.drive(None, None, None, |e| {
             let w = e.progress()?;
             let v = e.poll_cq(self.0.h, max);
             Ok((w || !v.is_empty(), v))
@@ -773,7 +783,7 @@ impl Cq {
         while out.len() < n {
             let left = timeout.saturating_sub(start.elapsed());
             let want = n - out.len();
-            let got = self.0.ctx.drive(None, Some(left), |e| {
+            let got = self.0.ctx.drive(None, Some(left), None, |e| {
                 let w = e.progress()?;
                 let v = e.poll_cq(self.0.h, want);
                 Ok((w || !v.is_empty(), v))
