@@ -177,7 +177,8 @@ pub struct CcStats {
     pub algorithm: &'static str,
     /// The current rate (`None`: line rate, unpaced).
     pub rate_bps: Option<u64>,
-    /// The lowest rate the QP was paced at (`None`: never paced).
+    /// The lowest rate the QP was paced at or a CNP cut it to (`None`:
+    /// never below the line).
     pub min_rate_bps: Option<u64>,
     pub window_bytes: Option<u64>,
     /// Multiplicative cuts so far.
@@ -906,6 +907,12 @@ impl<M: Memory> Rnic<M> {
             }
             ctx.counters.cnps_rx += 1;
             qp.cc.on_cnp(now);
+            // The lowest rate counts the cut itself, not only rates a
+            // packet left at: a driver that polls late may see the rate
+            // recover (timers due meanwhile) before its next send.
+            if let Some(r) = qp.cc.rate_bps().filter(|r| *r > 0) {
+                qp.cc_min_rate = Some(qp.cc_min_rate.map_or(r, |m| m.min(r)));
+            }
             return;
         }
         // P_Key: only the default partition exists (IBA 10.9.1.2).
