@@ -271,33 +271,7 @@ fn with_match_source_port_the_peer_is_its_socket() {
 /// first, and the simulator's flows stalled), and the next poll sends.
 #[test]
 fn a_due_pacing_gap_is_no_deadline_once_the_qp_is_ready() {
-    let mut p = Pair::new(LinkConfig::default());
-    let len = 64 << 10;
-    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
-        let pd = r.alloc_pd();
-        let cq = r.create_cq(64).unwrap();
-        let buf = r.mem_mut().alloc(len as usize);
-        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
-        let qpn = r
-            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
-            .unwrap();
-        (buf, mr, qpn)
-    };
-    let (buf, mr, qa) = mk(&mut p.a, Box::new(FixedRate(10_000_000_000)));
-    let (bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
-    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
-    let wr = SendWr::new(
-        1,
-        WrOpcode::RdmaWrite {
-            remote_addr: bufb,
-            rkey: mrb.rkey,
-        },
-        vec![Sge {
-            addr: buf,
-            length: len,
-            lkey: mr.lkey,
-        }],
-    );
+    let (mut p, qa, wr) = paced_write(0);
     p.a.post_send(qa, &[wr]).unwrap();
     assert!(p.a.poll_transmit(0).is_some(), "the first packet leaves");
     assert!(p.a.poll_transmit(0).is_none(), "the next waits its gap");
