@@ -4,7 +4,7 @@
 //! length for the payload.
 
 use roce_rnic::IntHop;
-use roce_wire::{BthRepr, Opcode, TransportRepr};
+use roce_wire::{AethRepr, BthRepr, Opcode, TransportRepr};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) before the InfiniBand transport.
 pub const L2_L4_HEADER: u64 = 14 + 20 + 8;
@@ -30,7 +30,13 @@ pub struct IntRec {
 
 /// Where a packet's (or a flow's echoed) INT lives: a record of the
 /// simulator's INT table and how many hops it holds.
+///
+/// Packed (5 bytes) so it fits in the spare bytes of a [`Packet`]: a
+/// switch stamping a hop then reads only the header line it has already
+/// loaded to route the packet, and can start loading the hop's line as
+/// soon as it arrives (in the body, it cost a second cold line per hop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed)]
 pub struct IntRef {
     pub rec: u32,
     pub len: u8,
@@ -73,11 +79,17 @@ pub struct Packet {
     pub ce: bool,
     /// ACK, NAK, atomic ACK or CNP (see [`is_control`]).
     pub control: bool,
+    /// The packet's INT record (data packets, which switches stamp, and
+    /// ACKs, which echo one back), or [`IntRef::NONE`].
+    pub int: IntRef,
 }
 
 /// The parts of a frame only its endpoints read: the base transport header
-/// inline, and the extension headers, which only the first and last
-/// packets of a message and ACKs carry, in a side table of the simulator.
+/// inline, an ACK's AETH inline too, and the other extension headers,
+/// which only the first and last packets of a message carry, in a side
+/// table of the simulator. (Every ACK has an AETH: in the side table each
+/// cost its sender a 136-byte write and its receiver a copy out of three
+/// cold lines, 7 % of an HPCC run's time with the INT lookups.)
 /// A fabric holds millions of packets under congestion (5.4 M on a k=32
 /// fat tree at 30 % load), and a whole `TransportRepr` per packet made
 /// bodies 144 bytes each, most of the run's memory; this is 32.
@@ -88,10 +100,45 @@ pub struct Packet {
 pub struct PacketBody {
     pub bth: BthRepr,
     /// The index of the packet's whole `TransportRepr` in the side table,
-    /// or [`NO_EXT`] when the BTH is all it has.
+    /// or [`NO_EXT`] when the BTH and `aeth` are all it has.
     pub ext: u32,
-    /// The packet's INT record, or [`IntRef::NONE`].
-    pub int: IntRef,
+    /// The AETH of a packet whose only extension header it is (with
+    /// `ext` = [`NO_EXT`]).
+    pub aeth: Option<AethRepr>,
+}
+
+impl PacketBody {
+    /// The body of a packet with transport headers `repr`, whose whole
+    /// `TransportRepr` (when the BTH and an AETH do not say it all) sits in
+    /// the side table at `ext()` (called only then).
+    pub fn new(repr: &TransportRepr, ext: impl FnOnce() -> u32) -> PacketBody {
+        let r = repr;
+        let bare = r.deth.is_none()
+            && r.reth.is_none()
+            && r.atomic_eth.is_none()
+            && r.atomic_ack_eth.is_none()
+            && r.immdt.is_none()
+            && r.ieth.is_none();
+        PacketBody {
+            bth: r.bth,
+            ext: if bare { NO_EXT } else { ext() },
+            aeth: if bare { r.aeth } else { None },
+        }
+    }
+
+    /// The transport headers, given the side table (read only when the
+    /// packet has headers beyond a BTH and an AETH).
+    #[inline]
+    pub fn repr(&self, exts: &[TransportRepr]) -> TransportRepr {
+        match self.ext {
+            NO_EXT => {
+                let mut t = TransportRepr::new(self.bth);
+                t.aeth = self.aeth;
+                t
+            }
+            e => exts[e as usize],
+        }
+    }
 }
 
 /// [`PacketBody::ext`] of a packet with no extension headers.

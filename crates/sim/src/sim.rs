@@ -669,10 +669,9 @@ impl Simulator {
                     if let Some(p) = self.packets.get(i) {
                         prefetch_line(p);
                     }
-                    // Hosts read the transport headers; with INT a switch
-                    // writes a hop record where the body says. (A body is
-                    // 32 bytes, aligned to 32: one line.)
-                    if (self.cfg.int || self.nodes[node as usize].host)
+                    // Hosts read the transport headers. (A body is 32
+                    // bytes, aligned to 32: one line.)
+                    if self.nodes[node as usize].host
                         && let Some(b) = self.bodies.get(i)
                     {
                         prefetch_line(b);
@@ -987,11 +986,16 @@ impl Simulator {
             return;
         }
         let p = self.take_packet(pkt);
-        let body = &mut self.bodies[pkt as usize];
-        let repr = match body.ext {
-            NO_EXT => TransportRepr::new(body.bth),
-            e => self.exts[e as usize],
-        };
+        let int = p.int;
+        if int.is_some() && p.payload == 0 {
+            // The ACK's echoed hops, which its QP's controller reads after
+            // the RNIC has handled the ACK itself: start loading them now.
+            let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            for h in hops.iter().step_by(2) {
+                prefetch_line(h);
+            }
+        }
+        let repr = self.bodies[pkt as usize].repr(&self.exts);
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
         if p.payload > 0 && p.flow != u32::MAX {
@@ -1002,7 +1006,6 @@ impl Simulator {
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
         let payload = PayloadRef::Virtual(p.payload);
-        let int = std::mem::replace(&mut body.int, IntRef::NONE);
         if int.is_some() && p.payload == 0 {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
@@ -1232,7 +1235,7 @@ impl Simulator {
 
     /// Frees the INT record of packet slot `pkt`'s body, if it has one.
     fn free_int(&mut self, pkt: u32) {
-        let int = std::mem::replace(&mut self.bodies[pkt as usize].int, IntRef::NONE);
+        let int = std::mem::replace(&mut self.packets[pkt as usize].int, IntRef::NONE);
         if int.is_some() {
             self.int_free.push(int.rec);
         }
@@ -1257,29 +1260,19 @@ impl Simulator {
             frame,
             payload,
             flow: self.flow_of(host, t.src_qpn),
-        };
-        let r = &t.repr;
-        let bare = r.deth.is_none()
-            && r.reth.is_none()
-            && r.atomic_eth.is_none()
-            && r.aeth.is_none()
-            && r.atomic_ack_eth.is_none()
-            && r.immdt.is_none()
-            && r.ieth.is_none();
-        let ext = if bare {
-            NO_EXT
-        } else if let Some(e) = self.ext_free.pop() {
-            self.exts[e as usize] = t.repr;
-            e
-        } else {
-            self.exts.push(t.repr);
-            (self.exts.len() - 1) as u32
-        };
-        let mut body = PacketBody {
-            bth: t.repr.bth,
-            ext,
             int: IntRef::NONE,
         };
+        let (exts, ext_free) = (&mut self.exts, &mut self.ext_free);
+        let body = PacketBody::new(&t.repr, || match ext_free.pop() {
+            Some(e) => {
+                exts[e as usize] = t.repr;
+                e
+            }
+            None => {
+                exts.push(t.repr);
+                (exts.len() - 1) as u32
+            }
+        });
         let cnp = body.bth.opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
@@ -1294,7 +1287,7 @@ impl Simulator {
             if self.cfg.int && body.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
-                    body.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
+                    p.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
                 }
             }
         } else if self.cfg.int && payload > 0 {
@@ -1306,7 +1299,7 @@ impl Simulator {
                     (self.ints.len() - 1) as u32
                 }
             };
-            body.int = IntRef { rec, len: 0 };
+            p.int = IntRef { rec, len: 0 };
         }
         (p, body)
     }
@@ -1417,15 +1410,16 @@ impl Simulator {
             if self.cfg.int && !self.packets[id as usize].control {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
-                let int = &mut self.bodies[id as usize].int;
-                if int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
-                    self.ints[int.rec as usize].hops[usize::from(int.len)] = IntHop {
+                let int = &mut self.packets[id as usize].int;
+                let len = int.len;
+                if int.is_some() && usize::from(len) < MAX_INT_HOPS {
+                    int.len = len + 1;
+                    self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
                         ts: now / PS_PER_NS,
                         tx_bytes,
                         qlen,
                         link_bps: rate,
                     };
-                    int.len += 1;
                 }
             }
         }
@@ -1469,6 +1463,15 @@ impl Simulator {
         }
         let (dst, prio, frame, markable, tuple, src, flow) = {
             let p = &self.packets[pkt as usize];
+            let int = p.int;
+            if self.cfg.int && !p.control && int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
+                // The hop this switch stamps when the packet leaves (at
+                // once, when its port is idle): start loading its line
+                // while the route and the buffer are worked out.
+                if let Some(r) = self.ints.get(int.rec as usize) {
+                    prefetch_line(&r.hops[usize::from(int.len)]);
+                }
+            }
             (
                 p.dst,
                 p.prio,
