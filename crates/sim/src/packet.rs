@@ -95,7 +95,7 @@ pub struct Packet {
 /// bodies 144 bytes each, most of the run's memory; this is 32.
 ///
 /// Aligned to 32 bytes like [`Packet`], so a body is one cache line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[repr(align(32))]
 pub struct PacketBody {
     pub bth: BthRepr,
@@ -172,6 +172,56 @@ mod tests {
         assert_eq!(std::mem::align_of::<Packet>(), 32);
         assert_eq!(std::mem::size_of::<PacketBody>(), 32);
         assert_eq!(std::mem::align_of::<PacketBody>(), 32);
+    }
+
+    /// An ACK's AETH rides in the body and the side table is not used; a
+    /// packet with other extension headers keeps them all in the table;
+    /// either way the endpoint reads back exactly what was sent.
+    #[test]
+    fn bodies_give_back_the_transport_headers() {
+        let mut ack = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcAck,
+            psn: roce_wire::Psn::new(77),
+            ..Default::default()
+        });
+        ack.aeth = Some(AethRepr {
+            syndrome: roce_wire::Syndrome::Ack { credits: 31 },
+            msn: 0x00ab_cdef,
+        });
+        let mut first = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcWriteFirst,
+            ..Default::default()
+        });
+        first.reth = Some(roce_wire::RethRepr {
+            va: 0x1000,
+            rkey: 9,
+            dma_len: 4096,
+        });
+        let mut atomic_ack = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcAtomicAck,
+            ..Default::default()
+        });
+        atomic_ack.aeth = ack.aeth;
+        atomic_ack.atomic_ack_eth = Some(roce_wire::AtomicAckEthRepr { orig: 5 });
+        let middle = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcWriteMiddle,
+            ..Default::default()
+        });
+        let mut exts = Vec::new();
+        for (repr, in_table) in [
+            (ack, false),
+            (first, true),
+            (atomic_ack, true),
+            (middle, false),
+        ] {
+            let body = PacketBody::new(&repr, || {
+                exts.push(repr);
+                (exts.len() - 1) as u32
+            });
+            assert_eq!(body.ext != NO_EXT, in_table, "{:?}", repr.bth.opcode);
+            assert_eq!(body.repr(&exts), repr);
+        }
+        assert_eq!(exts.len(), 2);
     }
 
     #[test]
