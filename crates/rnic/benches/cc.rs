@@ -244,6 +244,7 @@ impl Mix {
                 ecn_echo: marked,
                 snd_una: (k - lag + 1) * MSS,
                 snd_nxt: (k + 1) * MSS,
+                send_point: (k + 1) * MSS,
             };
             let hops: &[IntHop] = if self.int {
                 let tx = now * LINE / 8 / 1_000_000_000;

@@ -482,7 +482,7 @@ impl Qp {
 
     /// Moves the transmit cursor back to `psn` (go-back-N). A no-op when the
     /// cursor is already at or before `psn`: that resend is under way.
-    pub(crate) fn rewind(&mut self, psn: Psn, ctx: &mut Ctx<'_>) {
+    pub(crate) fn rewind(&mut self, now: Nanos, psn: Psn, ctx: &mut Ctx<'_>) {
         if self.irn() {
             // IRN never goes back: resend what is missing from `psn` on.
             let end = self.max_sent.map_or(psn, Psn::next);
@@ -502,6 +502,11 @@ impl Qp {
         // could acknowledge them, until the retries ran out.
         let cursor = self.cursor_psn();
         self.inflight_bytes = self.sent_log.bytes_before(cursor);
+        // Sending resumes here: congestion control that acts once per
+        // window of sent data (HPCC) counts from this point, as ns-3's
+        // RecoverQueue rewinds snd_nxt before its HPCC reads it.
+        self.cc
+            .on_rewind(now, self.sent_log.snd_una() + self.inflight_bytes);
     }
 
     fn move_cursor_back(&mut self, psn: Psn) {
@@ -557,6 +562,11 @@ impl Qp {
             let mut fb = self.sent_log.acked_before(new_una, now);
             fb.ecn_echo = std::mem::take(&mut self.ece_rx);
             self.inflight_bytes = self.inflight_bytes.saturating_sub(fb.acked_bytes);
+            // Go-back-N sends again what lies past the cursor: the send
+            // point is what lies before it (IRN never goes back).
+            if !self.irn() {
+                fb.send_point = fb.snd_una + self.inflight_bytes;
+            }
             self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             self.cc.on_ack_feedback(now, &fb);
             if self.irn() {
@@ -608,7 +618,7 @@ impl Qp {
                         self.irn_note_loss(resume, end, false);
                     }
                 } else {
-                    self.rewind(resume, ctx);
+                    self.rewind(now, resume, ctx);
                 }
                 break;
             }
@@ -697,7 +707,7 @@ impl Qp {
                 // The responder refused `psn` and dropped it, however it
                 // had reported holding it: resend from there as if nothing were held.
                 self.sacked.clear();
-                self.rewind(psn, ctx);
+                self.rewind(now, psn, ctx);
             }
             (_, Syndrome::Nak(NakCode::PsnSequenceError)) if self.irn() => {
                 ctx.counters.naks_rx += 1;
@@ -729,7 +739,7 @@ impl Qp {
                             self.fail_oldest(WcStatus::RetryExcErr, ctx);
                         } else {
                             self.retries_left -= 1;
-                            self.rewind(psn, ctx);
+                            self.rewind(now, psn, ctx);
                         }
                         return;
                     }
@@ -770,7 +780,7 @@ impl Qp {
         if psn != expected {
             if psn.after(expected) {
                 ctx.counters.out_of_sequence += 1;
-                self.rewind(expected, ctx);
+                self.rewind(now, expected, ctx);
             }
             return;
         }
@@ -831,7 +841,7 @@ impl Qp {
                 // a BDP of duplicates per timeout on real sockets.
                 self.sacked.remove(una);
             }
-            self.rewind(una, ctx);
+            self.rewind(now, una, ctx);
             self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
         }
     }

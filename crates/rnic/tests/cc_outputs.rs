@@ -74,6 +74,7 @@ fn fingerprint(mut cc: Box<dyn CongestionControl>, seed: u64, events: usize) -> 
                         ecn_echo: r.next().is_multiple_of(4),
                         snd_una: una,
                         snd_nxt: nxt,
+                        send_point: nxt,
                     },
                 );
             }

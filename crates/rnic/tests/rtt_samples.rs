@@ -123,3 +123,114 @@ fn responder_echoes_ce_in_acks_only_when_asked() {
     let (fbs, _) = run(link, false, 64 * 1024);
     assert!(fbs.iter().all(|f| !f.ecn_echo), "echo is off by default");
 }
+
+/// Records the send point each feedback and each go-back-N gives.
+struct SendPoints(Arc<Mutex<Vec<(&'static str, AckFeedback)>>>);
+
+impl CongestionControl for SendPoints {
+    fn name(&self) -> &'static str {
+        "send-points"
+    }
+    fn on_ack_feedback(&mut self, _now: u64, fb: &AckFeedback) {
+        self.0.lock().unwrap().push(("ack", *fb));
+    }
+    fn on_rewind(&mut self, _now: u64, send_point: u64) {
+        let fb = AckFeedback {
+            send_point,
+            ..AckFeedback::default()
+        };
+        self.0.lock().unwrap().push(("rewind", fb));
+    }
+}
+
+/// After a go-back-N the controller sees the send point move back to
+/// where the resend starts (the bytes acknowledged by then), as ns-3's
+/// RecoverQueue rewinds the snd_nxt its HPCC reads, and then grow with
+/// the resent packets, below `snd_nxt` (new data only) until the resend
+/// has caught up. Before, the only send point a controller saw was
+/// `snd_nxt`, which never goes back.
+#[test]
+fn go_back_n_rewinds_the_send_point_the_controller_sees() {
+    let len = 512 * 1024u32;
+    let link = LinkConfig {
+        loss: 0.02,
+        seed: 7,
+        ..Default::default()
+    };
+    let cfg = RnicConfig {
+        ack_req_every: 4,
+        ..Default::default()
+    };
+    let mut p = Pair::with_config(link, cfg);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
+        let pd = r.alloc_pd();
+        let cq = r.create_cq(64).unwrap();
+        let buf = r.mem_mut().alloc(len as usize);
+        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
+        let qpn = r
+            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+            .unwrap();
+        (cq, buf, mr, qpn)
+    };
+    let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(SendPoints(log.clone())));
+    let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
+    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: bufb,
+            rkey: mrb.rkey,
+        },
+        vec![Sge {
+            addr: buf,
+            length: len,
+            lkey: mr.lkey,
+        }],
+    );
+    p.a.post_send(qa, &[wr]).unwrap();
+    while p.a.cq_len(cq) == 0 {
+        assert!(p.step(), "stalled");
+    }
+    assert_eq!(p.a.poll_cq(cq, 4)[0].status, WcStatus::Success);
+    assert!(
+        p.a.counters().retransmits > 0,
+        "the lossy link forced go-back-N"
+    );
+    let log = log.lock().unwrap().clone();
+    let mut rewinds = 0;
+    let mut behind = 0;
+    let mut last_ack: Option<AckFeedback> = None;
+    for (what, fb) in &log {
+        match *what {
+            "rewind" => {
+                rewinds += 1;
+                let a = last_ack.expect("a go-back-N follows some ACK or timeout");
+                assert!(
+                    fb.send_point >= a.snd_una && fb.send_point < a.snd_nxt,
+                    "rewound to {} with {}..{} acknowledged..sent",
+                    fb.send_point,
+                    a.snd_una,
+                    a.snd_nxt
+                );
+            }
+            _ => {
+                assert!(fb.snd_una <= fb.send_point && fb.send_point <= fb.snd_nxt);
+                if fb.send_point < fb.snd_nxt {
+                    behind += 1;
+                }
+                last_ack = Some(*fb);
+            }
+        }
+    }
+    assert!(rewinds > 0, "the controller was told of the go-back-N");
+    assert!(
+        behind > 0,
+        "ACKs during the resend report the rewound point"
+    );
+    let end = last_ack.unwrap();
+    assert_eq!(
+        (end.snd_una, end.send_point, end.snd_nxt),
+        (u64::from(len), u64::from(len), u64::from(len))
+    );
+}

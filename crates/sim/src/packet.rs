@@ -4,7 +4,7 @@
 //! length for the payload.
 
 use roce_rnic::IntHop;
-use roce_wire::{BthRepr, Opcode, TransportRepr};
+use roce_wire::{AethRepr, BthRepr, Opcode, TransportRepr};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) before the InfiniBand transport.
 pub const L2_L4_HEADER: u64 = 14 + 20 + 8;
@@ -30,7 +30,13 @@ pub struct IntRec {
 
 /// Where a packet's (or a flow's echoed) INT lives: a record of the
 /// simulator's INT table and how many hops it holds.
+///
+/// Packed (5 bytes) so it fits in the spare bytes of a [`Packet`]: a
+/// switch stamping a hop then reads only the header line it has already
+/// loaded to route the packet, and can start loading the hop's line as
+/// soon as it arrives (in the body, it cost a second cold line per hop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed)]
 pub struct IntRef {
     pub rec: u32,
     pub len: u8,
@@ -73,25 +79,66 @@ pub struct Packet {
     pub ce: bool,
     /// ACK, NAK, atomic ACK or CNP (see [`is_control`]).
     pub control: bool,
+    /// The packet's INT record (data packets, which switches stamp, and
+    /// ACKs, which echo one back), or [`IntRef::NONE`].
+    pub int: IntRef,
 }
 
 /// The parts of a frame only its endpoints read: the base transport header
-/// inline, and the extension headers, which only the first and last
-/// packets of a message and ACKs carry, in a side table of the simulator.
+/// inline, an ACK's AETH inline too, and the other extension headers,
+/// which only the first and last packets of a message carry, in a side
+/// table of the simulator. (Every ACK has an AETH: in the side table each
+/// cost its sender a 136-byte write and its receiver a copy out of three
+/// cold lines, 7 % of an HPCC run's time with the INT lookups.)
 /// A fabric holds millions of packets under congestion (5.4 M on a k=32
 /// fat tree at 30 % load), and a whole `TransportRepr` per packet made
 /// bodies 144 bytes each, most of the run's memory; this is 32.
 ///
 /// Aligned to 32 bytes like [`Packet`], so a body is one cache line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 #[repr(align(32))]
 pub struct PacketBody {
     pub bth: BthRepr,
     /// The index of the packet's whole `TransportRepr` in the side table,
-    /// or [`NO_EXT`] when the BTH is all it has.
+    /// or [`NO_EXT`] when the BTH and `aeth` are all it has.
     pub ext: u32,
-    /// The packet's INT record, or [`IntRef::NONE`].
-    pub int: IntRef,
+    /// The AETH of a packet whose only extension header it is (with
+    /// `ext` = [`NO_EXT`]).
+    pub aeth: Option<AethRepr>,
+}
+
+impl PacketBody {
+    /// The body of a packet with transport headers `repr`, whose whole
+    /// `TransportRepr` (when the BTH and an AETH do not say it all) sits in
+    /// the side table at `ext()` (called only then).
+    pub fn new(repr: &TransportRepr, ext: impl FnOnce() -> u32) -> PacketBody {
+        let r = repr;
+        let bare = r.deth.is_none()
+            && r.reth.is_none()
+            && r.atomic_eth.is_none()
+            && r.atomic_ack_eth.is_none()
+            && r.immdt.is_none()
+            && r.ieth.is_none();
+        PacketBody {
+            bth: r.bth,
+            ext: if bare { NO_EXT } else { ext() },
+            aeth: if bare { r.aeth } else { None },
+        }
+    }
+
+    /// The transport headers, given the side table (read only when the
+    /// packet has headers beyond a BTH and an AETH).
+    #[inline]
+    pub fn repr(&self, exts: &[TransportRepr]) -> TransportRepr {
+        match self.ext {
+            NO_EXT => {
+                let mut t = TransportRepr::new(self.bth);
+                t.aeth = self.aeth;
+                t
+            }
+            e => exts[e as usize],
+        }
+    }
 }
 
 /// [`PacketBody::ext`] of a packet with no extension headers.
@@ -125,6 +172,56 @@ mod tests {
         assert_eq!(std::mem::align_of::<Packet>(), 32);
         assert_eq!(std::mem::size_of::<PacketBody>(), 32);
         assert_eq!(std::mem::align_of::<PacketBody>(), 32);
+    }
+
+    /// An ACK's AETH rides in the body and the side table is not used; a
+    /// packet with other extension headers keeps them all in the table;
+    /// either way the endpoint reads back exactly what was sent.
+    #[test]
+    fn bodies_give_back_the_transport_headers() {
+        let mut ack = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcAck,
+            psn: roce_wire::Psn::new(77),
+            ..Default::default()
+        });
+        ack.aeth = Some(AethRepr {
+            syndrome: roce_wire::Syndrome::Ack { credits: 31 },
+            msn: 0x00ab_cdef,
+        });
+        let mut first = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcWriteFirst,
+            ..Default::default()
+        });
+        first.reth = Some(roce_wire::RethRepr {
+            va: 0x1000,
+            rkey: 9,
+            dma_len: 4096,
+        });
+        let mut atomic_ack = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcAtomicAck,
+            ..Default::default()
+        });
+        atomic_ack.aeth = ack.aeth;
+        atomic_ack.atomic_ack_eth = Some(roce_wire::AtomicAckEthRepr { orig: 5 });
+        let middle = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcWriteMiddle,
+            ..Default::default()
+        });
+        let mut exts = Vec::new();
+        for (repr, in_table) in [
+            (ack, false),
+            (first, true),
+            (atomic_ack, true),
+            (middle, false),
+        ] {
+            let body = PacketBody::new(&repr, || {
+                exts.push(repr);
+                (exts.len() - 1) as u32
+            });
+            assert_eq!(body.ext != NO_EXT, in_table, "{:?}", repr.bth.opcode);
+            assert_eq!(body.repr(&exts), repr);
+        }
+        assert_eq!(exts.len(), 2);
     }
 
     #[test]

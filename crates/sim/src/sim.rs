@@ -296,7 +296,11 @@ pub struct Simulator {
     /// [`IntRec`]), and free places there: with HPCC every data packet
     /// takes one, the receiver keeps it for its next ACK, and the ACK's
     /// arrival frees it.
-    ints: Vec<IntRec>,
+    /// On huge pages like the packets: switches stamp hops in records
+    /// scattered over megabytes, and on 4 KiB pages nearly every stamp
+    /// waited for a page walk (a third of `start_tx`'s time in a 10 ms
+    /// HPCC fat-tree run).
+    ints: Slab<IntRec>,
     int_free: Vec<u32>,
     rng: ChaCha8Rng,
     pub counters: Counters,
@@ -520,7 +524,7 @@ impl Simulator {
             exts: Vec::new(),
             ext_free: Vec::new(),
             free: Vec::new(),
-            ints: Vec::new(),
+            ints: Slab::new(),
             int_free: Vec::new(),
             rng,
             counters: Counters::default(),
@@ -669,10 +673,9 @@ impl Simulator {
                     if let Some(p) = self.packets.get(i) {
                         prefetch_line(p);
                     }
-                    // Hosts read the transport headers; with INT a switch
-                    // writes a hop record where the body says. (A body is
-                    // 32 bytes, aligned to 32: one line.)
-                    if (self.cfg.int || self.nodes[node as usize].host)
+                    // Hosts read the transport headers. (A body is 32
+                    // bytes, aligned to 32: one line.)
+                    if self.nodes[node as usize].host
                         && let Some(b) = self.bodies.get(i)
                     {
                         prefetch_line(b);
@@ -987,11 +990,16 @@ impl Simulator {
             return;
         }
         let p = self.take_packet(pkt);
-        let body = &mut self.bodies[pkt as usize];
-        let repr = match body.ext {
-            NO_EXT => TransportRepr::new(body.bth),
-            e => self.exts[e as usize],
-        };
+        let int = p.int;
+        if int.is_some() && p.payload == 0 {
+            // The ACK's echoed hops, which its QP's controller reads after
+            // the RNIC has handled the ACK itself: start loading them now.
+            let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            for h in hops.iter().step_by(2) {
+                prefetch_line(h);
+            }
+        }
+        let repr = self.bodies[pkt as usize].repr(&self.exts);
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
         if p.payload > 0 && p.flow != u32::MAX {
@@ -1002,7 +1010,6 @@ impl Simulator {
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
         let payload = PayloadRef::Virtual(p.payload);
-        let int = std::mem::replace(&mut body.int, IntRef::NONE);
         if int.is_some() && p.payload == 0 {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
@@ -1232,7 +1239,7 @@ impl Simulator {
 
     /// Frees the INT record of packet slot `pkt`'s body, if it has one.
     fn free_int(&mut self, pkt: u32) {
-        let int = std::mem::replace(&mut self.bodies[pkt as usize].int, IntRef::NONE);
+        let int = std::mem::replace(&mut self.packets[pkt as usize].int, IntRef::NONE);
         if int.is_some() {
             self.int_free.push(int.rec);
         }
@@ -1257,29 +1264,19 @@ impl Simulator {
             frame,
             payload,
             flow: self.flow_of(host, t.src_qpn),
-        };
-        let r = &t.repr;
-        let bare = r.deth.is_none()
-            && r.reth.is_none()
-            && r.atomic_eth.is_none()
-            && r.aeth.is_none()
-            && r.atomic_ack_eth.is_none()
-            && r.immdt.is_none()
-            && r.ieth.is_none();
-        let ext = if bare {
-            NO_EXT
-        } else if let Some(e) = self.ext_free.pop() {
-            self.exts[e as usize] = t.repr;
-            e
-        } else {
-            self.exts.push(t.repr);
-            (self.exts.len() - 1) as u32
-        };
-        let mut body = PacketBody {
-            bth: t.repr.bth,
-            ext,
             int: IntRef::NONE,
         };
+        let (exts, ext_free) = (&mut self.exts, &mut self.ext_free);
+        let body = PacketBody::new(&t.repr, || match ext_free.pop() {
+            Some(e) => {
+                exts[e as usize] = t.repr;
+                e
+            }
+            None => {
+                exts.push(t.repr);
+                (exts.len() - 1) as u32
+            }
+        });
         let cnp = body.bth.opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
@@ -1294,7 +1291,7 @@ impl Simulator {
             if self.cfg.int && body.bth.opcode == Opcode::RcAck {
                 p.frame += self.cfg.int_wire_bytes;
                 if let Some(f) = self.flows.get_mut(p.flow as usize) {
-                    body.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
+                    p.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
                 }
             }
         } else if self.cfg.int && payload > 0 {
@@ -1306,7 +1303,7 @@ impl Simulator {
                     (self.ints.len() - 1) as u32
                 }
             };
-            body.int = IntRef { rec, len: 0 };
+            p.int = IntRef { rec, len: 0 };
         }
         (p, body)
     }
@@ -1417,15 +1414,16 @@ impl Simulator {
             if self.cfg.int && !self.packets[id as usize].control {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
-                let int = &mut self.bodies[id as usize].int;
-                if int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
-                    self.ints[int.rec as usize].hops[usize::from(int.len)] = IntHop {
+                let int = &mut self.packets[id as usize].int;
+                let len = int.len;
+                if int.is_some() && usize::from(len) < MAX_INT_HOPS {
+                    int.len = len + 1;
+                    self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
                         ts: now / PS_PER_NS,
                         tx_bytes,
                         qlen,
                         link_bps: rate,
                     };
-                    int.len += 1;
                 }
             }
         }
@@ -1469,6 +1467,15 @@ impl Simulator {
         }
         let (dst, prio, frame, markable, tuple, src, flow) = {
             let p = &self.packets[pkt as usize];
+            let int = p.int;
+            if self.cfg.int && !p.control && int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
+                // The hop this switch stamps when the packet leaves (at
+                // once, when its port is idle): start loading its line
+                // while the route and the buffer are worked out.
+                if let Some(r) = self.ints.get(int.rec as usize) {
+                    prefetch_line(&r.hops[usize::from(int.len)]);
+                }
+            }
             (
                 p.dst,
                 p.prio,
@@ -1887,17 +1894,82 @@ fn prefetch_line<T>(x: &T) {
     let _ = x;
 }
 
-/// Packet slots in fixed chunks of 16–32 MiB, each marked for
-/// transparent huge pages before it is touched. A large fabric holds
-/// hundreds of thousands of packets, read in no particular order: on 4 KiB
-/// pages nearly every packet touched costs a TLB miss. Chunks never move,
-/// so growing copies nothing and memory grows by one chunk at a time.
-struct Slab<T> {
-    chunks: Vec<Vec<T>>,
+/// Packet slots in fixed chunks of 16–32 MiB, each aligned to a huge page
+/// and marked for transparent huge pages before it is touched. A large
+/// fabric holds hundreds of thousands of packets, read in no particular
+/// order: on 4 KiB pages nearly every packet touched costs a TLB miss.
+/// (Unaligned, as a `Vec` from the allocator, a chunk began with up to
+/// 2 MiB of small pages, which is all of a smaller run's packets.) Chunks
+/// never move, so growing copies nothing and memory grows by one chunk at
+/// a time; a chunk's pages are only backed once written.
+struct Slab<T: Copy> {
+    chunks: Vec<Chunk<T>>,
     len: usize,
 }
 
-impl<T> Slab<T> {
+/// One chunk of a [`Slab`]: room for `1 << Slab::<T>::SHIFT` slots, the
+/// first `len` of them written.
+struct Chunk<T: Copy> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+}
+
+/// Huge page size (x86-64 and most others).
+const HUGE_PAGE: usize = 2 << 20;
+
+impl<T: Copy> Chunk<T> {
+    fn layout() -> std::alloc::Layout {
+        let n = 1usize << Slab::<T>::SHIFT;
+        std::alloc::Layout::from_size_align(n * std::mem::size_of::<T>(), HUGE_PAGE)
+            .expect("a slab chunk is 16-32 MiB")
+    }
+
+    fn new() -> Self {
+        let layout = Self::layout();
+        // SAFETY: the layout has a non-zero size (T is not zero-sized:
+        // SHIFT divides by its size).
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(ptr) = std::ptr::NonNull::new(raw as *mut T) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        advise_huge(ptr.as_ptr(), layout.size());
+        Chunk { ptr, len: 0 }
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[T] {
+        // SAFETY: the first `len` slots were written by `push`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as `as_slice`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    fn push(&mut self, x: T) {
+        assert!(self.len < 1 << Slab::<T>::SHIFT, "slab chunk full");
+        // SAFETY: `len` is within the allocation (checked above).
+        unsafe { self.ptr.as_ptr().add(self.len).write(x) };
+        self.len += 1;
+    }
+}
+
+impl<T: Copy> Drop for Chunk<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout; `T: Copy` has no
+        // destructor to run.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, Self::layout()) }
+    }
+}
+
+// SAFETY: a chunk owns its slots as a `Vec` would.
+unsafe impl<T: Copy + Send> Send for Chunk<T> {}
+// SAFETY: shared access only reads, as through `&Vec<T>`.
+unsafe impl<T: Copy + Sync> Sync for Chunk<T> {}
+
+impl<T: Copy> Slab<T> {
     /// log₂ of the slots per chunk.
     const SHIFT: u32 = ((32 << 20) / std::mem::size_of::<T>()).ilog2();
     const MASK: usize = (1 << Self::SHIFT) - 1;
@@ -1915,10 +1987,7 @@ impl<T> Slab<T> {
 
     fn push(&mut self, x: T) {
         if self.len & Self::MASK == 0 {
-            let n = 1 << Self::SHIFT;
-            let c = Vec::with_capacity(n);
-            advise_huge(c.as_ptr(), n * std::mem::size_of::<T>());
-            self.chunks.push(c);
+            self.chunks.push(Chunk::new());
         }
         self.chunks[self.len >> Self::SHIFT].push(x);
         self.len += 1;
@@ -1926,22 +1995,25 @@ impl<T> Slab<T> {
 
     #[inline]
     fn get(&self, i: usize) -> Option<&T> {
-        self.chunks.get(i >> Self::SHIFT)?.get(i & Self::MASK)
+        self.chunks
+            .get(i >> Self::SHIFT)?
+            .as_slice()
+            .get(i & Self::MASK)
     }
 }
 
-impl<T> std::ops::Index<usize> for Slab<T> {
+impl<T: Copy> std::ops::Index<usize> for Slab<T> {
     type Output = T;
     #[inline]
     fn index(&self, i: usize) -> &T {
-        &self.chunks[i >> Self::SHIFT][i & Self::MASK]
+        &self.chunks[i >> Self::SHIFT].as_slice()[i & Self::MASK]
     }
 }
 
-impl<T> std::ops::IndexMut<usize> for Slab<T> {
+impl<T: Copy> std::ops::IndexMut<usize> for Slab<T> {
     #[inline]
     fn index_mut(&mut self, i: usize) -> &mut T {
-        &mut self.chunks[i >> Self::SHIFT][i & Self::MASK]
+        &mut self.chunks[i >> Self::SHIFT].as_mut_slice()[i & Self::MASK]
     }
 }
 
@@ -1988,4 +2060,42 @@ fn data_repr(first: bool) -> TransportRepr {
         t.reth = Some(RethRepr::default());
     }
     t
+}
+
+#[cfg(test)]
+mod slab_tests {
+    use super::*;
+
+    /// Slots keep what was written across a chunk boundary, chunks start
+    /// on a huge page, and slots past the end are not there.
+    #[test]
+    fn slots_span_chunks_and_chunks_are_huge_page_aligned() {
+        let mut s: Slab<IntRec> = Slab::new();
+        let per_chunk = 1usize << Slab::<IntRec>::SHIFT;
+        let n = per_chunk + 3;
+        let rec = |i: usize| {
+            let mut r = IntRec::default();
+            r.hops[i % MAX_INT_HOPS].ts = i as u64;
+            r
+        };
+        for i in 0..n {
+            s.push(rec(i));
+        }
+        assert_eq!(s.len(), n);
+        assert_eq!(s.chunks.len(), 2);
+        for c in &s.chunks {
+            assert_eq!(c.ptr.as_ptr() as usize % HUGE_PAGE, 0);
+        }
+        s[per_chunk + 1].hops[0].qlen = 7;
+        for i in [0, 1, per_chunk - 1, per_chunk, per_chunk + 2] {
+            assert_eq!(s[i].hops[i % MAX_INT_HOPS].ts, i as u64, "slot {i}");
+            assert_eq!(
+                s.get(i).map(|r| r.hops[i % MAX_INT_HOPS].ts),
+                Some(i as u64)
+            );
+        }
+        assert_eq!(s[per_chunk + 1].hops[0].qlen, 7);
+        assert!(s.get(n).is_none());
+        assert!(s.get(2 * per_chunk).is_none());
+    }
 }

@@ -195,6 +195,9 @@ impl CongestionControl for OverMinRtt {
     fn on_timeout(&mut self, now: Nanos) {
         self.inner.on_timeout(now)
     }
+    fn on_rewind(&mut self, now: Nanos, send_point: u64) {
+        self.inner.on_rewind(now, send_point)
+    }
     fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
         self.inner.on_int(now, hops)
     }

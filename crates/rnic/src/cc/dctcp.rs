@@ -224,6 +224,7 @@ mod tests {
             ecn_echo: marked,
             snd_una: una,
             snd_nxt: nxt,
+            send_point: nxt,
         }
     }
 

@@ -229,8 +229,16 @@ impl CongestionControl for Hpcc {
         "hpcc"
     }
     fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
-        self.sent = fb.snd_nxt;
+        self.sent = fb.send_point;
         self.acked = fb.snd_una;
+    }
+    fn on_rewind(&mut self, _now: Nanos, send_point: u64) {
+        // A go-back-N sends again from here: the next full update waits
+        // only for data sent from here on, as ns-3's (whose RecoverQueue
+        // rewinds the snd_nxt its HPCC update reads). Left at the highest
+        // byte ever sent, it waited for the resend to pass that point, one
+        // update too few per recovery.
+        self.sent = send_point;
     }
     fn on_int(&mut self, _now: Nanos, hops: &[IntHop]) {
         if !self.started {
@@ -274,6 +282,7 @@ mod tests {
             &AckFeedback {
                 snd_una: bytes,
                 snd_nxt: bytes,
+                send_point: bytes,
                 ..AckFeedback::default()
             },
         );
@@ -300,6 +309,7 @@ mod tests {
                 acked_bytes: payload,
                 snd_una: (i - inflight + 1) * payload,
                 snd_nxt: (i + 1) * payload,
+                send_point: (i + 1) * payload,
                 ..AckFeedback::default()
             };
             h.on_ack(i * 80, payload, None);
@@ -314,6 +324,41 @@ mod tests {
             (90..=110).contains(&updates_late),
             "{updates_late} full updates in the last 1000 ACKs"
         );
+    }
+
+    /// A full update during a go-back-N makes the next one wait for data
+    /// sent from where the resend started (ns-3's RecoverQueue rewinds the
+    /// snd_nxt its HPCC reads), not for the highest byte ever sent: the
+    /// first ACK of resent data past it updates Wc again. Left at the
+    /// highest byte, the update waited for the whole resend to pass it.
+    #[test]
+    fn a_rewind_brings_the_next_full_update_forward() {
+        let cfg = HpccConfig::new(100_000_000_000, 10_000);
+        let mut h = Hpcc::new(cfg, 100_000_000_000);
+        let fb = |una: u64, nxt: u64, point: u64| AckFeedback {
+            snd_una: una,
+            snd_nxt: nxt,
+            send_point: point,
+            ..AckFeedback::default()
+        };
+        // The first INT starts the clock at 10 KB sent.
+        h.on_ack_feedback(0, &fb(0, 10_000, 10_000));
+        h.on_int(0, &[hop(0, 0, 0)]);
+        assert_eq!(h.last_update_seq, 10_000);
+        // 100 KB sent; a NAK at 20 KB acknowledges to there and sending
+        // resumes there. The ACK passes 10 KB: a full update, after which
+        // the next waits for data sent from 20 KB on.
+        h.on_ack_feedback(1_000, &fb(20_000, 100_000, 100_000));
+        h.on_rewind(1_000, 20_000);
+        h.on_int(1_000, &[hop(1_000, 12_500, 0)]);
+        assert_eq!(h.last_update_seq, 20_000);
+        // Resent data to 30 KB acknowledged (40 KB resent so far): the
+        // next full update, Wc moves.
+        h.on_ack_feedback(2_000, &fb(30_000, 100_000, 40_000));
+        let wc = h.wc;
+        h.on_int(2_000, &[hop(2_000, 25_000, 50_000)]);
+        assert_eq!(h.last_update_seq, 40_000);
+        assert_ne!(h.wc, wc, "Wc moved");
     }
 
     fn hop(ts: Nanos, tx: u64, qlen: u64) -> IntHop {

@@ -49,6 +49,12 @@ pub trait CongestionControl: Send {
     fn on_cnp(&mut self, _now: Nanos) {}
     fn on_nak(&mut self, _now: Nanos) {}
     fn on_timeout(&mut self, _now: Nanos) {}
+    /// A go-back-N (a NAK, an out-of-sequence READ response or a timeout)
+    /// moved the send point back: sending resumes at `send_point` payload
+    /// bytes, as [`AckFeedback::send_point`] counts them. Called after the
+    /// ACK that carried the NAK was fed back, so a controller reading its
+    /// INT next sees the rewound point (ns-3 rewinds snd_nxt first too).
+    fn on_rewind(&mut self, _now: Nanos, _send_point: u64) {}
     fn on_int(&mut self, _now: Nanos, _hops: &[IntHop]) {}
     /// Periodic work (rate-increase timers and the like).
     fn on_tick(&mut self, _now: Nanos) {}
@@ -110,6 +116,9 @@ impl CongestionControl for RateLimit {
     }
     fn on_timeout(&mut self, now: Nanos) {
         self.inner.on_timeout(now)
+    }
+    fn on_rewind(&mut self, now: Nanos, send_point: u64) {
+        self.inner.on_rewind(now, send_point)
     }
     fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
         self.inner.on_int(now, hops)

@@ -40,6 +40,13 @@ pub struct AckFeedback {
     pub snd_una: u64,
     /// Payload bytes of new (first-time) packets sent since the QP started.
     pub snd_nxt: u64,
+    /// Payload bytes before the next packet the QP sends: `snd_nxt` until
+    /// a go-back-N, which moves it back to where the resend starts; it
+    /// then grows again with the resent packets. This is ns-3's
+    /// `RdmaQueuePair::snd_nxt` (RecoverQueue rewinds it on a NAK), which
+    /// HPCC's once-per-RTT update reads; TCP-style controllers (DCTCP,
+    /// TIMELY) keep `snd_nxt`, which a TCP sender does not rewind.
+    pub send_point: u64,
 }
 
 /// One first transmission, in 16 bytes: a QP without congestion control
@@ -142,7 +149,13 @@ impl SentLog {
             ecn_echo: false,
             snd_una: self.snd_una,
             snd_nxt: self.snd_nxt,
+            send_point: self.snd_nxt,
         }
+    }
+
+    /// Payload bytes acknowledged since the QP started.
+    pub(crate) fn snd_una(&self) -> u64 {
+        self.snd_una
     }
 
     /// Bytes of the packets first sent before `psn` and not yet acknowledged

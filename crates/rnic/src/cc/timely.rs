@@ -314,6 +314,7 @@ mod tests {
             ecn_echo: false,
             snd_una: una,
             snd_nxt: nxt,
+            send_point: nxt,
         }
     }
 

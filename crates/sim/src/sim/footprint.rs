@@ -113,8 +113,7 @@ impl Simulator {
             + (self.free.capacity() * 4) as u64;
         // The INT table: every record ever used (the free ones are reused,
         // never returned) and the free list.
-        let ints =
-            (self.ints.capacity() * size_of::<IntRec>() + self.int_free.capacity() * 4) as u64;
+        let ints = (self.ints.len() * size_of::<IntRec>() + self.int_free.capacity() * 4) as u64;
         let outputs = (self.pfc_log.capacity() * size_of::<crate::metrics::PfcEvent>()
             + self.queue_log.capacity() * size_of::<crate::metrics::QueueSample>()
             + self.flow_log.capacity() * size_of::<(u64, u32, u64)>()
