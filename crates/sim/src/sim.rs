@@ -17,7 +17,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    IntRec, IntRef, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+    Ext, IntRec, IntRef, MAX_INT_HOPS, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -988,9 +988,14 @@ impl Simulator {
         }
         let p = self.take_packet(pkt);
         let body = &mut self.bodies[pkt as usize];
-        let repr = match body.ext {
-            NO_EXT => TransportRepr::new(body.bth),
-            e => self.exts[e as usize],
+        let repr = match Ext::decode(body.ext) {
+            Ext::None => TransportRepr::new(body.bth),
+            Ext::Aeth(a) => {
+                let mut r = TransportRepr::new(body.bth);
+                r.aeth = Some(a);
+                r
+            }
+            Ext::Table(e) => self.exts[e as usize],
         };
         self.counters.delivered_bytes += u64::from(p.frame);
         self.counters.delivered_pkts += 1;
@@ -1221,9 +1226,8 @@ impl Simulator {
     /// until the slot is reused.
     fn take_packet(&mut self, i: u32) -> Packet {
         self.free.push(i);
-        let ext = self.bodies[i as usize].ext;
-        if ext != NO_EXT {
-            self.ext_free.push(ext);
+        if let Ext::Table(e) = Ext::decode(self.bodies[i as usize].ext) {
+            self.ext_free.push(e);
         }
         let p = self.packets[i as usize];
         self.live_bytes -= u64::from(p.frame);
@@ -1258,22 +1262,18 @@ impl Simulator {
             payload,
             flow: self.flow_of(host, t.src_qpn),
         };
-        let r = &t.repr;
-        let bare = r.deth.is_none()
-            && r.reth.is_none()
-            && r.atomic_eth.is_none()
-            && r.aeth.is_none()
-            && r.atomic_ack_eth.is_none()
-            && r.immdt.is_none()
-            && r.ieth.is_none();
-        let ext = if bare {
-            NO_EXT
-        } else if let Some(e) = self.ext_free.pop() {
-            self.exts[e as usize] = t.repr;
-            e
-        } else {
-            self.exts.push(t.repr);
-            (self.exts.len() - 1) as u32
+        let ext = match Ext::of(&t.repr) {
+            Ext::Table(_) => {
+                let e = if let Some(e) = self.ext_free.pop() {
+                    self.exts[e as usize] = t.repr;
+                    e
+                } else {
+                    self.exts.push(t.repr);
+                    (self.exts.len() - 1) as u32
+                };
+                Ext::Table(e).encode()
+            }
+            e => e.encode(),
         };
         let mut body = PacketBody {
             bth: t.repr.bth,
