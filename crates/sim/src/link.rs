@@ -4,6 +4,7 @@
 
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_S, Ps, ser_ps};
+use std::collections::VecDeque;
 
 /// Priorities per port (802.1p).
 pub const NPRIO: usize = 8;
@@ -55,70 +56,6 @@ impl QEntry {
     }
 }
 
-/// A FIFO of queued frames: a ring of power-of-two capacity, indexed by
-/// masking. `VecDeque` did the same job, but its `push_back` went through
-/// an out-of-line call per packet (perf: `push_back_mut` 6 % of a fat5ms
-/// run) and its wrap-around is a compare and a subtraction where a mask
-/// does. Grows like `VecDeque` (4, then doubling, never shrinking), so
-/// heap figures stay as they were.
-#[derive(Debug, Clone, Default)]
-struct Fifo {
-    /// `buf.len()` is the capacity: 0 or a power of two.
-    buf: Vec<QEntry>,
-    head: u32,
-    len: u32,
-}
-
-impl Fifo {
-    #[inline]
-    fn push(&mut self, e: QEntry) {
-        if self.len as usize == self.buf.len() {
-            self.grow();
-        }
-        let mask = self.buf.len() - 1;
-        self.buf[(self.head as usize + self.len as usize) & mask] = e;
-        self.len += 1;
-    }
-
-    #[inline]
-    fn pop(&mut self) -> Option<QEntry> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.buf.len() - 1;
-        let e = self.buf[self.head as usize & mask];
-        self.head = ((self.head as usize + 1) & mask) as u32;
-        self.len -= 1;
-        Some(e)
-    }
-
-    fn front(&self) -> Option<&QEntry> {
-        (self.len > 0).then(|| &self.buf[self.head as usize & (self.buf.len() - 1)])
-    }
-
-    fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    fn capacity(&self) -> usize {
-        self.buf.len()
-    }
-
-    /// Doubles the ring (4 at first), unrolling it to start at 0.
-    #[cold]
-    #[inline(never)]
-    fn grow(&mut self) {
-        let cap = (self.buf.len() * 2).max(4);
-        assert!(cap <= 1 << 31, "a port queue of 2^31 frames");
-        let mut buf = Vec::with_capacity(cap);
-        let n = self.buf.len();
-        buf.extend((0..self.len as usize).map(|k| self.buf[(self.head as usize + k) % n.max(1)]));
-        buf.resize(cap, QEntry::new(0, 0, 0, false));
-        self.buf = buf;
-        self.head = 0;
-    }
-}
-
 /// How an egress port chooses among its non-empty, unpaused queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scheduler {
@@ -140,7 +77,7 @@ pub enum Scheduler {
 pub struct PrioQueue {
     /// Filled and drained only through [`Port::enqueue`] and
     /// [`Port::dequeue`], which keep `bytes` and the port's totals.
-    queue: Fifo,
+    queue: VecDeque<QEntry>,
     /// Bytes queued.
     pub bytes: u64,
     /// Paused by a received XOFF until this time (0 = not paused).
@@ -317,7 +254,7 @@ impl Port {
     #[inline]
     pub fn enqueue(&mut self, prio: usize, e: QEntry) {
         let q = &mut self.q[prio];
-        q.queue.push(e);
+        q.queue.push_back(e);
         q.bytes += u64::from(e.frame());
         self.nonempty |= 1 << prio;
         self.npkts += 1;
@@ -327,9 +264,9 @@ impl Port {
     #[inline]
     pub fn dequeue(&mut self, prio: usize) -> Option<QEntry> {
         let q = &mut self.q[prio];
-        let e = q.queue.pop()?;
+        let e = q.queue.pop_front()?;
         q.bytes -= u64::from(e.frame());
-        if q.queue.len() == 0 {
+        if q.queue.is_empty() {
             self.nonempty &= !(1 << prio);
         }
         self.npkts -= 1;
@@ -404,39 +341,5 @@ impl Port {
             self.visiting = false;
             self.rr_next = ((q + 1) % sf) as u8;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fifo_keeps_order_across_wraps_and_growth() {
-        // Against VecDeque, with pushes and pops interleaved so the ring
-        // wraps before it grows.
-        let mut f = Fifo::default();
-        let mut want = std::collections::VecDeque::new();
-        let mut x: u64 = 7;
-        for i in 0..5_000u32 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            if x % 5 < 3 {
-                let e = QEntry::new(i, i % 4000, (i % 7) as u16, i % 2 == 0);
-                f.push(e);
-                want.push_back(e);
-            } else {
-                assert_eq!(f.pop(), want.pop_front());
-            }
-            assert_eq!(f.len(), want.len());
-            assert_eq!(f.front(), want.front());
-            // Grown as VecDeque grows, so heap figures stay the same.
-            assert_eq!(f.capacity(), want.capacity());
-        }
-        while let Some(e) = want.pop_front() {
-            assert_eq!(f.pop(), Some(e));
-        }
-        assert_eq!(f.pop(), None);
     }
 }
