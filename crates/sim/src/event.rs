@@ -378,8 +378,8 @@ impl EventQueue {
         let (tag, data) = self.pack(event);
         let low = (self.seq << TAG_BITS) | tag;
         let slot = time >> SLOT_BITS;
-        // `cur` only moves when `current` is empty and `now` has reached
-        // its slot, so `slot < cur` cannot happen.
+        // `slot < cur` only after a peek settled on a later slot (see
+        // `rewind`).
         if slot > self.cur && slot - self.cur <= self.mask as u64 {
             let i = (slot as usize) & self.mask;
             self.slots[i].push(Entry {
@@ -397,6 +397,9 @@ impl EventQueue {
     /// `schedule` into the current slot (in order) or beyond the calendar.
     #[inline(never)]
     fn schedule_near_or_far(&mut self, time: Ps, low: u64, data: u64) {
+        if time >> SLOT_BITS < self.cur {
+            self.rewind(time >> SLOT_BITS);
+        }
         if time >> SLOT_BITS <= self.cur {
             let key = ((time & OFF_MASK) << OFF_SHIFT) | low;
             let at = self.current.partition_point(|x| x.key > key);
@@ -406,6 +409,37 @@ impl EventQueue {
         }
         self.len += 1;
         self.peak = self.peak.max(self.len);
+    }
+
+    /// Makes `slot`, before the current one, current again: a peek
+    /// settled the calendar on a later slot (the next occupied one, so no
+    /// event lies between) and an event is now due before it. The settled
+    /// events go back where they waited: their calendar slot, or the
+    /// overflow heap if that is beyond the calendar as seen from `slot`.
+    #[cold]
+    #[inline(never)]
+    fn rewind(&mut self, slot: u64) {
+        let settled = std::mem::take(&mut self.current);
+        if self.cur - slot <= self.mask as u64 {
+            let i = (self.cur as usize) & self.mask;
+            debug_assert!(self.slots[i].is_empty());
+            let spare = std::mem::replace(&mut self.slots[i], settled);
+            self.current = spare;
+            if !self.slots[i].is_empty() {
+                self.occupied[i / 64] |= 1 << (i % 64);
+            }
+        } else {
+            for e in &settled {
+                self.overflow.push(Far {
+                    time: (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT),
+                    low: e.key & ((1 << OFF_SHIFT) - 1),
+                    data: e.data,
+                });
+            }
+            self.current = settled;
+            self.current.clear();
+        }
+        self.cur = slot;
     }
 
     /// The events of one more calendar slot, [`LOOKAHEAD`] slots past the
@@ -496,22 +530,17 @@ impl EventQueue {
         true
     }
 
-    /// Time of the next event (without advancing the calendar, so an
-    /// event may still be scheduled at `now` afterwards).
-    pub fn peek_time(&self) -> Option<Ps> {
-        if let Some(e) = self.current.last() {
-            return Some((self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT));
+    /// Time of the next event. This settles the calendar on the next
+    /// event's slot as [`pop`](Self::pop) would (so a peek before each pop,
+    /// as the simulator's stop check does, costs no second search); an
+    /// event scheduled afterwards at an earlier time rewinds it.
+    #[inline]
+    pub fn peek_time(&mut self) -> Option<Ps> {
+        if self.current.is_empty() && !self.settle() {
+            return None;
         }
-        let from_cal = self.next_occupied().map(|s| {
-            let i = (s as usize) & self.mask;
-            let first = self.slots[i].iter().map(|e| e.key).min().unwrap_or(0);
-            (s << SLOT_BITS) | (first >> OFF_SHIFT)
-        });
-        let from_over = self.overflow.peek().map(|e| e.time);
-        match (from_cal, from_over) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let e = self.current.last()?;
+        Some((self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT))
     }
 
     /// Takes the next event and advances `now` to its time.
@@ -714,6 +743,38 @@ mod tests {
         q.schedule(t, evs[6]);
         assert_eq!(q.peek_time(), Some(t));
         assert_eq!(q.pop(), Some((t, evs[6])));
+    }
+
+    #[test]
+    fn an_event_due_before_a_peeked_one_still_runs_first() {
+        // The peek settles the calendar on the later event's slot; the
+        // earlier schedule rewinds it. Near (within the calendar) and far
+        // (from the overflow heap), with events left behind the peeked one.
+        for later in [50_000, 40_000_000] {
+            let mut q = EventQueue::new();
+            q.schedule(5_000, Event::FlowStart { flow: 0 });
+            assert_eq!(q.pop().map(|p| p.0), Some(5_000));
+            q.schedule(later, Event::FlowStart { flow: 1 });
+            q.schedule(later + 1, Event::FlowStart { flow: 2 });
+            q.schedule(later + 3_000, Event::FlowStart { flow: 3 });
+            assert_eq!(q.peek_time(), Some(later));
+            q.schedule(5_000, Event::FlowStart { flow: 4 });
+            q.schedule(7_000, Event::FlowStart { flow: 5 });
+            assert_eq!(q.peek_time(), Some(5_000));
+            q.schedule(6_000, Event::FlowStart { flow: 6 });
+            let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+            let want = [
+                (5_000, 4),
+                (6_000, 6),
+                (7_000, 5),
+                (later, 1),
+                (later + 1, 2),
+                (later + 3_000, 3),
+            ]
+            .map(|(t, flow)| (t, Event::FlowStart { flow }));
+            assert_eq!(got, want, "later {later}");
+            assert!(q.is_empty());
+        }
     }
 
     #[test]

@@ -43,8 +43,46 @@ pub struct Counters {
     pub failed_flows: u64,
     pub buffer_peak: u64,
     pub peak_pending_events: u64,
+    pub events_by_kind: EventsByKind,
     pub first_error: Option<String>,
     pub deadlock: Option<String>,
+}
+
+/// Events handled, by what they were. A packet-level simulation costs
+/// about one event per packet per link it crosses (its arrival) plus a
+/// serializer wake-up where a queue holds the next frame; these counts
+/// show where a run's events go (issue 12 asks for events per delivered
+/// packet and per hop).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EventsByKind {
+    /// A packet's last bit reached a switch port.
+    pub switch_arrive: u64,
+    /// A packet reached a host.
+    pub host_arrive: u64,
+    /// A switch port's serializer finished a frame (or a stale wake-up).
+    pub switch_tx_done: u64,
+    /// A host NIC's serializer finished a frame (or a stale wake-up).
+    pub host_tx_done: u64,
+    /// RNIC timers (pacing, retransmission, CC ticks), stale ones included.
+    pub host_timer: u64,
+    /// Flow starts, PFC frames and pause expiries, samples.
+    pub other: u64,
+}
+
+impl EventsByKind {
+    /// Packets crossing a link: every arrival at a switch or a host.
+    pub fn hops(&self) -> u64 {
+        self.switch_arrive + self.host_arrive
+    }
+
+    pub fn total(&self) -> u64 {
+        self.switch_arrive
+            + self.host_arrive
+            + self.switch_tx_done
+            + self.host_tx_done
+            + self.host_timer
+            + self.other
+    }
 }
 
 /// One flow's outcome.
@@ -201,6 +239,11 @@ pub struct Summary {
     pub in_flight_bytes: u64,
     pub buffer_peak_bytes: u64,
     pub events: u64,
+    pub events_by_kind: EventsByKind,
+    /// Events per packet delivered to a host (data, ACKs, CNPs alike).
+    pub events_per_delivered_packet: f64,
+    /// Events per packet-link crossing (see [`EventsByKind::hops`]).
+    pub events_per_hop: f64,
     pub peak_pending_events: u64,
     pub simulated_us: f64,
     pub wall_seconds: f64,
@@ -210,6 +253,11 @@ pub struct Summary {
     /// The DDR-to-DDR table (hosts with a profile only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_path: Option<crate::host::PathTable>,
+}
+
+/// `a / b`, 0 when `b` is.
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
 impl Report {
@@ -254,6 +302,9 @@ impl Report {
             in_flight_bytes: c.live_bytes,
             buffer_peak_bytes: c.buffer_peak,
             events: self.events,
+            events_by_kind: c.events_by_kind,
+            events_per_delivered_packet: ratio(self.events, c.delivered_pkts),
+            events_per_hop: ratio(self.events, c.events_by_kind.hops()),
             peak_pending_events: c.peak_pending_events,
             simulated_us: self.now as f64 / 1e6,
             wall_seconds,

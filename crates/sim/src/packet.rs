@@ -232,6 +232,45 @@ mod tests {
     }
 
     #[test]
+    fn an_aeth_alone_rides_in_the_body_and_comes_back_whole() {
+        use roce_wire::{NakCode, Syndrome};
+        let ack = |syndrome, msn| {
+            let mut t = TransportRepr::new(BthRepr {
+                opcode: Opcode::RcAck,
+                ..Default::default()
+            });
+            t.aeth = Some(AethRepr { syndrome, msn });
+            t
+        };
+        let table = vec![TransportRepr::default(); 13];
+        for (syn, msn) in [
+            (Syndrome::Ack { credits: 31 }, 0),
+            (Syndrome::Ack { credits: 0 }, 0xff_ffff),
+            (Syndrome::RnrNak { timer: 14 }, 77),
+            (Syndrome::Nak(NakCode::PsnSequenceError), 5),
+            (Syndrome::Nak(NakCode::RemoteAccessError), 0x12_3456),
+        ] {
+            let t = ack(syn, msn);
+            let body = PacketBody::new(&t, || panic!("an ACK needs no side table"));
+            assert_eq!(body.ext, NO_EXT);
+            assert_eq!(body.repr(&table), t);
+        }
+        // An AETH beside another extension header goes to the side table
+        // whole, and comes back from there.
+        let mut t = ack(Syndrome::Ack { credits: 31 }, 1);
+        t.immdt = Some(9);
+        let body = PacketBody::new(&t, || 12);
+        assert_eq!((body.ext, body.aeth), (12, None));
+        let mut table = table;
+        table[12] = t;
+        assert_eq!(body.repr(&table), t);
+        // A bare BTH has nothing.
+        let bare = TransportRepr::new(t.bth);
+        let body = PacketBody::new(&bare, || panic!("no extension"));
+        assert_eq!(body.repr(&table), bare);
+    }
+
+    #[test]
     fn ack_frame_is_66_bytes() {
         let mut t = TransportRepr::new(BthRepr {
             opcode: Opcode::RcAck,

@@ -176,20 +176,34 @@ struct Ingress {
 }
 
 /// Per-switch buffer state.
+///
+/// Laid out (`repr(C)`, line-aligned) so that admitting or releasing a
+/// packet reads one line of it besides the port's alpha and the queue's
+/// account: the first line holds the accounts' and alphas' places and the
+/// pool totals, the second the configuration a packet reads (copied out
+/// of `cfg`, which keeps the rest). Spread over the struct as it was, a
+/// switch arrival missed four lines of it on the 320-host fat tree.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct Mmu {
-    pub cfg: BufferConfig,
-    headroom: Vec<u64>,
-    /// Dynamic-threshold alpha of each port.
-    alpha: Vec<f64>,
     /// Indexed by `port × 8 + priority`.
-    q: Vec<Ingress>,
+    q: Box<[Ingress]>,
+    /// Dynamic-threshold alpha of each port.
+    alpha: Box<[f64]>,
     shared_pool: u64,
     shared_used: u64,
     /// Bytes held, all pools.
     pub used: u64,
     /// Most bytes ever held.
     pub peak: u64,
+    /// `cfg`'s `threshold`, `reserve_bytes`, `xon_offset_bytes` and
+    /// `lossless`.
+    threshold: Threshold,
+    reserve_bytes: u64,
+    xon_offset_bytes: u64,
+    lossless: u8,
+    cfg: BufferConfig,
+    headroom: Vec<u64>,
 }
 
 const NPRIO: usize = 8;
@@ -218,15 +232,24 @@ impl Mmu {
             Threshold::Static { .. } => vec![0.0; n],
         };
         Mmu {
+            threshold: cfg.threshold,
+            reserve_bytes: cfg.reserve_bytes,
+            xon_offset_bytes: cfg.xon_offset_bytes,
+            lossless: cfg.lossless,
             cfg,
             headroom,
-            alpha,
-            q: vec![Ingress::default(); n * NPRIO],
+            alpha: alpha.into_boxed_slice(),
+            q: vec![Ingress::default(); n * NPRIO].into_boxed_slice(),
             shared_pool,
             shared_used: 0,
             used: 0,
             peak: 0,
         }
+    }
+
+    /// The configuration it was made with.
+    pub fn cfg(&self) -> &BufferConfig {
+        &self.cfg
     }
 
     /// Bytes of the common pool (after reserves and headroom).
@@ -236,13 +259,13 @@ impl Mmu {
 
     #[inline]
     fn lossless(&self, prio: u8) -> bool {
-        self.cfg.lossless & (1 << prio) != 0
+        self.lossless & (1 << prio) != 0
     }
 
     /// The current per-queue shared limit of ingress `port`.
     #[inline]
     pub fn threshold(&self, port: usize) -> u64 {
-        match self.cfg.threshold {
+        match self.threshold {
             Threshold::Dynamic { .. } => {
                 let alpha = self.alpha[port];
                 let free = self.shared_pool.saturating_sub(self.shared_used);
@@ -271,7 +294,7 @@ impl Mmu {
         let q = &mut self.q[i];
         // A packet that crosses the end of the reserve fills it and puts
         // only the rest in the shared pool.
-        let to_rsv = self.cfg.reserve_bytes.saturating_sub(q.rsv).min(size);
+        let to_rsv = self.reserve_bytes.saturating_sub(q.rsv).min(size);
         let to_shared = size - to_rsv;
         let at = if to_shared == 0 {
             q.rsv += size;
@@ -332,7 +355,7 @@ impl Mmu {
             return false;
         }
         let s = self.q[i].shared;
-        if s == 0 || s + self.cfg.xon_offset_bytes <= self.threshold(port) {
+        if s == 0 || s + self.xon_offset_bytes <= self.threshold(port) {
             self.q[i].xoff = false;
             return true;
         }
@@ -354,6 +377,24 @@ impl Mmu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packet_reads_two_lines_of_the_mmu() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<Mmu>(), 64);
+        for end in [offset_of!(Mmu, peak) + 8, offset_of!(Mmu, shared_used) + 8] {
+            assert!(end <= 64);
+        }
+        assert!(offset_of!(Mmu, q) < 64 && offset_of!(Mmu, alpha) < 64);
+        for f in [
+            offset_of!(Mmu, threshold),
+            offset_of!(Mmu, reserve_bytes),
+            offset_of!(Mmu, xon_offset_bytes),
+            offset_of!(Mmu, lossless),
+        ] {
+            assert!((64..128).contains(&f), "{f}");
+        }
+    }
 
     fn mmu(threshold: Threshold) -> Mmu {
         Mmu::new(

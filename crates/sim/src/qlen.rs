@@ -154,6 +154,29 @@ impl QlenMonitor {
         }
     }
 
+    /// The first and last sample instants, if any sample is taken. Queue
+    /// changes outside them need not be [`record`](Self::record)ed: one
+    /// after the last sample changes no count, and those before the first
+    /// only set the length the first sample sees, which
+    /// [`set_initial`](Self::set_initial) gives instead.
+    pub fn window(&self) -> Option<(Ps, Ps)> {
+        let iv = SAMPLE_NS * PS_PER_NS;
+        (self.samples > 0).then(|| (self.cfg.start, self.cfg.start + (self.samples - 1) * iv))
+    }
+
+    /// Switch `sw`, port `port` held `bytes` at the first sample instant
+    /// (for a caller that does not record changes before it; see
+    /// [`window`](Self::window)). Only before any `record` of that port
+    /// at or after the window's start.
+    pub fn set_initial(&mut self, sw: usize, port: usize, bytes: u64) {
+        if let Some(&(_, first, _)) = self.switches.get(sw)
+            && let Some(p) = self.ports.get_mut(first + port)
+        {
+            debug_assert!(p.since <= self.cfg.start);
+            p.bytes = bytes;
+        }
+    }
+
     /// Switch `sw` (index in the order given to [`new`](Self::new)), port
     /// `port` now holds `bytes`.
     pub fn record(&mut self, now: Ps, sw: usize, port: usize, bytes: u64) {
@@ -169,6 +192,20 @@ impl QlenMonitor {
         Self::credit(p, n);
         p.since = now;
         p.bytes = bytes;
+    }
+
+    /// Per port (switches in the order given to [`new`](Self::new)), the
+    /// samples that saw each whole number of KB, every sample counted (the
+    /// lengths last recorded held to the end).
+    #[cfg(test)]
+    pub(crate) fn counts(mut self) -> Vec<Vec<u64>> {
+        let (start, samples) = (self.cfg.start, self.samples);
+        for p in &mut self.ports {
+            let n = samples - before(start, samples, p.since);
+            Self::credit(p, n);
+            p.since = Ps::MAX;
+        }
+        self.ports.into_iter().map(|p| p.cnt).collect()
     }
 
     /// The file's text once the simulation is over: samples after the last

@@ -319,7 +319,25 @@ pub struct Simulator {
     last_delivered: u64,
     deadlock: Option<String>,
     qlen: Option<QlenMonitor>,
+    /// Events handled by kind, indexed by the `KIND_*` constants (an
+    /// array so that counting is one add on a line `handle` already has).
+    by_kind: [u64; 6],
+    /// The queue-length monitor's window opens at this time (`Ps::MAX`:
+    /// no monitor, or already open); `step` hands it every switch queue's
+    /// length then.
+    qlen_open_at: Ps,
+    /// Queue changes before this time are recorded (0 before the window
+    /// opens: the monitor costs nothing outside its window, which a
+    /// monitor configured past the run's end never opens).
+    qlen_until: Ps,
 }
+
+const KIND_SWITCH_ARRIVE: usize = 0;
+const KIND_HOST_ARRIVE: usize = 1;
+const KIND_SWITCH_TX_DONE: usize = 2;
+const KIND_HOST_TX_DONE: usize = 3;
+const KIND_HOST_TIMER: usize = 4;
+const KIND_OTHER: usize = 5;
 
 fn host_ip(h: u32) -> Ipv4Addr {
     // 10.0.0.1 is host 0; room for 16 M hosts.
@@ -540,6 +558,9 @@ impl Simulator {
             last_delivered: 0,
             deadlock: None,
             qlen: None,
+            by_kind: [0; 6],
+            qlen_open_at: Ps::MAX,
+            qlen_until: 0,
         };
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
@@ -548,7 +569,11 @@ impl Simulator {
             let switches: Vec<(u32, usize)> = (sim.switches.iter())
                 .map(|s| (s.node, sim.nodes[s.node as usize].ports.len()))
                 .collect();
-            sim.qlen = Some(QlenMonitor::new(c, &switches));
+            let m = QlenMonitor::new(c, &switches);
+            if let Some((open, _)) = m.window() {
+                sim.qlen_open_at = open;
+            }
+            sim.qlen = Some(m);
         }
         if sim.cfg.sample > 0 {
             sim.q.schedule(0, Event::Sample);
@@ -601,7 +626,10 @@ impl Simulator {
     pub fn step(&mut self, max: u64) -> u64 {
         let mut n = 0;
         while n < max && !self.done() {
-            let Some((_, ev)) = self.q.pop() else { break };
+            let Some((now, ev)) = self.q.pop() else { break };
+            if now >= self.qlen_open_at {
+                self.open_qlen_window();
+            }
             self.prefetch_upcoming();
             self.handle(ev);
             #[cfg(debug_assertions)]
@@ -661,6 +689,22 @@ impl Simulator {
         })))
     }
 
+    /// The queue-length monitor's first sample is due (before the event at
+    /// or after it runs): from here to its last sample every queue change
+    /// is recorded, and it learns the lengths that held until now.
+    #[cold]
+    fn open_qlen_window(&mut self) {
+        self.qlen_open_at = Ps::MAX;
+        let Some(m) = &mut self.qlen else { return };
+        let Some((_, last)) = m.window() else { return };
+        self.qlen_until = last.saturating_add(1);
+        for (sw, s) in self.switches.iter().enumerate() {
+            for (pi, p) in self.nodes[s.node as usize].ports.iter().enumerate() {
+                m.set_initial(sw, pi, p.queued_bytes());
+            }
+        }
+    }
+
     /// Starts loading what an event a few places ahead will read (its
     /// packet and, at a host, the transport headers; a finishing port's
     /// serializer and queue lengths), so the cache misses overlap with
@@ -696,6 +740,17 @@ impl Simulator {
     }
 
     fn handle(&mut self, ev: Event) {
+        let kind = match ev {
+            Event::Arrive { node, .. } => {
+                KIND_SWITCH_ARRIVE + usize::from(self.nodes[node as usize].host)
+            }
+            Event::TxDone { node, .. } => {
+                KIND_SWITCH_TX_DONE + usize::from(self.nodes[node as usize].host)
+            }
+            Event::HostTimer { .. } => KIND_HOST_TIMER,
+            _ => KIND_OTHER,
+        };
+        self.by_kind[kind] += 1;
         match ev {
             Event::FlowStart { flow } => self.start_flow(flow),
             Event::Arrive { node, port, pkt } => {
@@ -1381,7 +1436,9 @@ impl Simulator {
         }
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
-            if let Some(m) = &mut self.qlen {
+            if now < self.qlen_until
+                && let Some(m) = &mut self.qlen
+            {
                 m.record(
                     now,
                     sw,
@@ -1532,8 +1589,11 @@ impl Simulator {
         }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
-        if let Some(m) = &mut self.qlen {
-            m.record(self.q.now(), sw, usize::from(out), p.queued_bytes());
+        let now = self.q.now();
+        if now < self.qlen_until
+            && let Some(m) = &mut self.qlen
+        {
+            m.record(now, sw, usize::from(out), p.queued_bytes());
         }
         self.kick(node, out);
     }
@@ -1818,6 +1878,15 @@ impl Simulator {
         c.paused_ps = paused_ps;
         c.live_bytes = self.live_bytes;
         c.peak_pending_events = self.q.peak_len() as u64;
+        let k = &self.by_kind;
+        c.events_by_kind = crate::metrics::EventsByKind {
+            switch_arrive: k[KIND_SWITCH_ARRIVE],
+            host_arrive: k[KIND_HOST_ARRIVE],
+            switch_tx_done: k[KIND_SWITCH_TX_DONE],
+            host_tx_done: k[KIND_HOST_TX_DONE],
+            host_timer: k[KIND_HOST_TIMER],
+            other: k[KIND_OTHER],
+        };
         for h in &self.hosts {
             let rc = h.rnic.counters();
             c.retransmits += rc.retransmits;
@@ -2097,5 +2166,126 @@ mod slab_tests {
         assert_eq!(s[per_chunk + 1].hops[0].qlen, 7);
         assert!(s.get(n).is_none());
         assert!(s.get(2 * per_chunk).is_none());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::PS_PER_US;
+    use crate::qlen::SAMPLE_NS;
+
+    /// An 8:1 incast: switch queues build and drain over tens of µs.
+    fn incast(cc: &str) -> crate::scenario::Scenario {
+        let src = format!(
+            r#"
+[cc]
+algorithm = "{cc}"
+[topology]
+kind = "star"
+hosts = 9
+host_gbps = 100
+link_delay_ns = 1000
+[switch.ecn]
+kmin_kb = 100
+kmax_kb = 400
+pmax = 0.2
+[[workload]]
+kind = "incast"
+dst = 0
+senders = [1, 2, 3, 4, 5, 6, 7, 8]
+size = 200000
+"#
+        );
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        crate::scenario::Scenario::parse(&src, "t.toml", &base, None).unwrap()
+    }
+
+    /// The monitor records queue changes only inside its window and learns
+    /// the lengths that held at its opening: its histograms match sampling
+    /// every switch queue at every 100 ns instant (after the events of that
+    /// instant, as ns-3's sampler sees them), done here by stepping the
+    /// simulator one event at a time. Windows that open before, during and
+    /// after the queues build, and one past the run's end.
+    #[test]
+    fn qlen_monitor_window_matches_sampling_every_instant() {
+        let iv = SAMPLE_NS * PS_PER_NS;
+        for (start_ns, end_ns) in [
+            (0, 3_000),
+            (5_000, 20_000),
+            (12_345, 40_000),
+            (1 << 40, 1 << 41),
+        ] {
+            let sc = incast("dcqcn");
+            let mut cfg = sc.cfg;
+            let stop = 60 * PS_PER_US;
+            cfg.stop = Some(stop);
+            let (start, end) = (start_ns * PS_PER_NS, end_ns * PS_PER_NS);
+            cfg.qlen_monitor = Some(QlenMonConfig { start, end, stop });
+            let mut sim = Simulator::new(cfg, sc.topo, &sc.flows).unwrap();
+            let (first, last) = match sim.qlen.as_ref().unwrap().window() {
+                Some(w) => w,
+                None => {
+                    sim.run().unwrap();
+                    let counts = sim.qlen.take().unwrap().counts();
+                    assert!(counts.iter().all(Vec::is_empty));
+                    assert_eq!(sim.qlen_until, 0, "the window never opened");
+                    continue;
+                }
+            };
+            let mut want: Vec<Vec<u64>> = Vec::new();
+            let mut t = first;
+            let sample = |sim: &Simulator, want: &mut Vec<Vec<u64>>| {
+                let mut i = 0;
+                for s in &sim.switches {
+                    for p in &sim.nodes[s.node as usize].ports {
+                        if want.len() <= i {
+                            want.push(Vec::new());
+                        }
+                        let kb = (p.queued_bytes() / 1000) as usize;
+                        if want[i].len() <= kb {
+                            want[i].resize(kb + 1, 0);
+                        }
+                        want[i][kb] += 1;
+                        i += 1;
+                    }
+                }
+            };
+            while !sim.done() {
+                let next = sim.q.peek_time().unwrap();
+                while t <= last && t < next {
+                    sample(&sim, &mut want);
+                    t += iv;
+                }
+                sim.step(1);
+            }
+            while t <= last {
+                sample(&sim, &mut want);
+                t += iv;
+            }
+            let got = sim.qlen.take().unwrap().counts();
+            assert!(want.iter().any(|c| c.len() > 5), "the queues built up");
+            assert_eq!(got, want, "window {start_ns}..{end_ns} ns");
+        }
+    }
+
+    #[test]
+    fn events_by_kind_add_up() {
+        for cc in ["none", "dcqcn", "hpcc"] {
+            let sc = incast(cc);
+            let mut sim = Simulator::new(sc.cfg, sc.topo, &sc.flows).unwrap();
+            sim.run().unwrap();
+            let r = sim.report();
+            let k = r.counters.events_by_kind;
+            assert_eq!(k.total(), r.events, "{cc}");
+            // Every delivered packet arrived at a host once, and crossed
+            // the one switch of a star on its way.
+            assert_eq!(k.host_arrive, r.counters.delivered_pkts, "{cc}");
+            assert_eq!(k.switch_arrive, r.counters.injected_pkts, "{cc}");
+            assert!(k.host_tx_done > 0 && k.switch_tx_done > 0, "{cc}");
+            assert_eq!(k.host_timer > 0, cc != "none", "{cc}");
+            let s = r.summary(1.0);
+            assert_eq!(s.events_per_hop, r.events as f64 / k.hops() as f64);
+        }
     }
 }
