@@ -250,6 +250,20 @@ impl Port {
         self.q[prio].queue.len()
     }
 
+    /// The head of queue `prio` (for prefetching: the next frame to leave
+    /// and its ingress account).
+    #[inline]
+    pub fn head(&self, prio: usize) -> Option<&QEntry> {
+        self.q.get(prio)?.queue.front()
+    }
+
+    /// The tail of queue `prio`, where the next frame is appended (for
+    /// prefetching).
+    #[inline]
+    pub fn tail(&self, prio: usize) -> Option<&QEntry> {
+        self.q.get(prio)?.queue.back()
+    }
+
     /// Appends `e` to queue `prio`.
     #[inline]
     pub fn enqueue(&mut self, prio: usize, e: QEntry) {
