@@ -321,7 +321,18 @@ pub struct Simulator {
     /// Bit `n` set: node `n` is a host (6 KB at 8,192 hosts, so the
     /// prefetcher can tell without loading the node).
     host_bits: Vec<u64>,
+    /// Run the later prefetch stages ([`Simulator::prefetch_stage`]): only
+    /// in fabrics whose ports outgrow a core's cache (see
+    /// [`DEEP_PREFETCH_PORT_BYTES`]).
+    deep_prefetch: bool,
 }
+
+/// Port state beyond which the later prefetch stages pay. They look at
+/// every event three more times and route arrivals twice more; where the
+/// ports fit in a core's L2 (the 320-host fat tree's 960 ports take
+/// 1.4 MB) that is pure cost (20 % more CPU there), while at 1,024 hosts
+/// (9 MB of ports) and 8,192 (74 MB) the misses it hides cost more.
+const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
 
 fn host_ip(h: u32) -> Ipv4Addr {
     // 10.0.0.1 is host 0; room for 16 M hosts.
@@ -544,7 +555,10 @@ impl Simulator {
             qlen: None,
             staged_slot: u64::MAX,
             host_bits: Vec::new(),
+            deep_prefetch: false,
         };
+        let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
+        sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
         sim.host_bits = vec![0; sim.nodes.len().div_ceil(64)];
         for (i, n) in sim.nodes.iter().enumerate() {
             if n.host {
@@ -714,7 +728,7 @@ impl Simulator {
                 _ => {}
             }
         }
-        if self.q.slot() != self.staged_slot {
+        if self.deep_prefetch && self.q.slot() != self.staged_slot {
             self.staged_slot = self.q.slot();
             for d in [2, 1, 0] {
                 self.prefetch_stage(d);
