@@ -329,9 +329,10 @@ pub struct Simulator {
 
 /// Port state beyond which the later prefetch stages pay. They look at
 /// every event three more times and route arrivals twice more; where the
-/// ports fit in a core's L2 (the 320-host fat tree's 960 ports take
-/// 1.4 MB) that is pure cost (20 % more CPU there), while at 1,024 hosts
-/// (9 MB of ports) and 8,192 (74 MB) the misses it hides cost more.
+/// ports fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216
+/// bytes take 1.2 MB) that is pure cost (about 20 % more CPU there), while
+/// at 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more
+/// (about 10 % less CPU). At 1,024 hosts (7.5 MB) it is even.
 const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
 
 fn host_ip(h: u32) -> Ipv4Addr {
