@@ -463,6 +463,28 @@ impl EventQueue {
             .map(move |e| this.unpack(e.key, e.data))
     }
 
+    /// The current calendar slot (time >> `SLOT_BITS`): it changes when
+    /// the queue moves on to the next slot that holds events.
+    pub fn slot(&self) -> u64 {
+        self.cur
+    }
+
+    /// The events of the slot `d` slots past the current one (unordered),
+    /// or with `d == 0` those of the current slot not yet handed out: a
+    /// later look at the events [`upcoming`](Self::upcoming) gave out,
+    /// once what they read first has loaded, to prefetch what that
+    /// leads to. Events beyond the calendar are not included.
+    pub fn pending_in(&self, d: u64) -> impl Iterator<Item = Event> + '_ {
+        let v = if d == 0 {
+            &self.current[..]
+        } else if d <= self.mask as u64 {
+            &self.slots[((self.cur + d) as usize) & self.mask][..]
+        } else {
+            &[][..]
+        };
+        v.iter().map(move |e| self.unpack(e.key, e.data))
+    }
+
     /// Most events ever pending at once.
     pub fn peak_len(&self) -> usize {
         self.peak

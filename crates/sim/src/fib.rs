@@ -67,6 +67,22 @@ impl Fib {
         }
     }
 
+    /// Starts loading the entry [`get`](Self::get) reads for (`node`,
+    /// `dst`): at 8,192 hosts the compact table is 1.3 MB and a lookup per
+    /// switch hop missed the cache (a sixth of the packet path's stalls).
+    /// Out-of-range arguments prefetch nothing.
+    #[inline]
+    pub fn prefetch(&self, node: usize, dst: u32) {
+        if let Fib::Compact(c) = self
+            && let Some(h) = c.host.get(dst as usize)
+            && h.edge as usize != node
+            && let Some(&base) = c.row_base.get(node)
+            && let Some(e) = c.spans.get(base as usize + usize::from(h.col))
+        {
+            crate::sim::prefetch_line(e);
+        }
+    }
+
     /// Heap bytes of the tables.
     pub fn heap_bytes(&self) -> u64 {
         use std::mem::size_of_val;

@@ -9,6 +9,9 @@ use std::collections::VecDeque;
 /// Priorities per port (802.1p).
 pub const NPRIO: usize = 8;
 
+/// Queues up to this many entries' room keep it (see [`Port::dequeue`]).
+const QUEUE_SHRINK_FROM: usize = 1024;
+
 /// Picoseconds per byte at `rate_bps` if that is a whole number (then
 /// `bytes × it` is exactly [`ser_ps`]), else 0.
 fn exact_ps_per_byte(rate_bps: u64) -> u64 {
@@ -250,6 +253,20 @@ impl Port {
         self.q[prio].queue.len()
     }
 
+    /// The head of queue `prio` (for prefetching: the next frame to leave
+    /// and its ingress account).
+    #[inline]
+    pub fn head(&self, prio: usize) -> Option<&QEntry> {
+        self.q.get(prio)?.queue.front()
+    }
+
+    /// The tail of queue `prio`, where the next frame is appended (for
+    /// prefetching).
+    #[inline]
+    pub fn tail(&self, prio: usize) -> Option<&QEntry> {
+        self.q.get(prio)?.queue.back()
+    }
+
     /// Appends `e` to queue `prio`.
     #[inline]
     pub fn enqueue(&mut self, prio: usize, e: QEntry) {
@@ -268,6 +285,15 @@ impl Port {
         q.bytes -= u64::from(e.frame());
         if q.queue.is_empty() {
             self.nonempty &= !(1 << prio);
+        }
+        // A queue keeps the room its longest backlog needed; over a long
+        // congested run (no CC + PFC on a k=32 fat tree) backlogs move from
+        // port to port and every port would hold its own high-water mark.
+        // Give back half once three quarters stand empty (the copy moves at
+        // most a quarter, after as many frames left).
+        let cap = q.queue.capacity();
+        if cap > QUEUE_SHRINK_FROM && q.queue.len() < cap / 4 {
+            q.queue.shrink_to(cap / 2);
         }
         self.npkts -= 1;
         Some(e)
@@ -341,5 +367,33 @@ impl Port {
             self.visiting = false;
             self.rr_next = ((q + 1) % sf) as u8;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drained_queue_gives_its_room_back_in_order() {
+        let mut p = Port::new(1, 0, 100_000_000_000, 1_000_000);
+        let n = 20_000u32;
+        for i in 0..n {
+            p.enqueue(3, QEntry::new(i, 1000 + i % 7, 0, false));
+        }
+        let full = p.heap_bytes();
+        assert!(full >= u64::from(n) * 8);
+        for i in 0..n {
+            let e = p.dequeue(3).expect("queued");
+            assert_eq!((e.pkt, e.frame()), (i, 1000 + i % 7));
+            // Room shrinks as the backlog drains, never below what is left.
+            assert!(p.queue_len(3) <= p.q[3].queue.capacity());
+        }
+        assert_eq!((p.queued_pkts(), p.qbytes(3)), (0, 0));
+        assert!(
+            p.heap_bytes() <= 2 * (QUEUE_SHRINK_FROM as u64) * 8,
+            "{} bytes kept of {full}",
+            p.heap_bytes()
+        );
     }
 }

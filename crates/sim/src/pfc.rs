@@ -333,6 +333,20 @@ impl Mmu {
         self.used = self.used.saturating_sub(size);
     }
 
+    /// Starts loading the accounts [`admit`](Self::admit) and
+    /// [`release`](Self::release) touch for (`port`, `prio`): its ingress
+    /// queue's line and the port's alpha (each a miss per packet per hop in
+    /// a large fabric, where 1,280 switches' accounts do not stay cached).
+    #[inline]
+    pub fn prefetch(&self, port: usize, prio: u8) {
+        if let Some(q) = self.q.get(port * NPRIO + usize::from(prio & 7)) {
+            crate::sim::prefetch_line(q);
+        }
+        if let Some(a) = self.alpha.get(port) {
+            crate::sim::prefetch_line(a);
+        }
+    }
+
     /// True when (`port`, `prio`) should send XOFF now (and records it).
     #[inline]
     pub fn check_xoff(&mut self, port: usize, prio: u8) -> bool {

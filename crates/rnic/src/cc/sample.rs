@@ -49,13 +49,16 @@ pub struct AckFeedback {
     pub send_point: u64,
 }
 
-/// One first transmission, in 16 bytes: a QP without congestion control
+/// One first transmission, in 12 bytes: a QP without congestion control
 /// may keep 16,384 packets in flight, and thousands of QPs at once do in a
-/// large fabric (issue 12), so this record is what a packet in flight
-/// costs its sender.
+/// large fabric (issue 12: 3.8 M packets in flight on a k=32 fat tree, and
+/// these records a fifth of the run's heap), so this record is what a
+/// packet in flight costs its sender. The send time is kept relative to
+/// the log's [`SentLog::base`].
 #[derive(Debug, Clone, Copy)]
 struct Sent {
-    at: Nanos,
+    /// Sent at `base + at` ns.
+    at: u32,
     /// Last PSN the record covers (a READ request covers its responses' PSNs).
     last: Psn,
     /// Payload bytes (one packet's: at most an MTU) in the low 31 bits;
@@ -81,6 +84,10 @@ impl Sent {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SentLog {
     recs: VecDeque<Sent>,
+    /// The time records' `at` count from: the send time of the record that
+    /// found the log empty, moved up to the oldest record's when a send
+    /// comes more than 2³² ns (4.3 s) after it.
+    base: Nanos,
     min_rtt: Option<Nanos>,
     snd_una: u64,
     snd_nxt: u64,
@@ -95,12 +102,39 @@ impl SentLog {
         // One packet's payload: an MTU at most, far below the flag bit.
         debug_assert!(bytes < u64::from(Sent::SAMPLE));
         let b = bytes.min(u64::from(Sent::SAMPLE - 1)) as u32;
+        if self.recs.is_empty() {
+            self.base = at;
+        }
+        let mut off = at.saturating_sub(self.base);
+        if off > u64::from(u32::MAX) {
+            self.rebase();
+            off = at.saturating_sub(self.base);
+        }
+        // Still out of reach only when the oldest packet in flight went out
+        // 4.3 s before this one: this one then gives no sample.
+        let (at, sample) = match u32::try_from(off) {
+            Ok(o) => (o, sample),
+            Err(_) => (u32::MAX, false),
+        };
         self.recs.push_back(Sent {
             at,
             last,
             bytes_sample: if sample { b | Sent::SAMPLE } else { b },
         });
         self.snd_nxt += u64::from(b);
+    }
+
+    /// Counts the records' times from the oldest record's (rare: once per
+    /// 4.3 s of a log that never empties).
+    #[cold]
+    fn rebase(&mut self) {
+        let Some(shift) = self.recs.front().map(|r| r.at) else {
+            return;
+        };
+        self.base += u64::from(shift);
+        for r in &mut self.recs {
+            r.at -= shift;
+        }
     }
 
     /// `psn` went out again: its ACK can no longer be timed.
@@ -137,7 +171,7 @@ impl SentLog {
         self.snd_una += acked;
         let rtt = newest
             .filter(|r| r.sample())
-            .map(|r| now.saturating_sub(r.at));
+            .map(|r| now.saturating_sub(self.base + u64::from(r.at)));
         let rtt = rtt.map(|rtt| {
             let min_rtt = self.min_rtt.map_or(rtt, |m| m.min(rtt));
             self.min_rtt = Some(min_rtt);
@@ -219,8 +253,8 @@ mod tests {
     }
 
     #[test]
-    fn a_packet_in_flight_costs_its_sender_16_bytes() {
-        assert_eq!(std::mem::size_of::<Sent>(), 16);
+    fn a_packet_in_flight_costs_its_sender_12_bytes() {
+        assert_eq!(std::mem::size_of::<Sent>(), 12);
         // The flag bit and the byte count stay apart.
         let mut log = SentLog::default();
         log.sent(Psn::new(0), 7, 4096, true);
@@ -248,6 +282,41 @@ mod tests {
             log.acked_before(Psn::new(10_000), 30_000).acked_bytes,
             10_000
         );
+    }
+
+    #[test]
+    fn samples_stay_exact_over_a_log_that_never_empties() {
+        // A QP streaming for ten seconds of 1 ms round trips, its log
+        // never empty: send times run far past 2³² ns from the first.
+        let mut log = SentLog::default();
+        let (rtt, gap) = (1_000_000u64, 100_000u64);
+        let mut psn = 0u32;
+        let t0 = 5_000_000_000u64;
+        let mut now = t0;
+        while now < t0 + 10_000_000_000 {
+            log.sent(Psn::new(psn), now, 1000, true);
+            psn += 1;
+            now += gap;
+            // The ACK of the packet sent one RTT ago arrives now.
+            let acked = ((now - t0).saturating_sub(rtt) / gap) as u32;
+            if acked > 0 {
+                let fb = log.acked_before(Psn::new(acked), now);
+                if fb.acked_bytes > 0 {
+                    let r = fb.rtt.expect("timed");
+                    assert_eq!(r.rtt, now - (t0 + u64::from(acked - 1) * gap));
+                }
+            }
+        }
+        assert!(log.base > t0 + u64::from(u32::MAX), "rebased");
+        // A packet left in flight 4.3 s before the next one: that one
+        // gives no sample, the old one still does.
+        let mut log = SentLog::default();
+        log.sent(Psn::new(0), 10, 1000, true);
+        log.sent(Psn::new(1), 10 + (1 << 33), 1000, true);
+        let fb = log.acked_before(Psn::new(1), 20 + (1 << 33));
+        assert_eq!(fb.rtt.map(|r| r.rtt), Some(10 + (1 << 33)));
+        let fb = log.acked_before(Psn::new(2), 30 + (1 << 33));
+        assert_eq!((fb.acked_bytes, fb.rtt), (1000, None));
     }
 
     #[test]
