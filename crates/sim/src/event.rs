@@ -379,8 +379,12 @@ impl EventQueue {
         let low = (self.seq << TAG_BITS) | tag;
         let slot = time >> SLOT_BITS;
         // `slot < cur` only after a peek settled on a later slot (see
-        // `rewind`).
-        if slot > self.cur && slot - self.cur <= self.mask as u64 {
+        // `rewind`). The calendar's reach counts from `now`'s slot, not
+        // `cur`: after such a peek `cur` may run ahead of `now`, and an
+        // event placed a whole calendar past `cur` would, after a rewind,
+        // read as one calendar earlier than it is. (Between pops, as the
+        // simulator schedules, the two are the same slot.)
+        if slot > self.cur && slot - (self.now >> SLOT_BITS) <= self.mask as u64 {
             let i = (slot as usize) & self.mask;
             self.slots[i].push(Entry {
                 key: ((time & OFF_MASK) << OFF_SHIFT) | low,
@@ -797,6 +801,21 @@ mod tests {
             assert_eq!(got, want, "later {later}");
             assert!(q.is_empty());
         }
+        // A peek settles on slot 1,000; an event then scheduled 2,000
+        // slots further out (within the calendar from there, not from
+        // now's slot 0) must not run early after a rewind to slot 100.
+        let slot = |s: u64| s << SLOT_BITS;
+        let mut q = EventQueue::new();
+        q.schedule(0, Event::FlowStart { flow: 0 });
+        assert_eq!(q.pop().map(|p| p.0), Some(0));
+        q.schedule(slot(1_000), Event::FlowStart { flow: 1 });
+        assert_eq!(q.peek_time(), Some(slot(1_000)));
+        q.schedule(slot(3_000), Event::FlowStart { flow: 2 });
+        q.schedule(slot(100), Event::FlowStart { flow: 3 });
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        let want = [(slot(100), 3), (slot(1_000), 1), (slot(3_000), 2)]
+            .map(|(t, flow)| (t, Event::FlowStart { flow }));
+        assert_eq!(got, want);
     }
 
     #[test]

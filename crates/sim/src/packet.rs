@@ -20,8 +20,9 @@ pub const MAX_INT_HOPS: usize = 8;
 /// [`IntRef::rec`]) rather than behind a box in the packet body. Every
 /// switch hop writes one record, and a box holding a `Vec` made that three
 /// dependent cache misses (body, box, buffer) plus an allocator round trip
-/// per packet; here it is the body (which says where and how many) and
-/// the hop's own line. Aligned to cache lines so a hop never straddles two.
+/// per packet; here it is the packet's header (whose [`IntRef`] says
+/// where and how many, and which a switch has loaded to route the packet)
+/// and the hop's own line. Aligned to cache lines so a hop never straddles two.
 #[derive(Debug, Clone, Copy, Default)]
 #[repr(C, align(64))]
 pub struct IntRec {
@@ -229,45 +230,6 @@ mod tests {
         assert_eq!(std::mem::size_of::<IntHop>(), 32);
         assert_eq!(std::mem::align_of::<IntRec>(), 64);
         assert_eq!(std::mem::size_of::<IntRec>(), 32 * MAX_INT_HOPS);
-    }
-
-    #[test]
-    fn an_aeth_alone_rides_in_the_body_and_comes_back_whole() {
-        use roce_wire::{NakCode, Syndrome};
-        let ack = |syndrome, msn| {
-            let mut t = TransportRepr::new(BthRepr {
-                opcode: Opcode::RcAck,
-                ..Default::default()
-            });
-            t.aeth = Some(AethRepr { syndrome, msn });
-            t
-        };
-        let table = vec![TransportRepr::default(); 13];
-        for (syn, msn) in [
-            (Syndrome::Ack { credits: 31 }, 0),
-            (Syndrome::Ack { credits: 0 }, 0xff_ffff),
-            (Syndrome::RnrNak { timer: 14 }, 77),
-            (Syndrome::Nak(NakCode::PsnSequenceError), 5),
-            (Syndrome::Nak(NakCode::RemoteAccessError), 0x12_3456),
-        ] {
-            let t = ack(syn, msn);
-            let body = PacketBody::new(&t, || panic!("an ACK needs no side table"));
-            assert_eq!(body.ext, NO_EXT);
-            assert_eq!(body.repr(&table), t);
-        }
-        // An AETH beside another extension header goes to the side table
-        // whole, and comes back from there.
-        let mut t = ack(Syndrome::Ack { credits: 31 }, 1);
-        t.immdt = Some(9);
-        let body = PacketBody::new(&t, || 12);
-        assert_eq!((body.ext, body.aeth), (12, None));
-        let mut table = table;
-        table[12] = t;
-        assert_eq!(body.repr(&table), t);
-        // A bare BTH has nothing.
-        let bare = TransportRepr::new(t.bth);
-        let body = PacketBody::new(&bare, || panic!("no extension"));
-        assert_eq!(body.repr(&table), bare);
     }
 
     #[test]

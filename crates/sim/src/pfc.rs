@@ -182,7 +182,9 @@ struct Ingress {
 /// account: the first line holds the accounts' and alphas' places and the
 /// pool totals, the second the configuration a packet reads (copied out
 /// of `cfg`, which keeps the rest). Spread over the struct as it was, a
-/// switch arrival missed four lines of it on the 320-host fat tree.
+/// switch arrival missed four lines of it on the 320-host fat tree. (A
+/// lossless packet admitted into headroom also reads the port's entry of
+/// `headroom`, a line of its own: the rare case, under a pause.)
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Mmu {

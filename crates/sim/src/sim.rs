@@ -285,7 +285,8 @@ pub struct Simulator {
     switch_ports_queued: Vec<u32>,
     flows: Vec<FlowState>,
     packets: Slab<Packet>,
-    /// Transport headers and INT of each packet slot.
+    /// Transport headers of each packet slot (its INT ref is in the
+    /// header, [`Packet::int`]).
     bodies: Slab<PacketBody>,
     /// The transport headers of live packets that carry extension headers
     /// (see [`PacketBody`]), and free places there.
@@ -296,6 +297,7 @@ pub struct Simulator {
     /// [`IntRec`]), and free places there: with HPCC every data packet
     /// takes one, the receiver keeps it for its next ACK, and the ACK's
     /// arrival frees it.
+    ///
     /// On huge pages like the packets: switches stamp hops in records
     /// scattered over megabytes, and on 4 KiB pages nearly every stamp
     /// waited for a page walk (a third of `start_tx`'s time in a 10 ms
@@ -730,6 +732,25 @@ impl Simulator {
         for (sw, s) in self.switches.iter().enumerate() {
             for (pi, p) in self.nodes[s.node as usize].ports.iter().enumerate() {
                 m.set_initial(sw, pi, p.queued_bytes());
+            }
+        }
+    }
+
+    /// The queue-length monitor's file. A run that ended before the
+    /// window opened (all flows done, a deadlock, a stall) never handed
+    /// the monitor the queues' lengths; they have held since, so every
+    /// sample of the window reads them, as when each change was recorded.
+    fn finish_qlen(&self, mut m: QlenMonitor) -> String {
+        self.seed_unopened_qlen(&mut m);
+        m.finish()
+    }
+
+    fn seed_unopened_qlen(&self, m: &mut QlenMonitor) {
+        if self.qlen_open_at != Ps::MAX {
+            for (sw, s) in self.switches.iter().enumerate() {
+                for (pi, p) in self.nodes[s.node as usize].ports.iter().enumerate() {
+                    m.set_initial(sw, pi, p.queued_bytes());
+                }
             }
         }
     }
@@ -1428,7 +1449,7 @@ impl Simulator {
         p
     }
 
-    /// Frees the INT record of packet slot `pkt`'s body, if it has one.
+    /// Frees the INT record packet slot `pkt`'s header points to, if any.
     fn free_int(&mut self, pkt: u32) {
         let int = std::mem::replace(&mut self.packets[pkt as usize].int, IntRef::NONE);
         if int.is_some() {
@@ -1980,7 +2001,7 @@ impl Simulator {
         let queues = std::mem::take(&mut self.queue_log);
         let flow_progress = std::mem::take(&mut self.flow_log);
         let pfc_frames = std::mem::take(&mut self.pfc_frames);
-        let qlen_mon = self.qlen.take().map(QlenMonitor::finish);
+        let qlen_mon = self.qlen.take().map(|m| self.finish_qlen(m));
         Report {
             pfc,
             queues,
@@ -2071,7 +2092,7 @@ impl Simulator {
             pfc_frames: self.pfc_frames.clone(),
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
-            qlen_mon: self.qlen.clone().map(QlenMonitor::finish),
+            qlen_mon: self.qlen.clone().map(|m| self.finish_qlen(m)),
             host_path: self.host_path_table(),
             sample: self.cfg.sample,
             max_rows: self.cfg.max_rows,
@@ -2112,7 +2133,7 @@ pub(crate) fn prefetch_line<T>(x: &T) {
     let _ = x;
 }
 
-/// Packet slots in fixed chunks of 16–32 MiB, each aligned to a huge page
+/// Slots (packets, their bodies, INT records) in fixed chunks of 16–32 MiB, each aligned to a huge page
 /// and marked for transparent huge pages before it is touched. A large
 /// fabric holds hundreds of thousands of packets, read in no particular
 /// order: on 4 KiB pages nearly every packet touched costs a TLB miss.
@@ -2138,7 +2159,10 @@ const HUGE_PAGE: usize = 2 << 20;
 impl<T: Copy> Chunk<T> {
     fn layout() -> std::alloc::Layout {
         let n = 1usize << Slab::<T>::SHIFT;
-        std::alloc::Layout::from_size_align(n * std::mem::size_of::<T>(), HUGE_PAGE)
+        // A huge page's alignment serves any T up to it (all ours are
+        // 64 bytes at most).
+        let align = HUGE_PAGE.max(std::mem::align_of::<T>());
+        std::alloc::Layout::from_size_align(n * std::mem::size_of::<T>(), align)
             .expect("a slab chunk is 16-32 MiB")
     }
 
@@ -2416,6 +2440,42 @@ size = 200000
             assert!(want.iter().any(|c| c.len() > 5), "the queues built up");
             assert_eq!(got, want, "window {start_ns}..{end_ns} ns");
         }
+    }
+
+    /// A run cut off just before the window's first sample never opens
+    /// the window; the queues it left hold at that sample all the same.
+    #[test]
+    fn qlen_monitor_sees_the_queues_a_run_left_before_its_window() {
+        let sc = incast("none");
+        let mut cfg = sc.cfg;
+        let stop = 20 * PS_PER_US + 12_347;
+        cfg.stop = Some(stop);
+        cfg.qlen_monitor = Some(QlenMonConfig {
+            start: stop - 1,
+            end: stop + PS_PER_US,
+            stop: stop + PS_PER_US,
+        });
+        let mut sim = Simulator::new(cfg, sc.topo, &sc.flows).unwrap();
+        sim.run().unwrap();
+        assert_ne!(sim.qlen_open_at, Ps::MAX, "the window never opened");
+        let mut want: Vec<Vec<u64>> = Vec::new();
+        for s in &sim.switches {
+            for p in &sim.nodes[s.node as usize].ports {
+                let kb = (p.queued_bytes() / 1000) as usize;
+                let mut c = vec![0; kb + 1];
+                c[kb] = sim
+                    .qlen
+                    .as_ref()
+                    .unwrap()
+                    .window()
+                    .map_or(0, |(a, b)| (b - a) / (SAMPLE_NS * PS_PER_NS) + 1);
+                want.push(c);
+            }
+        }
+        assert!(want.iter().any(|c| c.len() > 5), "queues left standing");
+        let mut m = sim.qlen.take().unwrap();
+        sim.seed_unopened_qlen(&mut m);
+        assert_eq!(m.counts(), want);
     }
 
     #[test]

@@ -128,7 +128,9 @@ impl SentLog {
     /// 4.3 s of a log that never empties).
     #[cold]
     fn rebase(&mut self) {
-        let Some(shift) = self.recs.front().map(|r| r.at) else {
+        // A zero shift (the oldest record is already the base) would make
+        // every later send walk the whole log for nothing.
+        let Some(shift) = self.recs.front().map(|r| r.at).filter(|&s| s > 0) else {
             return;
         };
         self.base += u64::from(shift);
