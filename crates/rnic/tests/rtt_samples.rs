@@ -18,6 +18,19 @@ impl CongestionControl for Recorder {
     }
 }
 
+/// An RC QP on `r` with controller `cc`, its CQ, and a registered buffer
+/// of `len` bytes: (CQ, buffer address, MR, QPN).
+fn rc_qp(r: &mut Rnic, len: u32, cc: Box<dyn CongestionControl>) -> (CqHandle, u64, Mr, u32) {
+    let pd = r.alloc_pd();
+    let cq = r.create_cq(64).unwrap();
+    let buf = r.mem_mut().alloc(len as usize);
+    let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
+    let qpn = r
+        .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+        .unwrap();
+    (cq, buf, mr, qpn)
+}
+
 /// One `len`-byte WRITE A→B over `link`, B's RNIC echoing ECN when `echo`.
 fn run(link: LinkConfig, echo: bool, len: u32) -> (Vec<AckFeedback>, Counters) {
     let cfg = RnicConfig {
@@ -27,16 +40,7 @@ fn run(link: LinkConfig, echo: bool, len: u32) -> (Vec<AckFeedback>, Counters) {
     };
     let mut p = Pair::with_config(link, cfg);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
-        let pd = r.alloc_pd();
-        let cq = r.create_cq(64).unwrap();
-        let buf = r.mem_mut().alloc(len as usize);
-        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
-        let qpn = r
-            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
-            .unwrap();
-        (cq, buf, mr, qpn)
-    };
+    let mk = |r: &mut Rnic, cc| rc_qp(r, len, cc);
     let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(Recorder(log.clone())));
     let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
     p.connect(qa, qb, Mtu::Mtu1024).unwrap();
@@ -163,16 +167,7 @@ fn go_back_n_rewinds_the_send_point_the_controller_sees() {
     };
     let mut p = Pair::with_config(link, cfg);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
-        let pd = r.alloc_pd();
-        let cq = r.create_cq(64).unwrap();
-        let buf = r.mem_mut().alloc(len as usize);
-        let mr = r.reg_mr(pd, buf, u64::from(len), Access::ALL).unwrap();
-        let qpn = r
-            .create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
-            .unwrap();
-        (cq, buf, mr, qpn)
-    };
+    let mk = |r: &mut Rnic, cc| rc_qp(r, len, cc);
     let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(SendPoints(log.clone())));
     let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
     p.connect(qa, qb, Mtu::Mtu1024).unwrap();
