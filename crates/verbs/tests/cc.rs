@@ -80,10 +80,14 @@ fn rate_falls_and_recovers_on(a: Side, b: Side) {
     let _drive_b = b.ctx.spawn_progress(false);
     let s0 = a.qp.cc_stats().unwrap();
     assert_eq!((s0.algorithm, s0.rate_cuts), ("dcqcn", 0));
-    // Congestion: 5 % of the data arrives CE-marked.
-    a.ctx.set_ce_mark(0.05);
-    drive(&a, 8, "three rate cuts", |a| {
-        a.qp.cc_stats().unwrap().rate_cuts >= 3
+    // Congestion: 30 % of the data arrives CE-marked, so CNPs come as fast
+    // as the receiver may send them and α stays high.
+    a.ctx.set_ce_mark(0.3);
+    // DCQCN's α decays while no CNP comes, so the first cuts can be
+    // shallow; marks that go on raise it until the rate really falls.
+    drive(&a, 8, "three rate cuts and a rate below 90 %", |a| {
+        let s = a.qp.cc_stats().unwrap();
+        s.rate_cuts >= 3 && s.min_rate_bps.is_some_and(|r| r < LINE * 9 / 10)
     });
     let cut = a.qp.cc_stats().unwrap();
     let (sa, sb) = (a.ctx.stats(), b.ctx.stats());
@@ -102,10 +106,21 @@ fn rate_falls_and_recovers_on(a: Side, b: Side) {
             .is_none_or(|r| r >= LINE * 95 / 100)
     });
     let end = a.qp.cc_stats().unwrap();
-    // The lowest rate stays on record; cuts stopped with the marks (a CNP
-    // or two may have been on the way).
+    // The lowest rate stays on record.
     assert_eq!(end.min_rate_bps, Some(low.min(end.min_rate_bps.unwrap())));
-    assert!(end.rate_cuts <= cut.rate_cuts + 2, "{cut:?} → {end:?}");
+    // Cuts stop with the marks. Packets marked before the marker was
+    // switched off may still sit in the receiver's socket backlog, and the
+    // CNPs they draw arrive late (on a busy machine, four more after the
+    // third cut), so the check is that they stop: 100 ms of traffic with
+    // no cut, within the wait.
+    let mut last = (Instant::now(), end.rate_cuts);
+    drive(&a, 8, "100 ms of traffic with no rate cut", |a| {
+        let c = a.qp.cc_stats().unwrap().rate_cuts;
+        if c != last.1 {
+            last = (Instant::now(), c);
+        }
+        last.0.elapsed() >= Duration::from_millis(100)
+    });
 }
 
 #[test]
