@@ -38,34 +38,42 @@ fn run(link: LinkConfig, echo: bool, len: u32) -> (Vec<AckFeedback>, Counters) {
         ack_req_every: 4,
         ..Default::default()
     };
-    let mut p = Pair::with_config(link, cfg);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mk = |r: &mut Rnic, cc| rc_qp(r, len, cc);
-    let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(Recorder(log.clone())));
-    let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
+    let counters = write_through(link, cfg, len, Box::new(Recorder(log.clone())));
+    let v = log.lock().unwrap().clone();
+    (v, counters)
+}
+
+/// Runs one `len`-byte WRITE A→B over `link` to a successful completion,
+/// A's QP under `cc` and B's under none; A's counters afterwards.
+fn write_through(
+    link: LinkConfig,
+    cfg: RnicConfig,
+    len: u32,
+    cc: Box<dyn CongestionControl>,
+) -> Counters {
+    let mut p = Pair::with_config(link, cfg);
+    let (cq, buf, mr, qa) = rc_qp(&mut p.a, len, cc);
+    let (_, bufb, mrb, qb) = rc_qp(&mut p.b, len, Box::new(NoCc));
     p.connect(qa, qb, Mtu::Mtu1024).unwrap();
-    p.a.post_send(
-        qa,
-        &[SendWr::new(
-            1,
-            WrOpcode::RdmaWrite {
-                remote_addr: bufb,
-                rkey: mrb.rkey,
-            },
-            vec![Sge {
-                addr: buf,
-                length: len,
-                lkey: mr.lkey,
-            }],
-        )],
-    )
-    .unwrap();
+    let wr = SendWr::new(
+        1,
+        WrOpcode::RdmaWrite {
+            remote_addr: bufb,
+            rkey: mrb.rkey,
+        },
+        vec![Sge {
+            addr: buf,
+            length: len,
+            lkey: mr.lkey,
+        }],
+    );
+    p.a.post_send(qa, &[wr]).unwrap();
     while p.a.cq_len(cq) == 0 {
         assert!(p.step(), "stalled");
     }
     assert_eq!(p.a.poll_cq(cq, 4)[0].status, WcStatus::Success);
-    let v = log.lock().unwrap().clone();
-    (v, p.a.counters())
+    p.a.counters()
 }
 
 #[test]
@@ -165,33 +173,9 @@ fn go_back_n_rewinds_the_send_point_the_controller_sees() {
         ack_req_every: 4,
         ..Default::default()
     };
-    let mut p = Pair::with_config(link, cfg);
     let log = Arc::new(Mutex::new(Vec::new()));
-    let mk = |r: &mut Rnic, cc| rc_qp(r, len, cc);
-    let (cq, buf, mr, qa) = mk(&mut p.a, Box::new(SendPoints(log.clone())));
-    let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
-    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
-    let wr = SendWr::new(
-        1,
-        WrOpcode::RdmaWrite {
-            remote_addr: bufb,
-            rkey: mrb.rkey,
-        },
-        vec![Sge {
-            addr: buf,
-            length: len,
-            lkey: mr.lkey,
-        }],
-    );
-    p.a.post_send(qa, &[wr]).unwrap();
-    while p.a.cq_len(cq) == 0 {
-        assert!(p.step(), "stalled");
-    }
-    assert_eq!(p.a.poll_cq(cq, 4)[0].status, WcStatus::Success);
-    assert!(
-        p.a.counters().retransmits > 0,
-        "the lossy link forced go-back-N"
-    );
+    let counters = write_through(link, cfg, len, Box::new(SendPoints(log.clone())));
+    assert!(counters.retransmits > 0, "the lossy link forced go-back-N");
     let log = log.lock().unwrap().clone();
     let mut rewinds = 0;
     let mut behind = 0;

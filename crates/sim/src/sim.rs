@@ -359,6 +359,16 @@ const KIND_OTHER: usize = 5;
 /// (about 10 % less CPU). At 1,024 hosts (7.5 MB) it is even.
 const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
 
+/// Tells the queue-length monitor every switch queue's length now, as it
+/// stands at the window's first sample.
+fn hand_queue_lengths(m: &mut QlenMonitor, switches: &[SwitchState], nodes: &[NodeState]) {
+    for (sw, s) in switches.iter().enumerate() {
+        for (pi, p) in nodes[s.node as usize].ports.iter().enumerate() {
+            m.set_initial(sw, pi, p.queued_bytes());
+        }
+    }
+}
+
 fn host_ip(h: u32) -> Ipv4Addr {
     // 10.0.0.1 is host 0; room for 16 M hosts.
     Ipv4Addr::from(0x0a00_0001u32 + h)
@@ -729,11 +739,7 @@ impl Simulator {
         let Some(m) = &mut self.qlen else { return };
         let Some((_, last)) = m.window() else { return };
         self.qlen_until = last.saturating_add(1);
-        for (sw, s) in self.switches.iter().enumerate() {
-            for (pi, p) in self.nodes[s.node as usize].ports.iter().enumerate() {
-                m.set_initial(sw, pi, p.queued_bytes());
-            }
-        }
+        hand_queue_lengths(m, &self.switches, &self.nodes);
     }
 
     /// The queue-length monitor's file. A run that ended before the
@@ -747,11 +753,7 @@ impl Simulator {
 
     fn seed_unopened_qlen(&self, m: &mut QlenMonitor) {
         if self.qlen_open_at != Ps::MAX {
-            for (sw, s) in self.switches.iter().enumerate() {
-                for (pi, p) in self.nodes[s.node as usize].ports.iter().enumerate() {
-                    m.set_initial(sw, pi, p.queued_bytes());
-                }
-            }
+            hand_queue_lengths(m, &self.switches, &self.nodes);
         }
     }
 
