@@ -11,20 +11,26 @@ pub const NPRIO: usize = 8;
 
 /// Queues up to this many entries' room keep it (see [`Port::dequeue`]).
 const QUEUE_SHRINK_FROM: usize = 32;
-/// Fewest entries a full queue grows by (see [`Port::enqueue`]).
-const QUEUE_GROW_MIN: usize = 16;
+/// Queues shorter than this double when full; longer ones grow by a
+/// quarter (see [`grow`]).
+const QUEUE_GROW_BY_QUARTERS: usize = 64;
 
-/// Makes room in full queue `q`: a quarter more (at least
-/// [`QUEUE_GROW_MIN`] entries), where `VecDeque` would double. Queues hold
-/// every buffered frame of the fabric (5.4 million 1.5 ms into WebSearch
-/// on a k=32 fat tree, most ports a hundred deep), and room doubled as
-/// each grew, then halved only once three quarters stood empty, came to
-/// 17.6 bytes per 8-byte entry. The copies this costs are of 8-byte
+/// Makes room in full queue `q`: short queues double (from 4 entries, as
+/// `VecDeque` does), long ones take a quarter more. Queues hold every
+/// buffered frame of the fabric (5.4 million 1.5 ms into WebSearch on a
+/// k=32 fat tree, a hundred per switch port on average), and room doubled
+/// as each grew, then halved only once three quarters stood empty, came
+/// to 17.6 bytes per 8-byte entry. The copies this costs are of 8-byte
 /// entries, a handful per frame queued.
 #[cold]
 #[inline(never)]
 fn grow(q: &mut VecDeque<QEntry>) {
-    q.reserve_exact((q.len() / 4).max(QUEUE_GROW_MIN));
+    let n = q.len();
+    q.reserve_exact(if n < QUEUE_GROW_BY_QUARTERS {
+        n.max(4)
+    } else {
+        n / 4
+    });
 }
 
 /// Gives back the room of a queue that has drained to less than half of
@@ -441,7 +447,7 @@ mod tests {
         assert!(full >= u64::from(n) * 8);
         // Grown by quarters, not doubled.
         let n = n as usize;
-        assert!(p.q[3].queue.capacity() <= n + n / 4 + QUEUE_GROW_MIN);
+        assert!(p.q[3].queue.capacity() <= n + n / 4);
         for i in 0..n as u32 {
             let e = p.dequeue(3).expect("queued");
             assert_eq!((e.pkt, e.frame()), (i, 1000 + i % 7));

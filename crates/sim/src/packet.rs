@@ -294,6 +294,21 @@ impl Packet {
         self.dst_hops = self.dst_hops & LOW24 | u32::from(int.len) << 24;
     }
 
+    /// Makes this (freed) slot a link of the simulator's free list: the
+    /// next free slot is `next`. Overwrites the source host and the
+    /// network flags only, so the INT record and the side-table index
+    /// stay readable until the slot is reused.
+    #[inline]
+    pub fn set_free_next(&mut self, next: u32) {
+        self.src_flags = next;
+    }
+
+    /// The free slot after this one (see [`Packet::set_free_next`]).
+    #[inline]
+    pub fn free_next(&self) -> u32 {
+        self.src_flags
+    }
+
     /// The side-table index of the packet's `TransportRepr`, if its
     /// headers did not fit the slot.
     #[inline]

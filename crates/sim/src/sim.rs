@@ -291,7 +291,12 @@ pub struct Simulator {
     /// their slot (see [`Packet`]), and free places there.
     exts: Vec<TransportRepr>,
     ext_free: Vec<u32>,
-    free: Vec<u32>,
+    /// The free packet slots, a stack threaded through the slots
+    /// themselves ([`Packet::free_next`]; `u32::MAX`: none), so freeing
+    /// costs no memory of its own (a list beside the slots was 4 bytes
+    /// more per slot), and how many there are.
+    free_head: u32,
+    n_free: usize,
     /// INT records of live packets and of flows' pending echoes (see
     /// [`IntRec`]), and free places there: with HPCC every data packet
     /// takes one, the receiver keeps it for its next ACK, and the ACK's
@@ -569,7 +574,8 @@ impl Simulator {
             packets: Slab::new(),
             exts: Vec::new(),
             ext_free: Vec::new(),
-            free: Vec::new(),
+            free_head: u32::MAX,
+            n_free: 0,
             ints: Slab::new(),
             int_free: Vec::new(),
             rng,
@@ -1420,8 +1426,12 @@ impl Simulator {
     #[inline(always)]
     fn alloc_packet(&mut self, p: Packet) -> u32 {
         self.live_bytes += u64::from(p.frame());
-        if let Some(i) = self.free.pop() {
-            self.packets[i as usize] = p;
+        if self.free_head != u32::MAX {
+            let i = self.free_head;
+            let slot = &mut self.packets[i as usize];
+            self.free_head = slot.free_next();
+            self.n_free -= 1;
+            *slot = p;
             i
         } else {
             self.packets.push(p);
@@ -1432,8 +1442,11 @@ impl Simulator {
     /// Frees slot `i` and returns its packet; a side-table entry it
     /// points to stays readable until the next packet is made.
     fn take_packet(&mut self, i: u32) -> Packet {
-        self.free.push(i);
-        let p = self.packets[i as usize];
+        let slot = &mut self.packets[i as usize];
+        let p = *slot;
+        slot.set_free_next(self.free_head);
+        self.free_head = i;
+        self.n_free += 1;
         if let Some(ext) = p.ext() {
             self.ext_free.push(ext);
         }

@@ -109,7 +109,7 @@ impl Simulator {
         // A flow's echoed INT is a record of the INT table, counted there.
         let flows = (self.flows.capacity() * size_of::<FlowState>()) as u64;
         let slots = self.packets.len() as u64;
-        let packets = slots * size_of::<Packet>() as u64 + (self.free.capacity() * 4) as u64;
+        let packets = slots * size_of::<Packet>() as u64;
         // The INT table: every record ever used (the free ones are reused,
         // never returned) and the free list.
         let ints = (self.ints.len() * size_of::<IntRec>() + self.int_free.capacity() * 4) as u64;
@@ -157,7 +157,7 @@ impl Simulator {
         m.hosts = self.hosts.len() as u64;
         m.switch_ports = n_switch_ports;
         m.flows = self.flows.len() as u64;
-        m.live_packets = slots - self.free.len() as u64;
+        m.live_packets = slots - self.n_free as u64;
         m.packet_slots = slots;
         m
     }
