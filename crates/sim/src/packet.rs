@@ -4,7 +4,7 @@
 //! length for the payload.
 
 use roce_rnic::IntHop;
-use roce_wire::{AethRepr, BthRepr, Opcode, TransportRepr};
+use roce_wire::{AethRepr, BthRepr, Opcode, Psn, Syndrome, TransportRepr};
 
 /// Ethernet (14) + IPv4 (20) + UDP (8) before the InfiniBand transport.
 pub const L2_L4_HEADER: u64 = 14 + 20 + 8;
@@ -31,13 +31,7 @@ pub struct IntRec {
 
 /// Where a packet's (or a flow's echoed) INT lives: a record of the
 /// simulator's INT table and how many hops it holds.
-///
-/// Packed (5 bytes) so it fits in the spare bytes of a [`Packet`]: a
-/// switch stamping a hop then reads only the header line it has already
-/// loaded to route the packet, and can start loading the hop's line as
-/// soon as it arrives (in the body, it cost a second cold line per hop).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(C, packed)]
 pub struct IntRef {
     pub rec: u32,
     pub len: u8,
@@ -55,95 +49,304 @@ impl IntRef {
     }
 }
 
-/// One frame's network-visible fields: what switches read and write.
-/// Kept small (and `Copy`) because every hop touches it; the transport
-/// headers, which only the two hosts read, live in a [`PacketBody`] beside
-/// it.
+/// Largest host index a [`Packet`] holds (hosts are 24-bit, as their
+/// addresses are: 10.0.0.1 plus the index).
+pub const MAX_HOST: u32 = (1 << 24) - 2;
+/// [`Packet::dst`] of a frame addressed to no host of the fabric.
+pub const NO_HOST: u32 = (1 << 24) - 1;
+const LOW24: u32 = (1 << 24) - 1;
+
+/// Network flags (top byte of `src_flags`).
+const F_PRIO: u32 = 7;
+const F_ECN_CAPABLE: u32 = 1 << 3;
+const F_CE: u32 = 1 << 4;
+const F_CONTROL: u32 = 1 << 5;
+const F_NS3_KEY: u32 = 1 << 6;
+
+/// BTH flags (top byte of `psn_bits`), and how `tail` reads.
+const B_SOLICITED: u32 = 1;
+const B_ACK_REQ: u32 = 1 << 1;
+const B_FECN: u32 = 1 << 2;
+const B_BECN: u32 = 1 << 3;
+const B_PAD_SHIFT: u32 = 4;
+const B_TAIL_SHIFT: u32 = 6;
+const TAIL_NONE: u32 = 0;
+const TAIL_AETH: u32 = 1;
+const TAIL_EXT: u32 = 2;
+
+/// One frame in flight, in 32 bytes: what switches read and write (source
+/// and destination host, priority and ECN bits, frame length, the ECMP key,
+/// the INT record) and what only its endpoints read (payload length, the
+/// base transport header and an ACK's AETH, packed as on the wire). Half a
+/// cache line, aligned, so a switch hop or a host touches one line.
 ///
-/// Aligned to 32 bytes so that in the packet table no packet straddles two
-/// cache lines (at 28 bytes from a 16-byte-aligned allocation, half of
-/// them did, and reading one cost two misses).
+/// A fabric holds millions of frames under congestion (876,000 live on a
+/// k=32 fat tree 400 µs into WebSearch at 30 % load), and this slot was
+/// most of what each costs: two 32-byte halves (a network header and a
+/// body of unpacked `BthRepr` and `Option<AethRepr>`) took 64 bytes.
+///
+/// Packets whose headers do not fit (extension headers other than an
+/// AETH, which only a message's first and last packets carry, or BTH
+/// fields the simulator's RNICs never set: a P_Key other than the default,
+/// TVer, MigReq) keep their whole `TransportRepr` in a side table of the
+/// simulator, and `tail` holds its index.
+///
+/// The flow a packet belongs to is not stored: its endpoint finds it from
+/// the destination QP (QPNs are never reused on a host), and switches need
+/// none — ns-3's ECMP hash, which depends on the flow's ports, reads them
+/// from [`Packet::ecmp`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(align(32))]
+#[repr(C, align(32))]
 pub struct Packet {
-    pub src: u32,
-    pub dst: u32,
+    /// Sending host (low 24 bits) and the network flags.
+    src_flags: u32,
+    /// Destination host (low 24 bits, [`NO_HOST`] when none) and the INT
+    /// hops recorded so far (top 8).
+    dst_hops: u32,
+    /// The ECMP key: the UDP source port, or with [`F_NS3_KEY`] ns-3's
+    /// `sport | dport << 16` in the packet's direction.
+    ecmp: u32,
+    /// Index of the packet's INT record (`u32::MAX`: none).
+    int_rec: u32,
     /// Frame length from destination MAC to FCS: what buffers hold.
-    pub frame: u32,
+    frame: u16,
     /// Message bytes carried.
-    pub payload: u32,
-    /// Flow this packet belongs to (`u32::MAX` when unknown).
-    pub flow: u32,
-    pub sport: u16,
+    payload: u16,
+    /// BTH: destination QP (low 24 bits) and opcode (top 8).
+    qp_op: u32,
+    /// BTH: PSN (low 24 bits), SE, AckReq, FECN, BECN, PadCnt, and what
+    /// `tail` holds (top 8).
+    psn_bits: u32,
+    /// The AETH (syndrome in the top 8 bits, MSN below), the side-table
+    /// index of the whole `TransportRepr`, or 0.
+    tail: u32,
+}
+
+/// What a [`Packet`] is made of, besides its transport headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Net {
+    pub src: u32,
+    /// Destination host, or anything above [`MAX_HOST`] for none.
+    pub dst: u32,
     pub prio: u8,
     pub ecn_capable: bool,
-    pub ce: bool,
     /// ACK, NAK, atomic ACK or CNP (see [`is_control`]).
     pub control: bool,
-    /// The packet's INT record (data packets, which switches stamp, and
-    /// ACKs, which echo one back), or [`IntRef::NONE`].
-    pub int: IntRef,
+    pub frame: u32,
+    pub payload: u32,
+    /// The UDP source port.
+    pub sport: u16,
 }
 
-/// The parts of a frame only its endpoints read: the base transport header
-/// inline, an ACK's AETH inline too, and the other extension headers,
-/// which only the first and last packets of a message carry, in a side
-/// table of the simulator. (Every ACK has an AETH: in the side table each
-/// cost its sender a 136-byte write and its receiver a copy out of three
-/// cold lines, 7 % of an HPCC run's time with the INT lookups.)
-/// A fabric holds millions of packets under congestion (5.4 M on a k=32
-/// fat tree at 30 % load), and a whole `TransportRepr` per packet made
-/// bodies 144 bytes each, most of the run's memory; this is 32.
-///
-/// Aligned to 32 bytes like [`Packet`], so a body is one cache line.
-#[derive(Debug, Clone, Copy)]
-#[repr(align(32))]
-pub struct PacketBody {
-    pub bth: BthRepr,
-    /// The index of the packet's whole `TransportRepr` in the side table,
-    /// or [`NO_EXT`] when the BTH and `aeth` are all it has.
-    pub ext: u32,
-    /// The AETH of a packet whose only extension header it is (with
-    /// `ext` = [`NO_EXT`]).
-    pub aeth: Option<AethRepr>,
-}
-
-impl PacketBody {
-    /// The body of a packet with transport headers `repr`, whose whole
-    /// `TransportRepr` (when the BTH and an AETH do not say it all) sits in
-    /// the side table at `ext()` (called only then).
-    pub fn new(repr: &TransportRepr, ext: impl FnOnce() -> u32) -> PacketBody {
+impl Packet {
+    /// The packet `net` with transport headers `repr`; `ext()` (called
+    /// only when the headers do not fit the slot) keeps `repr` in the side
+    /// table and says where. `net.src` must be at most [`MAX_HOST`] (the
+    /// simulator refuses larger fabrics), the frame and payload at most
+    /// 64 KiB (a RoCEv2 frame is at most a 4 KiB payload plus headers).
+    pub fn new(net: Net, repr: &TransportRepr, ext: impl FnOnce() -> u32) -> Packet {
+        assert!(net.src <= MAX_HOST, "host {} in a packet", net.src);
+        let (Ok(frame), Ok(payload)) = (u16::try_from(net.frame), u16::try_from(net.payload))
+        else {
+            panic!("frame of {} bytes", net.frame);
+        };
+        let flags = u32::from(net.prio) & F_PRIO
+            | if net.ecn_capable { F_ECN_CAPABLE } else { 0 }
+            | if net.control { F_CONTROL } else { 0 };
         let r = repr;
-        let bare = r.deth.is_none()
+        let b = &r.bth;
+        let fits = r.deth.is_none()
             && r.reth.is_none()
             && r.atomic_eth.is_none()
             && r.atomic_ack_eth.is_none()
             && r.immdt.is_none()
-            && r.ieth.is_none();
-        PacketBody {
-            bth: r.bth,
-            ext: if bare { NO_EXT } else { ext() },
-            aeth: if bare { r.aeth } else { None },
+            && r.ieth.is_none()
+            && b.pkey == 0xffff
+            && b.tver == 0
+            && !b.mig_req
+            && b.pad_count < 4
+            && b.dest_qp <= LOW24
+            && !matches!(b.opcode, Opcode::Unknown(_))
+            && r.aeth.is_none_or(|a| {
+                a.msn <= LOW24 && Syndrome::from_u8(a.syndrome.to_u8()) == a.syndrome
+            });
+        let (kind, tail) = match (fits, r.aeth) {
+            (false, _) => (TAIL_EXT, ext()),
+            (true, None) => (TAIL_NONE, 0),
+            (true, Some(a)) => (TAIL_AETH, u32::from(a.syndrome.to_u8()) << 24 | a.msn),
+        };
+        let bits = if b.solicited { B_SOLICITED } else { 0 }
+            | if b.ack_req { B_ACK_REQ } else { 0 }
+            | if b.fecn { B_FECN } else { 0 }
+            | if b.becn { B_BECN } else { 0 }
+            | u32::from(b.pad_count & 3) << B_PAD_SHIFT
+            | kind << B_TAIL_SHIFT;
+        Packet {
+            src_flags: net.src | flags << 24,
+            dst_hops: net.dst.min(NO_HOST),
+            ecmp: u32::from(net.sport),
+            int_rec: u32::MAX,
+            frame,
+            payload,
+            qp_op: b.dest_qp & LOW24 | u32::from(b.opcode.to_u8()) << 24,
+            psn_bits: b.psn.value() | bits << 24,
+            tail,
         }
     }
 
-    /// The transport headers, given the side table (read only when the
-    /// packet has headers beyond a BTH and an AETH).
+    #[inline]
+    fn flags(&self) -> u32 {
+        self.src_flags >> 24
+    }
+
+    #[inline]
+    pub fn src(&self) -> u32 {
+        self.src_flags & LOW24
+    }
+
+    /// The destination host ([`NO_HOST`] when none).
+    #[inline]
+    pub fn dst(&self) -> u32 {
+        self.dst_hops & LOW24
+    }
+
+    #[inline]
+    pub fn prio(&self) -> u8 {
+        (self.flags() & F_PRIO) as u8
+    }
+
+    #[inline]
+    pub fn set_prio(&mut self, prio: u8) {
+        self.src_flags = self.src_flags & !(F_PRIO << 24) | (u32::from(prio) & F_PRIO) << 24;
+    }
+
+    #[inline]
+    pub fn ecn_capable(&self) -> bool {
+        self.flags() & F_ECN_CAPABLE != 0
+    }
+
+    #[inline]
+    pub fn ce(&self) -> bool {
+        self.flags() & F_CE != 0
+    }
+
+    /// Marks congestion experienced.
+    #[inline]
+    pub fn set_ce(&mut self) {
+        self.src_flags |= F_CE << 24;
+    }
+
+    /// ACK, NAK, atomic ACK or CNP.
+    #[inline]
+    pub fn control(&self) -> bool {
+        self.flags() & F_CONTROL != 0
+    }
+
+    #[inline]
+    pub fn frame(&self) -> u32 {
+        u32::from(self.frame)
+    }
+
+    /// Adds `bytes` to the frame (an INT field).
+    pub fn grow(&mut self, bytes: u32) {
+        let Ok(frame) = u16::try_from(self.frame() + bytes) else {
+            panic!("frame of {} bytes", self.frame() + bytes);
+        };
+        self.frame = frame;
+    }
+
+    #[inline]
+    pub fn payload(&self) -> u32 {
+        u32::from(self.payload)
+    }
+
+    /// The UDP source port (when [`Packet::ns3_ports`] is `None`, the
+    /// only ECMP key the packet has).
+    #[inline]
+    pub fn sport(&self) -> u16 {
+        self.ecmp as u16
+    }
+
+    /// ns-3's `sport | dport << 16` of the packet's direction, if set.
+    #[inline]
+    pub fn ns3_ports(&self) -> Option<u32> {
+        (self.flags() & F_NS3_KEY != 0).then_some(self.ecmp)
+    }
+
+    /// Keys ns-3's ECMP hash with `ports` (instead of the source port).
+    pub fn set_ns3_ports(&mut self, ports: u32) {
+        self.ecmp = ports;
+        self.src_flags |= F_NS3_KEY << 24;
+    }
+
+    /// The packet's INT record, or [`IntRef::NONE`].
+    #[inline]
+    pub fn int(&self) -> IntRef {
+        IntRef {
+            rec: self.int_rec,
+            len: (self.dst_hops >> 24) as u8,
+        }
+    }
+
+    #[inline]
+    pub fn set_int(&mut self, int: IntRef) {
+        self.int_rec = int.rec;
+        self.dst_hops = self.dst_hops & LOW24 | u32::from(int.len) << 24;
+    }
+
+    /// Makes this (freed) slot a link of the simulator's free list: the
+    /// next free slot is `next`. Overwrites the source host and the
+    /// network flags only, so the INT record and the side-table index
+    /// stay readable until the slot is reused.
+    #[inline]
+    pub fn set_free_next(&mut self, next: u32) {
+        self.src_flags = next;
+    }
+
+    /// The free slot after this one (see [`Packet::set_free_next`]).
+    #[inline]
+    pub fn free_next(&self) -> u32 {
+        self.src_flags
+    }
+
+    /// The side-table index of the packet's `TransportRepr`, if its
+    /// headers did not fit the slot.
+    #[inline]
+    pub fn ext(&self) -> Option<u32> {
+        (self.psn_bits >> (24 + B_TAIL_SHIFT) == TAIL_EXT).then_some(self.tail)
+    }
+
+    /// The transport headers, given the side table (read only for a
+    /// packet whose headers did not fit).
     #[inline]
     pub fn repr(&self, exts: &[TransportRepr]) -> TransportRepr {
-        match self.ext {
-            NO_EXT => {
-                let mut t = TransportRepr::new(self.bth);
-                t.aeth = self.aeth;
-                t
-            }
-            e => exts[e as usize],
+        let bits = self.psn_bits >> 24;
+        let kind = bits >> B_TAIL_SHIFT;
+        if kind == TAIL_EXT {
+            return exts[self.tail as usize];
         }
+        let mut t = TransportRepr::new(BthRepr {
+            opcode: Opcode::from_u8((self.qp_op >> 24) as u8),
+            solicited: bits & B_SOLICITED != 0,
+            mig_req: false,
+            pad_count: ((bits >> B_PAD_SHIFT) & 3) as u8,
+            tver: 0,
+            pkey: 0xffff,
+            fecn: bits & B_FECN != 0,
+            becn: bits & B_BECN != 0,
+            dest_qp: self.qp_op & LOW24,
+            ack_req: bits & B_ACK_REQ != 0,
+            psn: Psn::new(self.psn_bits),
+        });
+        if kind == TAIL_AETH {
+            t.aeth = Some(AethRepr {
+                syndrome: Syndrome::from_u8((self.tail >> 24) as u8),
+                msn: self.tail & LOW24,
+            });
+        }
+        t
     }
 }
-
-/// [`PacketBody::ext`] of a packet with no extension headers.
-pub const NO_EXT: u32 = u32::MAX;
 
 /// ACKs, NAKs, atomic ACKs and CNPs: the control traffic that rides the
 /// control priority.
@@ -167,27 +370,44 @@ mod tests {
     use roce_wire::BthRepr;
 
     #[test]
-    fn the_hot_part_is_small() {
-        // One 32-byte-aligned half line each: never two lines.
+    fn a_packet_is_half_a_line() {
+        // 32 bytes aligned to 32: never two lines.
         assert_eq!(std::mem::size_of::<Packet>(), 32);
         assert_eq!(std::mem::align_of::<Packet>(), 32);
-        assert_eq!(std::mem::size_of::<PacketBody>(), 32);
-        assert_eq!(std::mem::align_of::<PacketBody>(), 32);
     }
 
-    /// An ACK's AETH rides in the body and the side table is not used; a
-    /// packet with other extension headers keeps them all in the table;
-    /// either way the endpoint reads back exactly what was sent.
+    fn net(src: u32, dst: u32) -> Net {
+        Net {
+            src,
+            dst,
+            prio: 3,
+            ecn_capable: true,
+            control: false,
+            frame: 1086,
+            payload: 1024,
+            sport: 0xc123,
+        }
+    }
+
+    /// The headers a packet is made with come back exactly: in the slot
+    /// when they fit (the BTH, an ACK's AETH), from the side table when
+    /// not (other extension headers, unusual BTH fields, unknown opcodes).
     #[test]
-    fn bodies_give_back_the_transport_headers() {
+    fn packets_give_back_the_transport_headers() {
         let mut ack = TransportRepr::new(BthRepr {
             opcode: Opcode::RcAck,
-            psn: roce_wire::Psn::new(77),
+            psn: roce_wire::Psn::new(0xfe_dcba),
+            dest_qp: 0xff_fffe,
             ..Default::default()
         });
         ack.aeth = Some(AethRepr {
             syndrome: roce_wire::Syndrome::Ack { credits: 31 },
             msn: 0x00ab_cdef,
+        });
+        let mut nak = ack;
+        nak.aeth = Some(AethRepr {
+            syndrome: roce_wire::Syndrome::Nak(roce_wire::NakCode::PsnSequenceError),
+            msn: 3,
         });
         let mut first = TransportRepr::new(BthRepr {
             opcode: Opcode::RcWriteFirst,
@@ -205,24 +425,111 @@ mod tests {
         atomic_ack.aeth = ack.aeth;
         atomic_ack.atomic_ack_eth = Some(roce_wire::AtomicAckEthRepr { orig: 5 });
         let middle = TransportRepr::new(BthRepr {
-            opcode: Opcode::RcWriteMiddle,
+            opcode: Opcode::RcWriteLast,
+            solicited: true,
+            pad_count: 3,
+            fecn: true,
+            becn: true,
+            ack_req: true,
+            dest_qp: 0x12_3456,
+            psn: roce_wire::Psn::new(77),
+            ..Default::default()
+        });
+        let mut odd_pkey = middle;
+        odd_pkey.bth.pkey = 0x8001;
+        let mut tver = middle;
+        tver.bth.tver = 1;
+        let mut mig = middle;
+        mig.bth.mig_req = true;
+        let mut wide_qp = middle;
+        wide_qp.bth.dest_qp = 1 << 24;
+        let mut wide_msn = ack;
+        wide_msn.aeth = Some(AethRepr {
+            syndrome: roce_wire::Syndrome::Ack { credits: 1 },
+            msn: 1 << 24,
+        });
+        let unknown = TransportRepr::new(BthRepr {
+            opcode: Opcode::Unknown(0x1f),
+            ..Default::default()
+        });
+        let cnp = TransportRepr::new(BthRepr {
+            opcode: Opcode::Cnp,
+            becn: true,
             ..Default::default()
         });
         let mut exts = Vec::new();
         for (repr, in_table) in [
             (ack, false),
+            (nak, false),
             (first, true),
             (atomic_ack, true),
             (middle, false),
+            (odd_pkey, true),
+            (tver, true),
+            (mig, true),
+            (wide_qp, true),
+            (wide_msn, true),
+            (unknown, true),
+            (cnp, false),
         ] {
-            let body = PacketBody::new(&repr, || {
+            let p = Packet::new(net(5, 9), &repr, || {
                 exts.push(repr);
                 (exts.len() - 1) as u32
             });
-            assert_eq!(body.ext != NO_EXT, in_table, "{:?}", repr.bth.opcode);
-            assert_eq!(body.repr(&exts), repr);
+            assert_eq!(p.ext().is_some(), in_table, "{:?}", repr.bth);
+            assert_eq!(p.repr(&exts), repr);
+            assert_eq!(
+                (p.src(), p.dst(), p.frame(), p.payload()),
+                (5, 9, 1086, 1024)
+            );
         }
-        assert_eq!(exts.len(), 2);
+        assert_eq!(exts.len(), 8);
+    }
+
+    /// What switches read and write keeps to its own bits.
+    #[test]
+    fn network_fields_round_trip() {
+        let t = TransportRepr::new(BthRepr {
+            opcode: Opcode::RcWriteMiddle,
+            psn: roce_wire::Psn::new(0xff_ffff),
+            dest_qp: 0xff_ffff,
+            ..Default::default()
+        });
+        let mut p = Packet::new(net(MAX_HOST, u32::MAX), &t, || unreachable!());
+        assert_eq!((p.src(), p.dst()), (MAX_HOST, NO_HOST));
+        assert_eq!(
+            (p.prio(), p.ecn_capable(), p.ce(), p.control()),
+            (3, true, false, false)
+        );
+        assert_eq!((p.sport(), p.ns3_ports()), (0xc123, None));
+        assert_eq!(p.int(), IntRef::NONE);
+        p.set_ce();
+        p.set_prio(7);
+        p.set_int(IntRef {
+            rec: 0xdead,
+            len: 8,
+        });
+        p.grow(42);
+        assert_eq!(
+            (p.prio(), p.ecn_capable(), p.ce(), p.control()),
+            (7, true, true, false)
+        );
+        assert_eq!(
+            p.int(),
+            IntRef {
+                rec: 0xdead,
+                len: 8
+            }
+        );
+        assert_eq!((p.src(), p.dst(), p.frame()), (MAX_HOST, NO_HOST, 1128));
+        p.set_ns3_ports(0x12b7_c123);
+        assert_eq!(p.ns3_ports(), Some(0x12b7_c123));
+        assert_eq!(p.repr(&[]), t);
+        let mut c = net(0, 1);
+        c.control = true;
+        c.ecn_capable = false;
+        let p = Packet::new(c, &t, || unreachable!());
+        assert_eq!((p.ecn_capable(), p.control(), p.dst()), (false, true, 1));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    IntRec, IntRef, MAX_INT_HOPS, NO_EXT, PREAMBLE_IFG, Packet, PacketBody, frame_len, is_control,
+    IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, Net, PREAMBLE_IFG, Packet, frame_len, is_control,
 };
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -58,6 +58,8 @@ pub enum SimError {
     NoEcnForSpeed { rate_bps: u64 },
     #[error("priority {0} is out of range 0..=7")]
     BadPriority(u8),
+    #[error("the fabric has {0} hosts; the simulator holds at most {max}", max = MAX_HOST + 1)]
+    TooManyHosts(usize),
     #[error("RNIC refused the set-up of flow {flow}: {why}")]
     Rnic { flow: usize, why: String },
     /// The event queue emptied with flows unfinished: a lost wake-up.
@@ -285,14 +287,16 @@ pub struct Simulator {
     switch_ports_queued: Vec<u32>,
     flows: Vec<FlowState>,
     packets: Slab<Packet>,
-    /// Transport headers of each packet slot (its INT ref is in the
-    /// header, [`Packet::int`]).
-    bodies: Slab<PacketBody>,
-    /// The transport headers of live packets that carry extension headers
-    /// (see [`PacketBody`]), and free places there.
+    /// The transport headers of live packets whose headers do not fit
+    /// their slot (see [`Packet`]), and free places there.
     exts: Vec<TransportRepr>,
     ext_free: Vec<u32>,
-    free: Vec<u32>,
+    /// The free packet slots, a stack threaded through the slots
+    /// themselves ([`Packet::free_next`]; `u32::MAX`: none), so freeing
+    /// costs no memory of its own (a list beside the slots was 4 bytes
+    /// more per slot), and how many there are.
+    free_head: u32,
+    n_free: usize,
     /// INT records of live packets and of flows' pending echoes (see
     /// [`IntRec`]), and free places there: with HPCC every data packet
     /// takes one, the receiver keeps it for its next ACK, and the ACK's
@@ -335,9 +339,6 @@ pub struct Simulator {
     /// The calendar slot whose events [`Simulator::prefetch_stage`] last
     /// looked at.
     staged_slot: u64,
-    /// Bit `n` set: node `n` is a host (6 KB at 8,192 hosts, so the
-    /// prefetcher can tell without loading the node).
-    host_bits: Vec<u64>,
     /// Run the later prefetch stages ([`Simulator::prefetch_stage`]): only
     /// in fabrics whose ports outgrow a core's cache (see
     /// [`DEEP_PREFETCH_PORT_BYTES`]).
@@ -395,6 +396,9 @@ impl Simulator {
             if p > 7 {
                 return Err(SimError::BadPriority(p));
             }
+        }
+        if topo.n_hosts() > MAX_HOST as usize + 1 {
+            return Err(SimError::TooManyHosts(topo.n_hosts()));
         }
         let routes = topo.routes();
         let max_frame = frame_len(&data_repr(true), cfg.mtu.bytes() as usize);
@@ -568,10 +572,10 @@ impl Simulator {
             switches,
             flows: states,
             packets: Slab::new(),
-            bodies: Slab::new(),
             exts: Vec::new(),
             ext_free: Vec::new(),
-            free: Vec::new(),
+            free_head: u32::MAX,
+            n_free: 0,
             ints: Slab::new(),
             int_free: Vec::new(),
             rng,
@@ -592,17 +596,10 @@ impl Simulator {
             qlen_open_at: Ps::MAX,
             qlen_until: 0,
             staged_slot: u64::MAX,
-            host_bits: Vec::new(),
             deep_prefetch: false,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
-        sim.host_bits = vec![0; sim.nodes.len().div_ceil(64)];
-        for (i, n) in sim.nodes.iter().enumerate() {
-            if n.host {
-                sim.host_bits[i / 64] |= 1 << (i % 64);
-            }
-        }
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
         }
@@ -775,16 +772,10 @@ impl Simulator {
         for ev in self.q.upcoming() {
             match ev {
                 Event::Arrive { node, pkt, .. } => {
-                    let i = pkt as usize;
-                    if let Some(p) = self.packets.get(i) {
+                    // Headers and transport headers alike: a packet is
+                    // 32 bytes, aligned to 32, one line.
+                    if let Some(p) = self.packets.get(pkt as usize) {
                         prefetch_line(p);
-                    }
-                    // Hosts read the transport headers. (A body is 32
-                    // bytes, aligned to 32: one line.)
-                    if is_host(&self.host_bits, node)
-                        && let Some(b) = self.bodies.get(i)
-                    {
-                        prefetch_line(b);
                     }
                     if let Some(n) = self.nodes.get(node as usize) {
                         prefetch_line(n);
@@ -836,19 +827,19 @@ impl Simulator {
                     };
                     let prio = usize::from(
                         match self.cfg.switch_control_prio {
-                            Some(c) if p.control => c,
-                            _ => p.prio,
+                            Some(c) if p.control() => c,
+                            _ => p.prio(),
                         } & 7,
                     );
                     if d == 2 {
-                        self.fib.prefetch(node as usize, p.dst);
+                        self.fib.prefetch(node as usize, p.dst());
                         sw.mmu.prefetch(usize::from(port), prio as u8);
                         continue;
                     }
-                    if !hash || p.dst as usize >= self.topo.n_hosts() {
+                    if !hash || p.dst() as usize >= self.topo.n_hosts() {
                         continue;
                     }
-                    let hops = self.fib.get(node as usize, p.dst);
+                    let hops = self.fib.get(node as usize, p.dst());
                     if hops.is_empty() {
                         continue;
                     }
@@ -1204,8 +1195,8 @@ impl Simulator {
             return;
         }
         let p = self.take_packet(pkt);
-        let int = p.int;
-        if int.is_some() && p.payload == 0 {
+        let (int, payload) = (p.int(), p.payload());
+        if int.is_some() && payload == 0 {
             // The ACK's echoed hops, which its QP's controller reads after
             // the RNIC has handled the ACK itself: start loading them now.
             let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
@@ -1213,30 +1204,38 @@ impl Simulator {
                 prefetch_line(h);
             }
         }
-        let repr = self.bodies[pkt as usize].repr(&self.exts);
-        self.counters.delivered_bytes += u64::from(p.frame);
+        let repr = p.repr(&self.exts);
+        self.counters.delivered_bytes += u64::from(p.frame());
         self.counters.delivered_pkts += 1;
-        if p.payload > 0 && p.flow != u32::MAX {
-            self.flows[p.flow as usize].rx_bytes += u64::from(p.payload);
-            self.counters.delivered_payload += u64::from(p.payload);
+        // Data belongs to the flow of the QP it is for (only data reads
+        // its flow here).
+        let flow = if payload > 0 {
+            self.flow_of(host, repr.bth.dest_qp)
+        } else {
+            u32::MAX
+        };
+        if flow != u32::MAX {
+            self.flows[flow as usize].rx_bytes += u64::from(payload);
+            self.counters.delivered_payload += u64::from(payload);
         }
-        let src = SocketAddr::new(IpAddr::V4(host_ip(p.src)), ROCE_PORT);
+        let src = SocketAddr::new(IpAddr::V4(host_ip(p.src())), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
-        let payload = PayloadRef::Virtual(p.payload);
-        if int.is_some() && p.payload == 0 {
+        let ce = p.ce();
+        let payload = PayloadRef::Virtual(payload);
+        if int.is_some() && p.payload() == 0 {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
             let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
-            rnic.handle_packet_int(now_ns, src, p.ce, &repr, payload, hops);
+            rnic.handle_packet_int(now_ns, src, ce, &repr, payload, hops);
             self.int_free.push(int.rec);
         } else {
-            rnic.handle_packet(now_ns, src, p.ce, &repr, payload);
+            rnic.handle_packet(now_ns, src, ce, &repr, payload);
             if int.is_some() {
                 // Data: the receiver keeps the telemetry for its next ACK.
                 self.counters.int_hops += u64::from(int.len);
-                if let Some(f) = self.flows.get_mut(p.flow as usize)
+                if let Some(f) = self.flows.get_mut(flow as usize)
                     && f.status.is_none()
                 {
                     let old = std::mem::replace(&mut f.echo_int, int);
@@ -1425,35 +1424,41 @@ impl Simulator {
     // Inlined into `kick` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
-    fn alloc_packet(&mut self, p: Packet, body: PacketBody) -> u32 {
-        self.live_bytes += u64::from(p.frame);
-        if let Some(i) = self.free.pop() {
-            self.packets[i as usize] = p;
-            self.bodies[i as usize] = body;
+    fn alloc_packet(&mut self, p: Packet) -> u32 {
+        self.live_bytes += u64::from(p.frame());
+        if self.free_head != u32::MAX {
+            let i = self.free_head;
+            let slot = &mut self.packets[i as usize];
+            self.free_head = slot.free_next();
+            self.n_free -= 1;
+            *slot = p;
             i
         } else {
             self.packets.push(p);
-            self.bodies.push(body);
             (self.packets.len() - 1) as u32
         }
     }
 
-    /// Frees slot `i` and returns its header; the body stays readable
-    /// until the slot is reused.
+    /// Frees slot `i` and returns its packet; a side-table entry it
+    /// points to stays readable until the next packet is made.
     fn take_packet(&mut self, i: u32) -> Packet {
-        self.free.push(i);
-        let ext = self.bodies[i as usize].ext;
-        if ext != NO_EXT {
+        let slot = &mut self.packets[i as usize];
+        let p = *slot;
+        slot.set_free_next(self.free_head);
+        self.free_head = i;
+        self.n_free += 1;
+        if let Some(ext) = p.ext() {
             self.ext_free.push(ext);
         }
-        let p = self.packets[i as usize];
-        self.live_bytes -= u64::from(p.frame);
+        self.live_bytes -= u64::from(p.frame());
         p
     }
 
-    /// Frees the INT record packet slot `pkt`'s header points to, if any.
+    /// Frees the INT record packet slot `pkt` points to, if any.
     fn free_int(&mut self, pkt: u32) {
-        let int = std::mem::replace(&mut self.packets[pkt as usize].int, IntRef::NONE);
+        let p = &mut self.packets[pkt as usize];
+        let int = p.int();
+        p.set_int(IntRef::NONE);
         if int.is_some() {
             self.int_free.push(int.rec);
         }
@@ -1462,26 +1467,24 @@ impl Simulator {
     // Inlined into `kick` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
-    fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, PacketBody) {
-        let dst = ip_host(t.dst.ip()).unwrap_or(u32::MAX);
+    /// The packet the RNIC of `host` sends as `t`, and the flow it
+    /// belongs to (`u32::MAX`: none).
+    fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, u32) {
         let payload = t.payload.len() as u32;
-        let frame = frame_len(&t.repr, payload as usize) as u32;
         let control = is_control(&t.repr);
-        let mut p = Packet {
+        let flow = self.flow_of(host, t.src_qpn);
+        let net = Net {
             src: host,
-            dst,
-            sport: t.udp_sport,
+            dst: ip_host(t.dst.ip()).unwrap_or(u32::MAX),
             prio: self.cfg.dscp_to_prio[usize::from(t.dscp & 63)],
             ecn_capable: t.ecn_capable,
-            ce: false,
             control,
-            frame,
+            frame: frame_len(&t.repr, payload as usize) as u32,
             payload,
-            flow: self.flow_of(host, t.src_qpn),
-            int: IntRef::NONE,
+            sport: t.udp_sport,
         };
         let (exts, ext_free) = (&mut self.exts, &mut self.ext_free);
-        let body = PacketBody::new(&t.repr, || match ext_free.pop() {
+        let mut p = Packet::new(net, &t.repr, || match ext_free.pop() {
             Some(e) => {
                 exts[e as usize] = t.repr;
                 e
@@ -1491,25 +1494,37 @@ impl Simulator {
                 (exts.len() - 1) as u32
             }
         });
-        let cnp = body.bth.opcode == Opcode::Cnp;
+        if let EcmpMode::Ns3 { .. } = self.cfg.ecmp
+            && let Some(f) = self.flows.get(flow as usize)
+        {
+            // ns-3 hashes its own ports; an ACK or CNP (receiver to
+            // sender) carries the data's ports swapped.
+            p.set_ns3_ports(if host == f.spec.src {
+                f.ns3_ports
+            } else {
+                f.ns3_ports.rotate_left(16)
+            });
+        }
+        let opcode = t.repr.bth.opcode;
+        let cnp = opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
             // every control packet rides the control priority.
             if !(cnp && self.cfg.cnp_dscp.is_some()) {
-                p.prio = self.cfg.control_prio;
+                p.set_prio(self.cfg.control_prio);
             }
-            let pi = usize::from(p.prio & 7);
+            let pi = usize::from(p.prio());
             if cnp {
                 self.cnps_by_prio[pi] += 1;
             }
-            if self.cfg.int && body.bth.opcode == Opcode::RcAck {
-                p.frame += self.cfg.int_wire_bytes;
-                if let Some(f) = self.flows.get_mut(p.flow as usize) {
-                    p.int = std::mem::replace(&mut f.echo_int, IntRef::NONE);
+            if self.cfg.int && opcode == Opcode::RcAck {
+                p.grow(self.cfg.int_wire_bytes);
+                if let Some(f) = self.flows.get_mut(flow as usize) {
+                    p.set_int(std::mem::replace(&mut f.echo_int, IntRef::NONE));
                 }
             }
         } else if self.cfg.int && payload > 0 {
-            p.frame += self.cfg.int_wire_bytes;
+            p.grow(self.cfg.int_wire_bytes);
             let rec = match self.int_free.pop() {
                 Some(r) => r,
                 None => {
@@ -1517,9 +1532,9 @@ impl Simulator {
                     (self.ints.len() - 1) as u32
                 }
             };
-            p.int = IntRef { rec, len: 0 };
+            p.set_int(IntRef { rec, len: 0 });
         }
-        (p, body)
+        (p, flow)
     }
 
     // ---- ports -------------------------------------------------------------
@@ -1561,13 +1576,13 @@ impl Simulator {
                 let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
                     break;
                 };
-                let (pkt, body) = self.packet_from(host, t);
-                self.counters.injected_bytes += u64::from(pkt.frame);
+                let (pkt, _) = self.packet_from(host, t);
+                self.counters.injected_bytes += u64::from(pkt.frame());
                 self.counters.injected_pkts += 1;
-                let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+                let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
                 self.injected_by_prio[prio & 7] += 1;
-                let markable = pkt.ecn_capable && !pkt.ce;
-                let id = self.alloc_packet(pkt, body);
+                let markable = pkt.ecn_capable() && !pkt.ce();
+                let id = self.alloc_packet(pkt);
                 let p = &mut self.nodes[node as usize].ports[0];
                 p.enqueue(prio, QEntry::new(id, frame, 0, markable));
             }
@@ -1619,7 +1634,7 @@ impl Simulator {
             {
                 let u = crate::workload::uniform(&mut self.rng);
                 if e.mark(qlen, u) {
-                    self.packets[id as usize].ce = true;
+                    self.packets[id as usize].set_ce();
                     self.counters.ecn_marks += 1;
                 }
             }
@@ -1627,13 +1642,17 @@ impl Simulator {
             // data alone): the ACK carries the forward path's hops back, and
             // stamping its own way back made a flow answer congestion on
             // the ports its ACKs cross, which it does not load.
-            if self.cfg.int && !self.packets[id as usize].control {
+            if self.cfg.int && !self.packets[id as usize].control() {
                 let tx_bytes = p.tx_bytes;
                 let rate = p.rate_bps;
-                let int = &mut self.packets[id as usize].int;
+                let pk = &mut self.packets[id as usize];
+                let int = pk.int();
                 let len = int.len;
                 if int.is_some() && usize::from(len) < MAX_INT_HOPS {
-                    int.len = len + 1;
+                    pk.set_int(IntRef {
+                        len: len + 1,
+                        ..int
+                    });
                     self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
                         ts: now / PS_PER_NS,
                         tx_bytes,
@@ -1677,14 +1696,15 @@ impl Simulator {
         let sw = self.nodes[node as usize].index as usize;
         if let Some(c) = self.cfg.switch_control_prio {
             let p = &mut self.packets[pkt as usize];
-            if p.control {
-                p.prio = c;
+            if p.control() {
+                p.set_prio(c);
             }
         }
-        let (dst, prio, frame, markable, tuple, src, flow) = {
+        let (dst, prio, frame, markable, tuple, src, ns3_ports) = {
             let p = &self.packets[pkt as usize];
-            let int = p.int;
-            if self.cfg.int && !p.control && int.is_some() && usize::from(int.len) < MAX_INT_HOPS {
+            let int = p.int();
+            if self.cfg.int && !p.control() && int.is_some() && usize::from(int.len) < MAX_INT_HOPS
+            {
                 // The hop this switch stamps when the packet leaves (at
                 // once, when its port is idle): start loading its line
                 // while the route and the buffer are worked out.
@@ -1693,13 +1713,13 @@ impl Simulator {
                 }
             }
             (
-                p.dst,
-                p.prio,
-                u64::from(p.frame),
-                p.ecn_capable && !p.ce,
+                p.dst(),
+                p.prio(),
+                u64::from(p.frame()),
+                p.ecn_capable() && !p.ce(),
                 tuple_of(p),
-                p.src,
-                p.flow,
+                p.src(),
+                p.ns3_ports(),
             )
         };
         let hops = if (dst as usize) < self.topo.n_hosts() {
@@ -1711,15 +1731,10 @@ impl Simulator {
             self.drop_packet(pkt, "no route");
             return;
         }
-        let pick = match (&self.cfg.ecmp, self.flows.get(flow as usize)) {
-            (EcmpMode::Ns3 { .. }, Some(f)) if hops.len() > 1 => {
-                // ns-3 hashes its own addresses and ports; an ACK or CNP
-                // (receiver to sender) carries the data's ports swapped.
-                let ports = if src == f.spec.src {
-                    f.ns3_ports
-                } else {
-                    f.ns3_ports.rotate_left(16)
-                };
+        let pick = match (&self.cfg.ecmp, ns3_ports) {
+            (EcmpMode::Ns3 { .. }, Some(ports)) if hops.len() > 1 => {
+                // ns-3 hashes its own addresses and ports (set in the
+                // packet by its sender, in the packet's direction).
                 let ip = |h: u32| crate::hpcc::hpcc_ip(self.topo.hosts[h as usize] as u32);
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }
@@ -1755,7 +1770,7 @@ impl Simulator {
         let p = self.take_packet(pkt);
         self.free_int(pkt);
         self.counters.dropped_pkts += 1;
-        self.counters.dropped_bytes += u64::from(p.frame);
+        self.counters.dropped_bytes += u64::from(p.frame());
     }
 
     /// Sends XOFF (`pause`) or XON for `prio` out of `port` to the peer.
@@ -2102,20 +2117,13 @@ impl Simulator {
     }
 }
 
-/// Whether node `n` is a host, by [`Simulator::host_bits`].
-#[inline]
-fn is_host(bits: &[u64], n: u32) -> bool {
-    bits.get(n as usize / 64)
-        .is_some_and(|w| w & (1 << (n % 64)) != 0)
-}
-
 /// The five-tuple switches hash a packet's path by (ECMP).
 #[inline]
 fn tuple_of(p: &Packet) -> FiveTuple {
     FiveTuple {
-        src_ip: u32::from(host_ip(p.src)),
-        dst_ip: u32::from(host_ip(p.dst)),
-        src_port: p.sport,
+        src_ip: u32::from(host_ip(p.src())),
+        dst_ip: u32::from(host_ip(p.dst())),
+        src_port: p.sport(),
         dst_port: ROCE_PORT,
         protocol: 17,
     }

@@ -7,7 +7,7 @@
 
 use super::{FlowState, Host, Simulator};
 use crate::link::Port;
-use crate::packet::{IntRec, Packet, PacketBody};
+use crate::packet::{IntRec, Packet};
 use roce_rnic::Footprint;
 use std::fmt::Write as _;
 use std::mem::size_of;
@@ -75,7 +75,7 @@ const HOST_PORTS: &str = "host ports";
 const SWITCH_PORTS: &str = "switch ports (queues, counters)";
 const MMU: &str = "switch buffer accounts";
 const FLOWS: &str = "flow records";
-const PACKETS: &str = "packets (headers + bodies)";
+const PACKETS: &str = "packets";
 
 impl Simulator {
     /// Heap bytes by structure now (see [`MemoryUse`]).
@@ -109,8 +109,7 @@ impl Simulator {
         // A flow's echoed INT is a record of the INT table, counted there.
         let flows = (self.flows.capacity() * size_of::<FlowState>()) as u64;
         let slots = self.packets.len() as u64;
-        let packets = slots * (size_of::<Packet>() + size_of::<PacketBody>()) as u64
-            + (self.free.capacity() * 4) as u64;
+        let packets = slots * size_of::<Packet>() as u64;
         // The INT table: every record ever used (the free ones are reused,
         // never returned) and the free list.
         let ints = (self.ints.len() * size_of::<IntRec>() + self.int_free.capacity() * 4) as u64;
@@ -158,7 +157,7 @@ impl Simulator {
         m.hosts = self.hosts.len() as u64;
         m.switch_ports = n_switch_ports;
         m.flows = self.flows.len() as u64;
-        m.live_packets = slots - self.free.len() as u64;
+        m.live_packets = slots - self.n_free as u64;
         m.packet_slots = slots;
         m
     }

@@ -36,13 +36,13 @@ impl Simulator {
             let control = is_control(&t.repr);
             let opcode = t.repr.bth.opcode;
             let qpn = t.src_qpn;
-            let (pkt, body) = self.packet_from(host, t);
-            self.counters.injected_bytes += u64::from(pkt.frame);
+            let (pkt, flow) = self.packet_from(host, t);
+            self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
-            let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
-            let markable = pkt.ecn_capable && !pkt.ce;
-            let (payload, flow) = (pkt.payload, pkt.flow);
-            let id = self.alloc_packet(pkt, body);
+            let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
+            let markable = pkt.ecn_capable() && !pkt.ce();
+            let payload = pkt.payload();
+            let id = self.alloc_packet(pkt);
             let (mr_key, (messages, message)) = self
                 .flows
                 .get(flow as usize)
@@ -115,10 +115,10 @@ impl Simulator {
     pub(super) fn host_rx_admit(&mut self, host: u32, pkt: u32) -> bool {
         let now = self.q.now();
         let p = self.packets[pkt as usize];
-        if p.control || p.payload == 0 {
+        if p.control() || p.payload() == 0 {
             return true;
         }
-        let bth = &self.bodies[pkt as usize].bth;
+        let bth = p.repr(&self.exts).bth;
         let (qpn, op) = (bth.dest_qp, bth.opcode);
         let recv_wqe = matches!(
             op,
@@ -128,11 +128,12 @@ impl Simulator {
                 | Opcode::RcSendOnlyInv
         );
         let node = self.hosts[host as usize].node;
-        let mr_key = self.flows.get(p.flow as usize).map_or(0, |f| f.dst_lkey);
+        let flow = self.flow_of(host, qpn);
+        let mr_key = self.flows.get(flow as usize).map_or(0, |f| f.dst_lkey);
         let Some(hp) = self.hosts[host as usize].path.as_deref_mut() else {
             return true;
         };
-        if !hp.rx_data(now, qpn, p.frame, p.payload, recv_wqe, mr_key) {
+        if !hp.rx_data(now, qpn, p.frame(), p.payload(), recv_wqe, mr_key) {
             self.take_packet(pkt);
             self.free_int(pkt);
             return false;
