@@ -501,19 +501,27 @@ impl EventQueue {
         let start = ((self.cur + 1) as usize) & self.mask;
         let words = n / 64;
         let (w0, b0) = (start / 64, start % 64);
-        for k in 0..=words {
+        let found = |w: usize, bits: u64| {
+            let i = w * 64 + bits.trailing_zeros() as usize;
+            let ahead = (i + n - start) & self.mask;
+            Some(self.cur + 1 + ahead as u64)
+        };
+        // The start's word from the start on (most often the answer),
+        // then whole words, then the start's word before the start: the
+        // loop itself has no edge cases to test.
+        let first = self.occupied[w0];
+        if first & (!0u64 << b0) != 0 {
+            return found(w0, first & (!0u64 << b0));
+        }
+        for k in 1..words {
             let w = (w0 + k) & (words - 1);
-            let mut bits = self.occupied[w];
-            if k == 0 {
-                bits &= !0u64 << b0;
-            } else if k == words {
-                bits &= !(!0u64 << b0);
+            if self.occupied[w] != 0 {
+                return found(w, self.occupied[w]);
             }
-            if bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                let ahead = (i + n - start) & self.mask;
-                return Some(self.cur + 1 + ahead as u64);
-            }
+        }
+        let wrapped = first & !(!0u64 << b0);
+        if wrapped != 0 {
+            return found(w0, wrapped);
         }
         None
     }

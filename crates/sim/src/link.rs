@@ -285,6 +285,12 @@ impl Port {
         q.bytes -= u64::from(e.frame());
         if q.queue.is_empty() {
             self.nonempty &= !(1 << prio);
+            // Start the ring over at its first slot (`clear` on an empty
+            // deque only resets its head): a queue that drains between
+            // packets, as most do, then writes its next frame to the line
+            // it wrote last, still cached, instead of walking a ring
+            // sized by its longest backlog one cold line after another.
+            q.queue.clear();
         }
         // A queue keeps the room its longest backlog needed; over a long
         // congested run (no CC + PFC on a k=32 fat tree) backlogs move from

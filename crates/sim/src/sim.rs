@@ -247,9 +247,6 @@ struct NodeState {
 struct FlowState {
     spec: FlowSpec,
     sport: u16,
-    /// `sport | dport << 16` of the flow's data packets as ns-3 numbers
-    /// them (its ACKs carry the two swapped), for [`EcmpMode::Ns3`].
-    ns3_ports: u32,
     src_qpn: u32,
     dst_qpn: u32,
     src_lkey: u32,
@@ -262,6 +259,17 @@ struct FlowState {
     dst_addr: u64,
     /// INT of the last data packet the receiver got, echoed in its next ACK.
     echo_int: IntRef,
+}
+
+/// What ns-3's ECMP hash ([`EcmpMode::Ns3`]) needs of a flow.
+#[derive(Debug, Clone, Copy)]
+struct Ns3Flow {
+    /// The sending host (its packets carry `ports`, the others them
+    /// swapped).
+    src: u32,
+    /// `sport | dport << 16` of the flow's data packets as ns-3 numbers
+    /// them (its ACKs carry the two swapped).
+    ports: u32,
 }
 
 /// The whole fabric.
@@ -284,6 +292,13 @@ pub struct Simulator {
     /// interval (327,680 queues at 8,192 hosts).
     switch_ports_queued: Vec<u32>,
     flows: Vec<FlowState>,
+    /// With [`EcmpMode::Ns3`], what its hash reads of each flow (else
+    /// empty): apart from the flow records, so that a switch arrival
+    /// reads 8 bytes of a dense table instead of a line of a record.
+    ns3_flows: Vec<Ns3Flow>,
+    /// With [`EcmpMode::Ns3`], each host's address as ns-3 numbers it
+    /// (else empty).
+    ns3_ips: Vec<u32>,
     packets: Slab<Packet>,
     /// Transport headers of each packet slot (its INT ref is in the
     /// header, [`Packet::int`]).
@@ -492,6 +507,7 @@ impl Simulator {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let mut states = Vec::with_capacity(flows.len());
+        let mut ns3_flows = Vec::new();
         let n_hosts = topo.n_hosts();
         for (i, f) in flows.iter().enumerate() {
             for h in [f.src, f.dst] {
@@ -517,16 +533,17 @@ impl Simulator {
             }
             let path = topo.path(&routes, f.src, f.dst);
             let mut sport = 49152 + (rng.next_u64() % 16384) as u16;
-            let mut ns3_ports = 0;
             if let EcmpMode::Ns3 { flow_ports } = &cfg.ecmp {
                 let (s, d) = flow_ports.get(i).copied().unwrap_or((sport, ROCE_PORT));
                 sport = s;
-                ns3_ports = u32::from(s) | u32::from(d) << 16;
+                ns3_flows.push(Ns3Flow {
+                    src: f.src,
+                    ports: u32::from(s) | u32::from(d) << 16,
+                });
             }
             states.push(FlowState {
                 spec: *f,
                 sport,
-                ns3_ports,
                 src_qpn: 0,
                 dst_qpn: 0,
                 src_lkey: 0,
@@ -555,6 +572,13 @@ impl Simulator {
             });
         }
         let fib = Fib::new(&topo, routes);
+        let ns3_ips = if ns3_flows.is_empty() {
+            Vec::new()
+        } else {
+            (topo.hosts.iter())
+                .map(|&n| crate::hpcc::hpcc_ip(n as u32))
+                .collect()
+        };
         let mut sim = Simulator {
             cfg,
             fib,
@@ -567,6 +591,8 @@ impl Simulator {
             switch_ports_queued: vec![0; switches.len()],
             switches,
             flows: states,
+            ns3_ips,
+            ns3_flows,
             packets: Slab::new(),
             bodies: Slab::new(),
             exts: Vec::new(),
@@ -1582,36 +1608,38 @@ impl Simulator {
     }
 
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
+    ///
+    /// The port is looked up twice, not at every use: once for the
+    /// dequeue and the buffer release, and again after an XON (which may
+    /// need the whole simulator) for marking, INT and the serializer.
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
-        let Some(e) = ns.ports[pi].dequeue(prio) else {
+        let p = &mut ns.ports[pi];
+        let Some(e) = p.dequeue(prio) else {
             return;
         };
-        if !is_host && ns.ports[pi].queued_pkts() == 0 {
-            self.switch_ports_queued[sw] -= 1;
-        }
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
+            if p.queued_pkts() == 0 {
+                self.switch_ports_queued[sw] -= 1;
+            }
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
             {
-                m.record(
-                    now,
-                    sw,
-                    pi,
-                    self.nodes[node as usize].ports[pi].queued_bytes(),
-                );
+                m.record(now, sw, pi, p.queued_bytes());
             }
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
                 self.send_pfc(node, ingress, prio as u8, false);
             }
+        }
+        let p = &mut self.nodes[node as usize].ports[pi];
+        if !is_host {
             // ECN on the queue the packet leaves behind (RED on egress).
-            let p = &self.nodes[node as usize].ports[pi];
             let qlen = p.qbytes(prio);
             if markable
                 && let Some(e) = p.ecn_above_kmin(prio, qlen)
@@ -1628,25 +1656,21 @@ impl Simulator {
             // stamping its own way back made a flow answer congestion on
             // the ports its ACKs cross, which it does not load.
             if self.cfg.int && !self.packets[id as usize].control {
-                let tx_bytes = p.tx_bytes;
-                let rate = p.rate_bps;
                 let int = &mut self.packets[id as usize].int;
                 let len = int.len;
                 if int.is_some() && usize::from(len) < MAX_INT_HOPS {
                     int.len = len + 1;
                     self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
                         ts: now / PS_PER_NS,
-                        tx_bytes,
+                        tx_bytes: p.tx_bytes,
                         qlen,
-                        link_bps: rate,
+                        link_bps: p.rate_bps,
                     };
                 }
             }
         }
-        let ifg = self.cfg.ifg_bytes;
-        let p = &mut self.nodes[node as usize].ports[pi];
         p.tx_bytes += frame;
-        let ser = p.ser(frame + ifg);
+        let ser = p.ser(frame + self.cfg.ifg_bytes);
         p.busy_until = now + ser;
         // Hosts always look for the RNIC's next packet; switches only
         // when a queue still holds one.
@@ -1711,21 +1735,28 @@ impl Simulator {
             self.drop_packet(pkt, "no route");
             return;
         }
-        let pick = match (&self.cfg.ecmp, self.flows.get(flow as usize)) {
+        let pick = match (&self.cfg.ecmp, self.ns3_flows.get(flow as usize)) {
             (EcmpMode::Ns3 { .. }, Some(f)) if hops.len() > 1 => {
                 // ns-3 hashes its own addresses and ports; an ACK or CNP
                 // (receiver to sender) carries the data's ports swapped.
-                let ports = if src == f.spec.src {
-                    f.ns3_ports
+                let ports = if src == f.src {
+                    f.ports
                 } else {
-                    f.ns3_ports.rotate_left(16)
+                    f.ports.rotate_left(16)
                 };
-                let ip = |h: u32| crate::hpcc::hpcc_ip(self.topo.hosts[h as usize] as u32);
+                let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
+        // The egress port's serializer line and its queue's line (which
+        // the calendar's look-ahead prefetches only in large fabrics):
+        // start loading them while the buffer admits the packet.
+        if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
+            prefetch_line(o);
+            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
+        }
         let mmu = &mut self.switches[sw].mmu;
         if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
             self.drop_packet(pkt, "buffer");
