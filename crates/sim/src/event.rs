@@ -580,12 +580,24 @@ impl EventQueue {
     /// Takes the next event and advances `now` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ps, Event)> {
+        self.pop_until(Ps::MAX)
+    }
+
+    /// Takes the next event if it is due at or before `limit` (a stop
+    /// time) and advances `now` to its time: a [`peek_time`](Self::peek_time)
+    /// and a [`pop`](Self::pop) in one look at the slot.
+    #[inline]
+    pub fn pop_until(&mut self, limit: Ps) -> Option<(Ps, Event)> {
         if self.current.is_empty() && !self.settle() {
             return None;
         }
-        let e = self.current.pop()?;
-        self.len -= 1;
+        let e = *self.current.last()?;
         let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
+        if time > limit {
+            return None;
+        }
+        self.current.pop();
+        self.len -= 1;
         self.now = time;
         self.popped += 1;
         let event = self.unpack(e.key, e.data);

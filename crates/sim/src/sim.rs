@@ -691,9 +691,13 @@ impl Simulator {
 
     /// Handles up to `max` events; returns how many ran.
     pub fn step(&mut self, max: u64) -> u64 {
+        // `done`, with the stop time checked as the event is taken.
+        let stop = self.cfg.stop.unwrap_or(Ps::MAX);
         let mut n = 0;
-        while n < max && !self.done() {
-            let Some((now, ev)) = self.q.pop() else { break };
+        while n < max && self.deadlock.is_none() && self.finished != self.flows.len() {
+            let Some((now, ev)) = self.q.pop_until(stop) else {
+                break;
+            };
             if now >= self.qlen_open_at {
                 self.open_qlen_window();
             }
