@@ -928,6 +928,9 @@ impl Simulator {
         }
     }
 
+    // Inlined into `step`'s loop, its only caller, so that an event does
+    // not pay a call's register saves and restores.
+    #[inline(always)]
     fn handle(&mut self, ev: Event) {
         let kind = match ev {
             Event::Arrive { node, .. } => {
@@ -1452,7 +1455,7 @@ impl Simulator {
 
     // ---- packets -----------------------------------------------------------
 
-    // Inlined into `kick` as before host paths existed (a second caller
+    // Inlined into `kick_host` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
     fn alloc_packet(&mut self, p: Packet, body: PacketBody) -> u32 {
@@ -1489,7 +1492,7 @@ impl Simulator {
         }
     }
 
-    // Inlined into `kick` as before host paths existed (a second caller
+    // Inlined into `kick_host` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
     fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, PacketBody) {
@@ -1554,6 +1557,11 @@ impl Simulator {
 
     // ---- ports -------------------------------------------------------------
 
+    /// Starts the port's next frame if its serializer is free (else
+    /// makes sure it is woken when it is). Inlined, with the host's side
+    /// apart: a switch arrival's call is then a few loads and a branch
+    /// into `start_tx`, not a call with its register saves.
+    #[inline(always)]
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
@@ -1573,42 +1581,49 @@ impl Simulator {
         }
         if ns.host {
             let host = ns.index;
-            if self.hosts[host as usize].path.is_some() {
-                self.kick_host_path(node, host);
-                return;
-            }
-            loop {
-                let ns = &mut self.nodes[node as usize];
-                let p = &mut ns.ports[0];
-                if let Some(prio) = p.pick(now, &Scheduler::Strict) {
-                    self.start_tx(node, 0, prio);
-                    break;
-                }
-                if p.queued_pkts() >= self.cfg.nic_staging_pkts {
-                    break;
-                }
-                let h = &mut self.hosts[host as usize];
-                let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
-                    break;
-                };
-                let (pkt, body) = self.packet_from(host, t);
-                self.counters.injected_bytes += u64::from(pkt.frame);
-                self.counters.injected_pkts += 1;
-                let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
-                self.injected_by_prio[prio & 7] += 1;
-                let markable = pkt.ecn_capable && !pkt.ce;
-                let id = self.alloc_packet(pkt, body);
-                let p = &mut self.nodes[node as usize].ports[0];
-                p.enqueue(prio, QEntry::new(id, frame, 0, markable));
-            }
-            // A packet sent here moved its QP's pacing deadline.
-            self.arm_host_timer(host);
+            self.kick_host(node, host, now);
         } else {
             let p = &mut ns.ports[usize::from(port)];
             if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
                 self.start_tx(node, port, prio);
             }
         }
+    }
+
+    /// [`kick`](Self::kick) at a host whose port is free: the RNIC's
+    /// packets fill the port's staging queue and the first goes out.
+    #[inline(never)]
+    fn kick_host(&mut self, node: u32, host: u32, now: Ps) {
+        if self.hosts[host as usize].path.is_some() {
+            self.kick_host_path(node, host);
+            return;
+        }
+        loop {
+            let ns = &mut self.nodes[node as usize];
+            let p = &mut ns.ports[0];
+            if let Some(prio) = p.pick(now, &Scheduler::Strict) {
+                self.start_tx(node, 0, prio);
+                break;
+            }
+            if p.queued_pkts() >= self.cfg.nic_staging_pkts {
+                break;
+            }
+            let h = &mut self.hosts[host as usize];
+            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+                break;
+            };
+            let (pkt, body) = self.packet_from(host, t);
+            self.counters.injected_bytes += u64::from(pkt.frame);
+            self.counters.injected_pkts += 1;
+            let (prio, frame) = (usize::from(pkt.prio), pkt.frame);
+            self.injected_by_prio[prio & 7] += 1;
+            let markable = pkt.ecn_capable && !pkt.ce;
+            let id = self.alloc_packet(pkt, body);
+            let p = &mut self.nodes[node as usize].ports[0];
+            p.enqueue(prio, QEntry::new(id, frame, 0, markable));
+        }
+        // A packet sent here moved its QP's pacing deadline.
+        self.arm_host_timer(host);
     }
 
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
