@@ -1632,14 +1632,22 @@ impl Simulator {
     /// dequeue and the buffer release, and again after an XON (which may
     /// need the whole simulator) for marking, INT and the serializer.
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
+        let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
+            return;
+        };
+        self.send_frame(node, port, prio, e);
+    }
+
+    /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
+    /// (or passed straight through it, see [`Port::idle_for`]), on the
+    /// wire: the buffer release, PFC, ECN, INT and the serializer.
+    #[inline(always)]
+    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
         let p = &mut ns.ports[pi];
-        let Some(e) = p.dequeue(prio) else {
-            return;
-        };
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
             if p.queued_pkts() == 0 {
@@ -1786,13 +1794,29 @@ impl Simulator {
         }
         let p = &mut self.nodes[node as usize].ports[usize::from(out)];
         let pi = usize::from(prio);
-        p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
+        let e = QEntry::new(pkt, frame as u32, port, markable);
+        let now = self.q.now();
+        if matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
+            // The frame would be queued, picked and taken at once: skip
+            // the queue, with every count as that would leave it (the
+            // port counted as holding a packet, which `send_frame`
+            // undoes; the monitor sees the queue hold it, then not).
+            p.pass_through(pi, frame as u32);
+            self.switch_ports_queued[sw] += 1;
+            if now < self.qlen_until
+                && let Some(m) = &mut self.qlen
+            {
+                m.record(now, sw, usize::from(out), frame);
+            }
+            self.send_frame(node, out, pi, e);
+            return;
+        }
+        p.enqueue(pi, e);
         if p.queued_pkts() == 1 {
             self.switch_ports_queued[sw] += 1;
         }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
-        let now = self.q.now();
         if now < self.qlen_until
             && let Some(m) = &mut self.qlen
         {
