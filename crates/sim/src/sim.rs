@@ -1620,7 +1620,14 @@ impl Simulator {
             let markable = pkt.ecn_capable && !pkt.ce;
             let id = self.alloc_packet(pkt, body);
             let p = &mut self.nodes[node as usize].ports[0];
-            p.enqueue(prio, QEntry::new(id, frame, 0, markable));
+            let e = QEntry::new(id, frame, 0, markable);
+            if p.idle_for(prio, now) {
+                // Picked and taken at once: skip the queue (see
+                // `switch_rx`; a host's port keeps no counts of it).
+                self.send_frame(node, 0, prio, e);
+                break;
+            }
+            p.enqueue(prio, e);
         }
         // A packet sent here moved its QP's pacing deadline.
         self.arm_host_timer(host);
