@@ -279,7 +279,7 @@ impl EventQueue {
     }
 
     /// Packs `event` as (kind, payload).
-    #[inline]
+    #[inline(always)]
     fn pack(&mut self, event: Event) -> (u64, u64) {
         match event {
             Event::Arrive { node, port, pkt } => {

@@ -342,7 +342,7 @@ impl Mmu {
 
     /// Releases `size` bytes of the ingress queue (`port`, `prio`) when the
     /// packet leaves: headroom first, then shared, then reserve.
-    #[inline]
+    #[inline(always)]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) {
         let q = &mut self.q[port * NPRIO + usize::from(prio)];
         let mut left = size;
