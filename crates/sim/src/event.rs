@@ -279,7 +279,7 @@ impl EventQueue {
     }
 
     /// Packs `event` as (kind, payload).
-    #[inline]
+    #[inline(always)]
     fn pack(&mut self, event: Event) -> (u64, u64) {
         match event {
             Event::Arrive { node, port, pkt } => {
@@ -501,19 +501,27 @@ impl EventQueue {
         let start = ((self.cur + 1) as usize) & self.mask;
         let words = n / 64;
         let (w0, b0) = (start / 64, start % 64);
-        for k in 0..=words {
+        let found = |w: usize, bits: u64| {
+            let i = w * 64 + bits.trailing_zeros() as usize;
+            let ahead = (i + n - start) & self.mask;
+            Some(self.cur + 1 + ahead as u64)
+        };
+        // The start's word from the start on (most often the answer),
+        // then whole words, then the start's word before the start: the
+        // loop itself has no edge cases to test.
+        let first = self.occupied[w0];
+        if first & (!0u64 << b0) != 0 {
+            return found(w0, first & (!0u64 << b0));
+        }
+        for k in 1..words {
             let w = (w0 + k) & (words - 1);
-            let mut bits = self.occupied[w];
-            if k == 0 {
-                bits &= !0u64 << b0;
-            } else if k == words {
-                bits &= !(!0u64 << b0);
+            if self.occupied[w] != 0 {
+                return found(w, self.occupied[w]);
             }
-            if bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
-                let ahead = (i + n - start) & self.mask;
-                return Some(self.cur + 1 + ahead as u64);
-            }
+        }
+        let wrapped = first & !(!0u64 << b0);
+        if wrapped != 0 {
+            return found(w0, wrapped);
         }
         None
     }
@@ -572,12 +580,24 @@ impl EventQueue {
     /// Takes the next event and advances `now` to its time.
     #[inline]
     pub fn pop(&mut self) -> Option<(Ps, Event)> {
+        self.pop_until(Ps::MAX)
+    }
+
+    /// Takes the next event if it is due at or before `limit` (a stop
+    /// time) and advances `now` to its time: a [`peek_time`](Self::peek_time)
+    /// and a [`pop`](Self::pop) in one look at the slot.
+    #[inline]
+    pub fn pop_until(&mut self, limit: Ps) -> Option<(Ps, Event)> {
         if self.current.is_empty() && !self.settle() {
             return None;
         }
-        let e = self.current.pop()?;
-        self.len -= 1;
+        let e = *self.current.last()?;
         let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
+        if time > limit {
+            return None;
+        }
+        self.current.pop();
+        self.len -= 1;
         self.now = time;
         self.popped += 1;
         let event = self.unpack(e.key, e.data);

@@ -296,6 +296,23 @@ impl Port {
         self.q.get(prio)?.queue.back()
     }
 
+    /// A frame for `prio` would leave at once with strict priority: the
+    /// serializer is free at `now`, every queue is empty and `prio` is
+    /// not paused. It may then skip the queue ([`Port::pass_through`]).
+    #[inline]
+    pub fn idle_for(&self, prio: usize, now: Ps) -> bool {
+        self.busy_until <= now && self.nonempty == 0 && !self.is_paused(prio, now)
+    }
+
+    /// Books a frame of `frame` bytes that goes straight to the
+    /// serializer of an [`idle_for`](Self::idle_for) port as if it had been
+    /// queued and taken at once: the queue's high-water mark sees it.
+    #[inline]
+    pub fn pass_through(&mut self, prio: usize, frame: u32) {
+        let q = &mut self.q[prio];
+        q.max_bytes = q.max_bytes.max(q.bytes + u64::from(frame));
+    }
+
     /// Appends `e` to queue `prio`.
     #[inline]
     pub fn enqueue(&mut self, prio: usize, e: QEntry) {
@@ -317,6 +334,12 @@ impl Port {
         q.bytes -= u64::from(e.frame());
         if q.queue.is_empty() {
             self.nonempty &= !(1 << prio);
+            // Start the ring over at its first slot (`clear` on an empty
+            // deque only resets its head): a queue that drains between
+            // packets, as most do, then writes its next frame to the line
+            // it wrote last, still cached, instead of walking a ring
+            // sized by its longest backlog one cold line after another.
+            q.queue.clear();
         }
         // A queue keeps the room its longest backlog needed; over a long
         // congested run (no CC + PFC on a k=32 fat tree) backlogs move from
@@ -434,6 +457,29 @@ mod tests {
             }
             assert_eq!(p.queue_len(3), (next_in - next_out) as usize);
         }
+    }
+
+    /// A frame skips the queue only where strict priority would pick it
+    /// at once, and the queue's high-water mark still sees it.
+    #[test]
+    fn only_a_free_empty_unpaused_port_passes_a_frame_through() {
+        let mut p = Port::new(1, 0, 100_000_000_000, 1_000_000);
+        assert!(p.idle_for(3, 0));
+        p.pass_through(3, 1048);
+        assert_eq!(
+            (p.max_qbytes()[3], p.queued_pkts(), p.qbytes(3)),
+            (1048, 0, 0)
+        );
+        p.busy_until = 10;
+        assert!(!p.idle_for(3, 5), "serializer busy");
+        assert!(p.idle_for(3, 10));
+        p.q[3].paused_until = 20;
+        assert!(!p.idle_for(3, 10), "paused");
+        assert!(p.idle_for(6, 10));
+        p.enqueue(0, QEntry::new(7, 64, 0, false));
+        assert!(!p.idle_for(6, 10), "a frame waits (paused or not)");
+        assert_eq!(p.dequeue(0).map(|e| e.pkt), Some(7));
+        assert!(p.idle_for(6, 10));
     }
 
     #[test]

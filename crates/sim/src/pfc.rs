@@ -203,6 +203,8 @@ pub struct Mmu {
     threshold: Threshold,
     reserve_bytes: u64,
     xon_offset_bytes: u64,
+    /// The smallest of `alpha` (see [`Mmu::check_xoff`]).
+    min_alpha: f64,
     lossless: u8,
     cfg: BufferConfig,
     headroom: Vec<u64>,
@@ -237,6 +239,9 @@ impl Mmu {
             threshold: cfg.threshold,
             reserve_bytes: cfg.reserve_bytes,
             xon_offset_bytes: cfg.xon_offset_bytes,
+            min_alpha: (alpha.iter().copied()).fold(f64::INFINITY, |m, a| {
+                if a.is_nan() { 0.0 } else { m.min(a) }
+            }),
             lossless: cfg.lossless,
             cfg,
             headroom,
@@ -287,21 +292,39 @@ impl Mmu {
         }
     }
 
+    /// True when every port's threshold is at least one byte now (for
+    /// the dynamic threshold: the smallest alpha times the free pool is,
+    /// and a product rounds no lower for a larger alpha).
+    #[inline]
+    fn threshold_above_zero(&self) -> bool {
+        match self.threshold {
+            Threshold::Dynamic { .. } => {
+                let free = self.shared_pool.saturating_sub(self.shared_used);
+                self.min_alpha * free as f64 >= 1.0
+            }
+            Threshold::Static { bytes } => bytes > 0,
+        }
+    }
+
     /// Admits (or refuses) `size` bytes arriving on `port` at `prio`.
     #[inline]
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
         let i = port * NPRIO + usize::from(prio);
         let lossless = self.lossless(prio);
-        let thr = self.threshold(port);
-        let q = &mut self.q[i];
         // A packet that crosses the end of the reserve fills it and puts
         // only the rest in the shared pool.
-        let to_rsv = self.reserve_bytes.saturating_sub(q.rsv).min(size);
+        let to_rsv = self.reserve_bytes.saturating_sub(self.q[i].rsv).min(size);
         let to_shared = size - to_rsv;
+        // The dynamic threshold only for a packet that needs the shared
+        // pool (most fit in their queue's reserve).
+        let fits_shared = to_shared > 0
+            && self.q[i].shared + to_shared <= self.threshold(port)
+            && self.shared_used + to_shared <= self.shared_pool;
+        let q = &mut self.q[i];
         let at = if to_shared == 0 {
             q.rsv += size;
             Admit::Reserve
-        } else if q.shared + to_shared <= thr && self.shared_used + to_shared <= self.shared_pool {
+        } else if fits_shared {
             q.rsv += to_rsv;
             q.shared += to_shared;
             self.shared_used += to_shared;
@@ -319,7 +342,7 @@ impl Mmu {
 
     /// Releases `size` bytes of the ingress queue (`port`, `prio`) when the
     /// packet leaves: headroom first, then shared, then reserve.
-    #[inline]
+    #[inline(always)]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) {
         let q = &mut self.q[port * NPRIO + usize::from(prio)];
         let mut left = size;
@@ -356,7 +379,11 @@ impl Mmu {
         if !self.lossless(prio) || self.q[i].xoff {
             return false;
         }
-        if self.q[i].hdrm > 0 || self.q[i].shared >= self.threshold(port) {
+        let shared = self.q[i].shared;
+        // An empty share is at the threshold only when that is zero, which
+        // the smallest alpha rules out without reading this port's.
+        let over = shared > 0 || !self.threshold_above_zero();
+        if self.q[i].hdrm > 0 || (over && shared >= self.threshold(port)) {
             self.q[i].xoff = true;
             return true;
         }
@@ -427,6 +454,41 @@ mod tests {
             vec![10_000, 10_000],
             &[100_000_000_000; 2],
         )
+    }
+
+    /// A queue with nothing in the shared pool is at a zero threshold
+    /// (and pauses) when, and only when, alpha × free is below a byte:
+    /// `check_xoff` skips the port's alpha only when the smallest alpha
+    /// rules that out.
+    #[test]
+    fn an_empty_share_pauses_only_at_a_zero_threshold() {
+        let with = |alphas: [f64; 2]| {
+            let mut m = Mmu::new(
+                BufferConfig {
+                    size_bytes: 100_000,
+                    reserve_bytes: 2000,
+                    threshold: Threshold::Dynamic { alpha: 1.0 },
+                    lossless: 1 << 3,
+                    ..BufferConfig::default()
+                },
+                vec![0, 0],
+                &[0; 2],
+            );
+            m.alpha = alphas.into();
+            m.min_alpha = alphas[0].min(alphas[1]);
+            m
+        };
+        // Free pool 96,000 bytes: 1e-6 × it is below one byte.
+        for (alphas, port, pauses) in [
+            ([1.0, 1.0], 0, false),
+            ([1.0, 1e-6], 0, false),
+            ([1.0, 1e-6], 1, true),
+            ([1e-6, 1e-6], 1, true),
+        ] {
+            let mut m = with(alphas);
+            assert_eq!(m.admit(port, 3, 1000), Admit::Reserve);
+            assert_eq!(m.check_xoff(port, 3), pauses, "{alphas:?} port {port}");
+        }
     }
 
     #[test]

@@ -249,9 +249,6 @@ struct NodeState {
 struct FlowState {
     spec: FlowSpec,
     sport: u16,
-    /// `sport | dport << 16` of the flow's data packets as ns-3 numbers
-    /// them (its ACKs carry the two swapped), for [`EcmpMode::Ns3`].
-    ns3_ports: u32,
     src_qpn: u32,
     dst_qpn: u32,
     src_lkey: u32,
@@ -264,6 +261,17 @@ struct FlowState {
     dst_addr: u64,
     /// INT of the last data packet the receiver got, echoed in its next ACK.
     echo_int: IntRef,
+}
+
+/// What ns-3's ECMP hash ([`EcmpMode::Ns3`]) needs of a flow.
+#[derive(Debug, Clone, Copy)]
+struct Ns3Flow {
+    /// The sending host (its packets carry `ports`, the others them
+    /// swapped).
+    src: u32,
+    /// `sport | dport << 16` of the flow's data packets as ns-3 numbers
+    /// them (its ACKs carry the two swapped).
+    ports: u32,
 }
 
 /// The whole fabric.
@@ -286,6 +294,13 @@ pub struct Simulator {
     /// interval (327,680 queues at 8,192 hosts).
     switch_ports_queued: Vec<u32>,
     flows: Vec<FlowState>,
+    /// With [`EcmpMode::Ns3`], the ports ns-3 gives each flow (else
+    /// empty), which a sending host writes into the packet so that no
+    /// switch reads a flow: a dense table, not a line of a flow record.
+    ns3_flows: Vec<Ns3Flow>,
+    /// With [`EcmpMode::Ns3`], each host's address as ns-3 numbers it
+    /// (else empty).
+    ns3_ips: Vec<u32>,
     packets: Slab<Packet>,
     /// The transport headers of live packets whose headers do not fit
     /// their slot (see [`Packet`]), and free places there.
@@ -496,6 +511,7 @@ impl Simulator {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let mut states = Vec::with_capacity(flows.len());
+        let mut ns3_flows = Vec::new();
         let n_hosts = topo.n_hosts();
         for (i, f) in flows.iter().enumerate() {
             for h in [f.src, f.dst] {
@@ -521,16 +537,17 @@ impl Simulator {
             }
             let path = topo.path(&routes, f.src, f.dst);
             let mut sport = 49152 + (rng.next_u64() % 16384) as u16;
-            let mut ns3_ports = 0;
             if let EcmpMode::Ns3 { flow_ports } = &cfg.ecmp {
                 let (s, d) = flow_ports.get(i).copied().unwrap_or((sport, ROCE_PORT));
                 sport = s;
-                ns3_ports = u32::from(s) | u32::from(d) << 16;
+                ns3_flows.push(Ns3Flow {
+                    src: f.src,
+                    ports: u32::from(s) | u32::from(d) << 16,
+                });
             }
             states.push(FlowState {
                 spec: *f,
                 sport,
-                ns3_ports,
                 src_qpn: 0,
                 dst_qpn: 0,
                 src_lkey: 0,
@@ -559,6 +576,13 @@ impl Simulator {
             });
         }
         let fib = Fib::new(&topo, routes);
+        let ns3_ips = if ns3_flows.is_empty() {
+            Vec::new()
+        } else {
+            (topo.hosts.iter())
+                .map(|&n| crate::hpcc::hpcc_ip(n as u32))
+                .collect()
+        };
         let mut sim = Simulator {
             cfg,
             fib,
@@ -571,6 +595,8 @@ impl Simulator {
             switch_ports_queued: vec![0; switches.len()],
             switches,
             flows: states,
+            ns3_ips,
+            ns3_flows,
             packets: Slab::new(),
             exts: Vec::new(),
             ext_free: Vec::new(),
@@ -662,9 +688,13 @@ impl Simulator {
 
     /// Handles up to `max` events; returns how many ran.
     pub fn step(&mut self, max: u64) -> u64 {
+        // `done`, with the stop time checked as the event is taken.
+        let stop = self.cfg.stop.unwrap_or(Ps::MAX);
         let mut n = 0;
-        while n < max && !self.done() {
-            let Some((now, ev)) = self.q.pop() else { break };
+        while n < max && self.deadlock.is_none() && self.finished != self.flows.len() {
+            let Some((now, ev)) = self.q.pop_until(stop) else {
+                break;
+            };
             if now >= self.qlen_open_at {
                 self.open_qlen_window();
             }
@@ -889,6 +919,9 @@ impl Simulator {
         }
     }
 
+    // Inlined into `step`'s loop, its only caller, so that an event does
+    // not pay a call's register saves and restores.
+    #[inline(always)]
     fn handle(&mut self, ev: Event) {
         let kind = match ev {
             Event::Arrive { node, .. } => {
@@ -1421,7 +1454,7 @@ impl Simulator {
 
     // ---- packets -----------------------------------------------------------
 
-    // Inlined into `kick` as before host paths existed (a second caller
+    // Inlined into `kick_host` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
     fn alloc_packet(&mut self, p: Packet) -> u32 {
@@ -1464,7 +1497,7 @@ impl Simulator {
         }
     }
 
-    // Inlined into `kick` as before host paths existed (a second caller
+    // Inlined into `kick_host` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
     /// The packet the RNIC of `host` sends as `t`, and the flow it
@@ -1495,14 +1528,14 @@ impl Simulator {
             }
         });
         if let EcmpMode::Ns3 { .. } = self.cfg.ecmp
-            && let Some(f) = self.flows.get(flow as usize)
+            && let Some(f) = self.ns3_flows.get(flow as usize)
         {
             // ns-3 hashes its own ports; an ACK or CNP (receiver to
             // sender) carries the data's ports swapped.
-            p.set_ns3_ports(if host == f.spec.src {
-                f.ns3_ports
+            p.set_ns3_ports(if host == f.src {
+                f.ports
             } else {
-                f.ns3_ports.rotate_left(16)
+                f.ports.rotate_left(16)
             });
         }
         let opcode = t.repr.bth.opcode;
@@ -1539,6 +1572,11 @@ impl Simulator {
 
     // ---- ports -------------------------------------------------------------
 
+    /// Starts the port's next frame if its serializer is free (else
+    /// makes sure it is woken when it is). Inlined, with the host's side
+    /// apart: a switch arrival's call is then a few loads and a branch
+    /// into `start_tx`, not a call with its register saves.
+    #[inline(always)]
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
@@ -1558,36 +1596,7 @@ impl Simulator {
         }
         if ns.host {
             let host = ns.index;
-            if self.hosts[host as usize].path.is_some() {
-                self.kick_host_path(node, host);
-                return;
-            }
-            loop {
-                let ns = &mut self.nodes[node as usize];
-                let p = &mut ns.ports[0];
-                if let Some(prio) = p.pick(now, &Scheduler::Strict) {
-                    self.start_tx(node, 0, prio);
-                    break;
-                }
-                if p.queued_pkts() >= self.cfg.nic_staging_pkts {
-                    break;
-                }
-                let h = &mut self.hosts[host as usize];
-                let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
-                    break;
-                };
-                let (pkt, _) = self.packet_from(host, t);
-                self.counters.injected_bytes += u64::from(pkt.frame());
-                self.counters.injected_pkts += 1;
-                let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
-                self.injected_by_prio[prio & 7] += 1;
-                let markable = pkt.ecn_capable() && !pkt.ce();
-                let id = self.alloc_packet(pkt);
-                let p = &mut self.nodes[node as usize].ports[0];
-                p.enqueue(prio, QEntry::new(id, frame, 0, markable));
-            }
-            // A packet sent here moved its QP's pacing deadline.
-            self.arm_host_timer(host);
+            self.kick_host(node, host, now);
         } else {
             let p = &mut ns.ports[usize::from(port)];
             if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
@@ -1596,37 +1605,90 @@ impl Simulator {
         }
     }
 
+    /// [`kick`](Self::kick) at a host whose port is free: the RNIC's
+    /// packets fill the port's staging queue and the first goes out.
+    #[inline(never)]
+    fn kick_host(&mut self, node: u32, host: u32, now: Ps) {
+        if self.hosts[host as usize].path.is_some() {
+            self.kick_host_path(node, host);
+            return;
+        }
+        loop {
+            let ns = &mut self.nodes[node as usize];
+            let p = &mut ns.ports[0];
+            if let Some(prio) = p.pick(now, &Scheduler::Strict) {
+                self.start_tx(node, 0, prio);
+                break;
+            }
+            if p.queued_pkts() >= self.cfg.nic_staging_pkts {
+                break;
+            }
+            let h = &mut self.hosts[host as usize];
+            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+                break;
+            };
+            let (pkt, _) = self.packet_from(host, t);
+            self.counters.injected_bytes += u64::from(pkt.frame());
+            self.counters.injected_pkts += 1;
+            let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
+            self.injected_by_prio[prio & 7] += 1;
+            let markable = pkt.ecn_capable() && !pkt.ce();
+            let id = self.alloc_packet(pkt);
+            let p = &mut self.nodes[node as usize].ports[0];
+            let e = QEntry::new(id, frame, 0, markable);
+            if p.idle_for(prio, now) {
+                // Picked and taken at once: skip the queue (see
+                // `switch_rx`; a host's port keeps no counts of it).
+                self.send_frame(node, 0, prio, e);
+                break;
+            }
+            p.enqueue(prio, e);
+        }
+        // A packet sent here moved its QP's pacing deadline.
+        self.arm_host_timer(host);
+    }
+
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
+    ///
+    /// The port is looked up twice, not at every use: once for the
+    /// dequeue and the buffer release, and again after an XON (which may
+    /// need the whole simulator) for marking, INT and the serializer.
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
+        let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
+            return;
+        };
+        self.send_frame(node, port, prio, e);
+    }
+
+    /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
+    /// (or passed straight through it, see [`Port::idle_for`]), on the
+    /// wire: the buffer release, PFC, ECN, INT and the serializer.
+    #[inline(always)]
+    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
-        let Some(e) = ns.ports[pi].dequeue(prio) else {
-            return;
-        };
-        if !is_host && ns.ports[pi].queued_pkts() == 0 {
-            self.switch_ports_queued[sw] -= 1;
-        }
+        let p = &mut ns.ports[pi];
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
+            if p.queued_pkts() == 0 {
+                self.switch_ports_queued[sw] -= 1;
+            }
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
             {
-                m.record(
-                    now,
-                    sw,
-                    pi,
-                    self.nodes[node as usize].ports[pi].queued_bytes(),
-                );
+                m.record(now, sw, pi, p.queued_bytes());
             }
             let mmu = &mut self.switches[sw].mmu;
             mmu.release(usize::from(ingress), prio as u8, frame);
             if mmu.check_xon(usize::from(ingress), prio as u8) {
                 self.send_pfc(node, ingress, prio as u8, false);
             }
+        }
+        let p = &mut self.nodes[node as usize].ports[pi];
+        if !is_host {
             // ECN on the queue the packet leaves behind (RED on egress).
-            let p = &self.nodes[node as usize].ports[pi];
             let qlen = p.qbytes(prio);
             if markable
                 && let Some(e) = p.ecn_above_kmin(prio, qlen)
@@ -1643,8 +1705,6 @@ impl Simulator {
             // stamping its own way back made a flow answer congestion on
             // the ports its ACKs cross, which it does not load.
             if self.cfg.int && !self.packets[id as usize].control() {
-                let tx_bytes = p.tx_bytes;
-                let rate = p.rate_bps;
                 let pk = &mut self.packets[id as usize];
                 let int = pk.int();
                 let len = int.len;
@@ -1655,17 +1715,15 @@ impl Simulator {
                     });
                     self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
                         ts: now / PS_PER_NS,
-                        tx_bytes,
+                        tx_bytes: p.tx_bytes,
                         qlen,
-                        link_bps: rate,
+                        link_bps: p.rate_bps,
                     };
                 }
             }
         }
-        let ifg = self.cfg.ifg_bytes;
-        let p = &mut self.nodes[node as usize].ports[pi];
         p.tx_bytes += frame;
-        let ser = p.ser(frame + ifg);
+        let ser = p.ser(frame + self.cfg.ifg_bytes);
         p.busy_until = now + ser;
         // Hosts always look for the RNIC's next packet; switches only
         // when a queue still holds one.
@@ -1735,12 +1793,19 @@ impl Simulator {
             (EcmpMode::Ns3 { .. }, Some(ports)) if hops.len() > 1 => {
                 // ns-3 hashes its own addresses and ports (set in the
                 // packet by its sender, in the packet's direction).
-                let ip = |h: u32| crate::hpcc::hpcc_ip(self.topo.hosts[h as usize] as u32);
+                let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
+        // The egress port's serializer line and its queue's line (which
+        // the calendar's look-ahead prefetches only in large fabrics):
+        // start loading them while the buffer admits the packet.
+        if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
+            prefetch_line(o);
+            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
+        }
         let mmu = &mut self.switches[sw].mmu;
         if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
             self.drop_packet(pkt, "buffer");
@@ -1751,13 +1816,29 @@ impl Simulator {
         }
         let p = &mut self.nodes[node as usize].ports[usize::from(out)];
         let pi = usize::from(prio);
-        p.enqueue(pi, QEntry::new(pkt, frame as u32, port, markable));
+        let e = QEntry::new(pkt, frame as u32, port, markable);
+        let now = self.q.now();
+        if matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
+            // The frame would be queued, picked and taken at once: skip
+            // the queue, with every count as that would leave it (the
+            // port counted as holding a packet, which `send_frame`
+            // undoes; the monitor sees the queue hold it, then not).
+            p.pass_through(pi, frame as u32);
+            self.switch_ports_queued[sw] += 1;
+            if now < self.qlen_until
+                && let Some(m) = &mut self.qlen
+            {
+                m.record(now, sw, usize::from(out), frame);
+            }
+            self.send_frame(node, out, pi, e);
+            return;
+        }
+        p.enqueue(pi, e);
         if p.queued_pkts() == 1 {
             self.switch_ports_queued[sw] += 1;
         }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
-        let now = self.q.now();
         if now < self.qlen_until
             && let Some(m) = &mut self.qlen
         {

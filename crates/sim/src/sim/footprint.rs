@@ -107,7 +107,9 @@ impl Simulator {
         }
         let mmu: u64 = self.switches.iter().map(|s| s.mmu.heap_bytes()).sum();
         // A flow's echoed INT is a record of the INT table, counted there.
-        let flows = (self.flows.capacity() * size_of::<FlowState>()) as u64;
+        let flows = (self.flows.capacity() * size_of::<FlowState>()
+            + self.ns3_flows.capacity() * size_of::<super::Ns3Flow>()
+            + self.ns3_ips.capacity() * 4) as u64;
         let slots = self.packets.len() as u64;
         let packets = slots * size_of::<Packet>() as u64;
         // The INT table: every record ever used (the free ones are reused,
