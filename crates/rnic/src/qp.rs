@@ -392,7 +392,7 @@ pub struct Qp {
     // Every transmit poll and re-file reads these (scheduling: `idle_tx`,
     // `next_deadline`, `next_response`'s first checks), whichever side the
     // QP is on.
-    pub(crate) cc: Box<dyn CongestionControl>,
+    pub(crate) cc: crate::cc::Controller,
     pub(crate) sq: VecDeque<SendWqe>,
     /// Next packet to transmit: (index into `sq`, packet index in that WQE).
     pub(crate) cursor: (usize, u32),
@@ -508,7 +508,7 @@ impl Qp {
             last_poll: 0,
             filed: None,
             inflight_bytes: 0,
-            cc,
+            cc: crate::cc::Controller::new(cc),
             cc_min_rate: None,
             sent_log: Default::default(),
             rq: VecDeque::new(),

@@ -565,8 +565,7 @@ impl Qp {
             if !self.irn() {
                 fb.send_point = fb.snd_una + self.inflight_bytes;
             }
-            self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
-            self.cc.on_ack_feedback(now, &fb);
+            self.cc.on_ack(now, &fb);
             if self.irn() {
                 let una = self.una;
                 self.sacked.advance(una);

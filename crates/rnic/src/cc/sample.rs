@@ -232,6 +232,20 @@ impl SentLog {
     pub(crate) fn acked_before(&mut self, una: Psn, now: Nanos) -> AckFeedback {
         let mut acked = 0;
         let mut newest: Option<Sent> = None;
+        if self.spans == 0 {
+            // One PSN per record: those before `una` are the first
+            // `una - front` (the loop below, without its per-record PSNs).
+            let n = if una.after(self.front) {
+                (una.distance_from(self.front) as usize).min(self.recs.len())
+            } else {
+                0
+            };
+            for r in self.recs.drain(..n) {
+                acked += u64::from(r.info & Sent::LOW);
+                newest = Some(r);
+            }
+            self.front = self.front.add(n as u32);
+        }
         while let Some(r) = self.recs.front().copied() {
             let span = r.span();
             // The record's last PSN.
