@@ -410,19 +410,7 @@ pub struct Qp {
     pub(crate) dscp: u8,
     pub(crate) timeout: u8,
     pub(crate) init: QpInitAttr,
-    // Responder, per request packet received (a CNP due is checked first
-    // by every transmit poll, the requester's too).
     pub(crate) cnp_due: Option<(SocketAddr, u32)>,
-    pub(crate) epsn: Psn,
-    pub(crate) msn: u32,
-    pub(crate) nak_gap: bool,
-    /// A CE-marked request arrived since the last ACK was queued (ECN echo).
-    pub(crate) ece_pending: bool,
-    /// Responder: the request being executed was placed on arrival.
-    pub(crate) placed: bool,
-    pub(crate) access: Access,
-    pub(crate) last_cnp: Option<Nanos>,
-    pub(crate) in_msg: Option<InMsg>,
     // Requester and completer, per packet sent or ACK received.
     pub(crate) next_send_at: Nanos,
     /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
@@ -450,6 +438,17 @@ pub struct Qp {
     pub(crate) cc_min_rate: Option<u64>,
     /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
     pub(crate) sent_log: crate::cc::sample::SentLog,
+    // Responder, per request packet received.
+    pub(crate) epsn: Psn,
+    pub(crate) msn: u32,
+    pub(crate) nak_gap: bool,
+    /// A CE-marked request arrived since the last ACK was queued (ECN echo).
+    pub(crate) ece_pending: bool,
+    /// Responder: the request being executed was placed on arrival.
+    pub(crate) placed: bool,
+    pub(crate) access: Access,
+    pub(crate) last_cnp: Option<Nanos>,
+    pub(crate) in_msg: Option<InMsg>,
     // Seldom touched: attributes read at set-up or on rare paths, receive
     // WQEs (the simulator's flows are WRITEs), READ/ATOMIC resources, IRN.
     pub(crate) qkey: u32,

@@ -111,8 +111,10 @@ impl Sent {
 }
 
 /// The requester's record of packets in flight: one entry per first
-/// transmission, in PSN order.
+/// transmission, in PSN order. `repr(C)`: what every send and ACK reads
+/// comes first (see `Qp`'s layout).
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 pub(crate) struct SentLog {
     recs: VecDeque<Sent>,
     /// The first PSN the front record covers.
@@ -126,9 +128,9 @@ pub(crate) struct SentLog {
     /// found the log empty, moved up to the oldest record's when a send
     /// comes more than 2³² ns (4.3 s) after it.
     base: Nanos,
-    min_rtt: Option<Nanos>,
-    snd_una: u64,
     snd_nxt: u64,
+    snd_una: u64,
+    min_rtt: Option<Nanos>,
 }
 
 /// Logs up to this many records' room keep it.
