@@ -71,7 +71,7 @@ impl Qp {
     /// Adds this QP's heap bytes to `f`.
     pub(crate) fn footprint(&self, f: &mut Footprint) {
         f.qps += 1;
-        f.qp_state += (size_of::<Qp>() + size_of_val(&*self.cc)) as u64;
+        f.qp_state += (size_of::<Qp>() + size_of_val(self.cc.get())) as u64;
         f.send_queues += deque(&self.sq)
             + self
                 .sq

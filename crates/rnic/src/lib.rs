@@ -67,10 +67,25 @@ use std::net::SocketAddr;
 pub const PACKET_OVERHEAD: u64 = 14 + 20 + 8 + 4 + 4;
 
 /// Device-wide settings.
+///
+/// `repr(C)`: what the per-packet paths read (CNP pacing, ECN, the ACK
+/// request interval, pacing catch-up, the source check) fills the first
+/// cache line; the device limits, read when objects are made, follow.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(C)]
 pub struct RnicConfig {
     /// Minimum interval between CNPs for one QP (the NP's CNP pacing).
     pub cnp_interval_ns: u64,
+    /// How far behind its pacing schedule a rate-paced QP may fall and
+    /// still catch up by sending back to back (ns). 0: a packet polled late
+    /// restarts the schedule from `now`, right where the driver polls on
+    /// time (the simulator, whose event queue wakes the RNIC exactly at
+    /// each pacing gap's end). A driver that wakes late — a thread on an
+    /// OS timer and a shared CPU — loses each wake-up's lateness with 0:
+    /// a `roce perf --rate-limit 5` QP on loopback moved 0.53 Gb/s, each
+    /// 6.5 µs gap stretched to a ≈ 60 µs wake-up. Like the horizon of
+    /// Linux's fq pacer, a catch-up bounds the burst to rate × catch-up.
+    pub pacing_catch_up_ns: u64,
     /// DSCP of CNPs (ConnectX's default is 48).
     pub cnp_dscp: u8,
     /// Mark data packets ECN-capable (ECT(0)).
@@ -78,6 +93,14 @@ pub struct RnicConfig {
     /// Echo CE marks to the sender in ACKs (BTH BECN), as DCTCP's receiver
     /// echoes ECE; off by default (CNPs are RoCEv2's congestion signal).
     pub ecn_echo: bool,
+    /// An RC QP takes packets only from its connected peer's address; with
+    /// this set the UDP source port must match the peer's too, not only its
+    /// IP. RoCEv2 (IBA Annex A17) makes the source port flow entropy, so a
+    /// NIC on a fabric knows its
+    /// peer by IP (the GID) alone, and the simulator and the frame-level
+    /// pair send from per-QP entropy ports. Over real sockets a peer *is* a
+    /// socket (many engines share 127.0.0.1), so `roce-verbs` turns it on.
+    pub match_source_port: bool,
     /// Request an ACK at least every this many packets of a long message.
     pub ack_req_every: u32,
     /// Most request PSNs a QP keeps unacknowledged.
@@ -89,29 +112,11 @@ pub struct RnicConfig {
     pub max_qp_wr: u32,
     pub max_sge: u32,
     pub max_inline_data: u32,
-    /// An RC QP takes packets only from its connected peer's address; with
-    /// this set the UDP source port must match the peer's too, not only its
-    /// IP. RoCEv2 (IBA Annex A17) makes the source port flow entropy, so a
-    /// NIC on a fabric knows its
-    /// peer by IP (the GID) alone, and the simulator and the frame-level
-    /// pair send from per-QP entropy ports. Over real sockets a peer *is* a
-    /// socket (many engines share 127.0.0.1), so `roce-verbs` turns it on.
-    pub match_source_port: bool,
     /// The port's active MTU: the largest UD message (UD is never
     /// segmented, IBA 9.7.2 / C9-3; RC QPs take their path MTU at RTR).
     pub port_mtu: Mtu,
     /// IRN's BDP and timeouts, for QPs created with [`Recovery::Irn`].
     pub irn: IrnConfig,
-    /// How far behind its pacing schedule a rate-paced QP may fall and
-    /// still catch up by sending back to back (ns). 0: a packet polled late
-    /// restarts the schedule from `now`, right where the driver polls on
-    /// time (the simulator, whose event queue wakes the RNIC exactly at
-    /// each pacing gap's end). A driver that wakes late — a thread on an
-    /// OS timer and a shared CPU — loses each wake-up's lateness with 0:
-    /// a `roce perf --rate-limit 5` QP on loopback moved 0.53 Gb/s, each
-    /// 6.5 µs gap stretched to a ≈ 60 µs wake-up. Like the horizon of
-    /// Linux's fq pacer, a catch-up bounds the burst to rate × catch-up.
-    pub pacing_catch_up_ns: u64,
 }
 
 impl Default for RnicConfig {
@@ -139,7 +144,10 @@ impl Default for RnicConfig {
 }
 
 /// Device counters (the ones `rdma statistic` and ethtool show for real NICs).
+///
+/// `repr(C)`: the counters every packet moves come first, in one cache line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
 pub struct Counters {
     pub tx_pkts: u64,
     pub tx_bytes: u64,
@@ -219,27 +227,35 @@ pub struct PostError {
 }
 
 /// The software RNIC.
+///
+/// `repr(C)`, in the order written: what every driver call reads (the
+/// clock, the QP table, the ready set, the timers) shares the first lines,
+/// then the per-packet counters and configuration, each a line of its
+/// own. A simulator drives thousands of RNICs in turn, so each call finds
+/// its RNIC out of cache, and Rust's own layout spread those fields over
+/// more lines than a packet needs (issue 12).
+#[repr(C, align(64))]
 pub struct Rnic<M: Memory = RealMemory> {
-    cfg: RnicConfig,
-    mem: M,
-    pds: BTreeSet<u32>,
-    next_pd: u32,
-    mrs: MrTable,
-    cqs: BTreeMap<u32, Cq>,
-    next_cq: u32,
-    srqs: BTreeMap<u32, Srq>,
-    next_srq: u32,
     qps: QpTable,
-    next_qpn: u32,
-    rr_next: u32,
     /// QPs that may have a packet to send now (others wait for a timer or input).
     ready: ReadySet,
-    /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
-    timers: Timers,
-    events: VecDeque<AsyncEvent>,
-    counters: Counters,
     /// The latest `now` a driver call brought (to tell a due pacing gap).
     clock: Nanos,
+    rr_next: u32,
+    next_qpn: u32,
+    /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
+    timers: Timers,
+    counters: Counters,
+    cfg: RnicConfig,
+    mem: M,
+    mrs: MrTable,
+    cqs: BTreeMap<u32, Cq>,
+    srqs: BTreeMap<u32, Srq>,
+    events: VecDeque<AsyncEvent>,
+    pds: BTreeSet<u32>,
+    next_pd: u32,
+    next_cq: u32,
+    next_srq: u32,
 }
 
 /// A posted WR needs a free slot in its queue and no more SGEs than allowed.
@@ -710,7 +726,7 @@ impl<M: Memory> Rnic<M> {
             QpState::Err => qp.enter_error(&mut ctx),
             QpState::Reset => {
                 let (init, filed, irn_cfg) = (qp.init, qp.filed, qp.irn_cfg);
-                let cc = std::mem::replace(&mut qp.cc, Box::new(NoCc));
+                let cc = qp.cc.take();
                 *qp = Qp::new(qpn, init, cc);
                 qp.irn_cfg = irn_cfg;
                 // Still filed in the timer index under its old deadline.
@@ -821,6 +837,12 @@ impl<M: Memory> Rnic<M> {
                     Wc::flushed(wr.wr_id, wr.opcode.wc_opcode(), qpn),
                 );
                 continue;
+            }
+            if qp.sq.len() == qp.sq.capacity() {
+                // Doubling from one WQE, not the four a first push
+                // reserves: a simulated flow's QP posts one WQE of 224
+                // bytes and holds its queue's room for life.
+                qp.sq.reserve_exact(qp.sq.len().max(1));
             }
             qp.sq.push_back(wqe);
         }

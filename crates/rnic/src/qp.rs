@@ -238,11 +238,13 @@ pub(crate) fn transition_rules(
 }
 
 /// A send WQE and its progress.
+///
+/// `repr(C)`, progress first: what every packet sent or acknowledged reads
+/// (PSNs, counts, the inline tag) shares the first cache line, and the
+/// work request's opcode and SGEs the next (see [`Qp`]'s layout).
 #[derive(Debug)]
+#[repr(C)]
 pub(crate) struct SendWqe {
-    pub wr: SendWr,
-    /// Data copied at post time for inline sends.
-    pub inline: Option<Payload>,
     /// Message length in bytes.
     pub len: u64,
     /// First PSN, once the WQE has started.
@@ -258,20 +260,23 @@ pub(crate) struct SendWqe {
     pub signaled: bool,
     /// Local SGEs checked (lkey, PD, bounds, access) on first transmission.
     pub checked: bool,
-    /// IRN READ: which response packets have been placed (empty otherwise).
-    pub got: Vec<bool>,
     /// IRN READ: responses placed past the first missing one (set bits of
     /// `got` at or after `acked`), which have arrived and so are not in
     /// flight, as the SACKed packets of a SEND/WRITE are not.
     pub got_ahead: u32,
+    /// IRN READ: responses asked for so far (the end of the last segment).
+    pub issued: u32,
+    /// Data copied at post time for inline sends.
+    pub inline: Option<Payload>,
+    pub wr: SendWr,
+    /// IRN READ: which response packets have been placed (empty otherwise).
+    pub got: Vec<bool>,
     /// IRN READ: the first response index of each READ request issued for
     /// this WQE so far, ascending (BDP-FC splits a READ longer than the
     /// cap allows into several requests; empty otherwise). The responder
     /// answers each as its own READ, so response opcodes (FIRST…LAST) and
     /// its duplicate-request lookup are relative to these segments.
     pub segs: Vec<u32>,
-    /// IRN READ: responses asked for so far (the end of the last segment).
-    pub issued: u32,
 }
 
 impl SendWqe {
@@ -377,67 +382,81 @@ pub(crate) enum InMsg {
 }
 
 /// One queue pair.
+///
+/// `repr(C)` keeps the fields in the order written, hottest first: Rust's
+/// own layout sorts by alignment and scattered what one packet reads over
+/// twelve of the struct's cache lines, and at 8,192 hosts each of those
+/// lines is a miss (issue 12). The order is a cost, never a behaviour.
+#[repr(C, align(64))]
 pub struct Qp {
-    pub(crate) qpn: u32,
-    pub(crate) init: QpInitAttr,
-    pub(crate) state: QpState,
-    // Attributes.
-    pub(crate) access: Access,
-    pub(crate) qkey: u32,
-    pub(crate) ah: Option<SocketAddr>,
-    pub(crate) mtu: Mtu,
-    pub(crate) dest_qpn: u32,
-    pub(crate) max_dest_rd_atomic: u8,
-    pub(crate) min_rnr_timer: u8,
-    pub(crate) timeout: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retry: u8,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) dscp: u8,
-    pub(crate) udp_sport: u16,
-    // Requester / completer.
+    // Every transmit poll and re-file reads these (scheduling: `idle_tx`,
+    // `next_deadline`, `next_response`'s first checks), whichever side the
+    // QP is on.
+    pub(crate) cc: crate::cc::Controller,
     pub(crate) sq: VecDeque<SendWqe>,
     /// Next packet to transmit: (index into `sq`, packet index in that WQE).
     pub(crate) cursor: (usize, u32),
+    pub(crate) resp_q: VecDeque<RespItem>,
+    pub(crate) rto_deadline: Option<Nanos>,
+    pub(crate) rnr_until: Option<Nanos>,
+    /// The deadline this QP is filed under in the RNIC's timer index.
+    pub(crate) filed: Option<Nanos>,
+    pub(crate) ah: Option<SocketAddr>,
+    pub(crate) qpn: u32,
+    pub(crate) dest_qpn: u32,
+    pub(crate) udp_sport: u16,
+    pub(crate) state: QpState,
+    pub(crate) mtu: Mtu,
+    pub(crate) dscp: u8,
+    pub(crate) timeout: u8,
+    pub(crate) init: QpInitAttr,
+    pub(crate) cnp_due: Option<(SocketAddr, u32)>,
+    // Requester and completer, per packet sent or ACK received.
+    pub(crate) next_send_at: Nanos,
+    /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
+    pub(crate) last_poll: Nanos,
+    pub(crate) inflight_bytes: u64,
+    /// Highest PSN ever transmitted (to tell retransmissions from new packets).
+    pub(crate) max_sent: Option<Psn>,
+    /// Requester, IRN: the first new PSN at or past this one asks for an
+    /// ACK, so a resend lost again shows in the SACK it draws.
+    pub(crate) irn_probe_at: Option<Psn>,
+    /// A rewind already requested for this PSN (one go-back per gap).
+    pub(crate) rewound_at: Option<Psn>,
     /// PSN for the next WQE that starts.
     pub(crate) next_psn: Psn,
     /// Oldest unacknowledged PSN.
     pub(crate) una: Psn,
-    pub(crate) retries_left: u8,
-    pub(crate) rnr_retries_left: u8,
-    pub(crate) rto_deadline: Option<Nanos>,
-    pub(crate) rnr_until: Option<Nanos>,
-    /// A rewind already requested for this PSN (one go-back per gap).
-    pub(crate) rewound_at: Option<Psn>,
     pub(crate) since_ackreq: u32,
-    /// Highest PSN ever transmitted (to tell retransmissions from new packets).
-    pub(crate) max_sent: Option<Psn>,
-    pub(crate) next_send_at: Nanos,
-    /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
-    pub(crate) last_poll: Nanos,
-    /// The deadline this QP is filed under in the RNIC's timer index.
-    pub(crate) filed: Option<Nanos>,
-    pub(crate) inflight_bytes: u64,
-    pub(crate) cc: Box<dyn CongestionControl>,
+    pub(crate) retries_left: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retries_left: u8,
+    pub(crate) rnr_retry: u8,
+    /// The ACK being processed echoed a CE mark.
+    pub(crate) ece_rx: bool,
     /// The lowest rate `cc` paced this QP at (reported as the minimum rate).
     pub(crate) cc_min_rate: Option<u64>,
     /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
     pub(crate) sent_log: crate::cc::sample::SentLog,
-    // Responder.
-    pub(crate) rq: VecDeque<RecvWr>,
+    // Responder, per request packet received.
     pub(crate) epsn: Psn,
     pub(crate) msn: u32,
-    pub(crate) in_msg: Option<InMsg>,
     pub(crate) nak_gap: bool,
-    pub(crate) resources: VecDeque<Resource>,
-    pub(crate) resp_q: VecDeque<RespItem>,
-    pub(crate) cnp_due: Option<(SocketAddr, u32)>,
-    pub(crate) last_cnp: Option<Nanos>,
     /// A CE-marked request arrived since the last ACK was queued (ECN echo).
     pub(crate) ece_pending: bool,
-    /// The ACK being processed echoed a CE mark.
-    pub(crate) ece_rx: bool,
-    // IRN (see `crate::irn`).
+    /// Responder: the request being executed was placed on arrival.
+    pub(crate) placed: bool,
+    pub(crate) access: Access,
+    pub(crate) last_cnp: Option<Nanos>,
+    pub(crate) in_msg: Option<InMsg>,
+    // Seldom touched: attributes read at set-up or on rare paths, receive
+    // WQEs (the simulator's flows are WRITEs), READ/ATOMIC resources, IRN.
+    pub(crate) qkey: u32,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) rq: VecDeque<RecvWr>,
+    pub(crate) resources: VecDeque<Resource>,
     pub(crate) irn_cfg: IrnConfig,
     /// Requester: PSNs the responder reported holding, beyond `una`.
     pub(crate) sacked: crate::irn::Scoreboard,
@@ -445,9 +464,6 @@ pub struct Qp {
     /// sent at that moment. A NAK still naming it as the first missing PSN
     /// while holding a packet sent well after it means the resend was lost.
     pub(crate) resent_at: std::collections::BTreeMap<u32, Psn>,
-    /// Requester, IRN: the first new PSN at or past this one asks for an
-    /// ACK, so a resend lost again shows in the SACK it draws.
-    pub(crate) irn_probe_at: Option<Psn>,
     /// Requester: the recovery episode under way.
     pub(crate) episode: Option<Episode>,
     /// Responder: out-of-order request packets held, by PSN.
@@ -456,8 +472,6 @@ pub struct Qp {
     pub(crate) top_run: Option<crate::irn::TopRun>,
     /// Responder, IRN: the latest WRITE whose FIRST packet was held.
     pub(crate) held_write: Option<crate::irn::HeldWrite>,
-    /// Responder: the request being executed was placed on arrival.
-    pub(crate) placed: bool,
 }
 
 impl Qp {
@@ -494,7 +508,7 @@ impl Qp {
             last_poll: 0,
             filed: None,
             inflight_bytes: 0,
-            cc,
+            cc: crate::cc::Controller::new(cc),
             cc_min_rate: None,
             sent_log: Default::default(),
             rq: VecDeque::new(),
@@ -535,8 +549,9 @@ impl Qp {
     /// A gap that ended by `now` is no deadline for a `ready` QP: the next
     /// transmit poll visits it anyway, and no timer can do more.
     pub(crate) fn next_deadline(&self, ready: bool, now: Nanos) -> Option<Nanos> {
-        let pacing = (self.next_send_at > self.last_poll
-            && self.cursor.0 < self.sq.len()
+        // A QP with nothing unsent (every receiver) reads no pacing state.
+        let pacing = (self.cursor.0 < self.sq.len()
+            && self.next_send_at > self.last_poll
             && !(ready && self.next_send_at <= now))
             .then_some(self.next_send_at);
         // The earliest of four optional deadlines, written out: this runs

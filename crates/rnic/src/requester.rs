@@ -254,15 +254,9 @@ impl Qp {
         ctx: &mut Ctx<'_>,
     ) -> Option<Transmit> {
         let mtu = u64::from(self.mtu.bytes());
-        let (op, len, first_psn, npkts, solicited) = {
+        let (op, len, first_psn, npkts) = {
             let w = &self.sq[i];
-            (
-                w.wr.opcode,
-                w.len,
-                w.first_psn?,
-                w.npkts,
-                w.wr.flags.solicited,
-            )
+            (w.wr.opcode, w.len, w.first_psn?, w.npkts)
         };
         let psn = first_psn.add(k);
         let first = k == 0;
@@ -359,7 +353,8 @@ impl Qp {
                         WrOpcode::SendWithInv(rkey) => t.ieth = Some(rkey),
                         _ => {}
                     }
-                    t.bth.solicited = solicited && !matches!(op, WrOpcode::RdmaWrite { .. });
+                    t.bth.solicited =
+                        self.sq[i].wr.flags.solicited && !matches!(op, WrOpcode::RdmaWrite { .. });
                 }
                 self.since_ackreq += 1;
                 // Under a congestion window, ask for ACKs once half of it is
@@ -431,7 +426,10 @@ impl Qp {
                 w.segs.push(k);
                 w.issued = k + read_span;
             }
-            self.sent_log.sent(lastp, now, bytes, !read);
+            // A UD QP's packets are never acknowledged: it keeps no log.
+            if !ud {
+                self.sent_log.sent(psn, lastp, now, bytes, !read);
+            }
             self.inflight_bytes += bytes;
             self.max_sent = Some(lastp);
         }
@@ -567,8 +565,7 @@ impl Qp {
             if !self.irn() {
                 fb.send_point = fb.snd_una + self.inflight_bytes;
             }
-            self.cc.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
-            self.cc.on_ack_feedback(now, &fb);
+            self.cc.on_ack(now, &fb);
             if self.irn() {
                 let una = self.una;
                 self.sacked.advance(una);

@@ -77,6 +77,89 @@ pub trait CongestionControl: Send {
     }
 }
 
+/// A QP's controller with its next tick kept beside it. The RNIC asks
+/// for a QP's next deadline on every re-file, several times per packet,
+/// and most QPs' controllers never tick (a receiver's never sends): kept
+/// here, the answer costs neither the controller's cache lines nor a
+/// virtual call. [`CongestionControl::next_tick`] reads only the
+/// controller's state, which only its `&mut` callbacks change, so it is
+/// read again after each of those and nowhere else.
+pub(crate) struct Controller {
+    cc: Box<dyn CongestionControl>,
+    tick: Option<Nanos>,
+}
+
+impl Controller {
+    pub fn new(cc: Box<dyn CongestionControl>) -> Controller {
+        let tick = cc.next_tick();
+        Controller { cc, tick }
+    }
+
+    /// The controller, for what it reports.
+    pub fn get(&self) -> &dyn CongestionControl {
+        &*self.cc
+    }
+
+    /// Hands the controller back, leaving none in its place.
+    pub fn take(&mut self) -> Box<dyn CongestionControl> {
+        self.tick = None;
+        std::mem::replace(&mut self.cc, Box::new(NoCc))
+    }
+
+    /// Runs a callback, then re-reads the next tick.
+    fn update<R>(&mut self, f: impl FnOnce(&mut dyn CongestionControl) -> R) -> R {
+        let r = f(&mut *self.cc);
+        self.tick = self.cc.next_tick();
+        r
+    }
+
+    pub fn name(&self) -> &'static str {
+        self.cc.name()
+    }
+    pub fn on_send(&mut self, now: Nanos, bytes: usize) {
+        self.update(|c| c.on_send(now, bytes))
+    }
+    /// An ACK that moved the acknowledged point: `on_ack`, then
+    /// `on_ack_feedback`, as the trait documents.
+    pub fn on_ack(&mut self, now: Nanos, fb: &AckFeedback) {
+        self.update(|c| {
+            c.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
+            c.on_ack_feedback(now, fb)
+        })
+    }
+    pub fn on_cnp(&mut self, now: Nanos) {
+        self.update(|c| c.on_cnp(now))
+    }
+    pub fn on_nak(&mut self, now: Nanos) {
+        self.update(|c| c.on_nak(now))
+    }
+    pub fn on_timeout(&mut self, now: Nanos) {
+        self.update(|c| c.on_timeout(now))
+    }
+    pub fn on_rewind(&mut self, now: Nanos, send_point: u64) {
+        self.update(|c| c.on_rewind(now, send_point))
+    }
+    pub fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+        self.update(|c| c.on_int(now, hops))
+    }
+    pub fn on_tick(&mut self, now: Nanos) {
+        self.update(|c| c.on_tick(now))
+    }
+    /// [`CongestionControl::next_tick`], as of the last callback.
+    pub fn next_tick(&self) -> Option<Nanos> {
+        self.tick
+    }
+    pub fn rate_bps(&self) -> Option<u64> {
+        self.cc.rate_bps()
+    }
+    pub fn window_bytes(&self) -> Option<u64> {
+        self.cc.window_bytes()
+    }
+    pub fn rate_cuts(&self) -> u64 {
+        self.cc.rate_cuts()
+    }
+}
+
 /// No congestion control: line rate, no window.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct NoCc;

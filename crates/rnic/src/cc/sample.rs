@@ -49,61 +49,105 @@ pub struct AckFeedback {
     pub send_point: u64,
 }
 
-/// One first transmission, in 12 bytes: a QP without congestion control
+/// One first transmission, in 8 bytes: a QP without congestion control
 /// may keep 16,384 packets in flight, and thousands of QPs at once do in a
 /// large fabric (issue 12: 3.8 M packets in flight on a k=32 fat tree, and
 /// these records a fifth of the run's heap), so this record is what a
-/// packet in flight costs its sender. The send time is kept relative to
-/// the log's [`SentLog::base`].
+/// packet in flight costs its sender. Its PSNs are implicit: records
+/// follow one another in PSN order, each covering [`Sent::span`] PSNs from
+/// where the one before it ended (the log keeps the front record's first
+/// PSN), so no PSN is stored. The send time is kept relative to the log's
+/// [`SentLog::base`].
 #[derive(Debug, Clone, Copy)]
 struct Sent {
     /// Sent at `base + at` ns.
     at: u32,
-    /// Last PSN the record covers (a READ request covers its responses' PSNs).
-    last: Psn,
-    /// Payload bytes (one packet's: at most an MTU) in the low 31 bits;
-    /// the top bit set while the record may give an RTT sample (cleared
-    /// once retransmitted, Karn; never set for READ requests).
-    bytes_sample: u32,
+    /// The top bit set while the record may give an RTT sample (cleared
+    /// once retransmitted, Karn; never set for READ requests). Below it,
+    /// [`Sent::SPAN`] clear: one packet's payload bytes (at most an MTU).
+    /// Set: the record carries no payload and covers as many PSNs as the
+    /// low bits say — a READ request (its responses' PSNs), or, with
+    /// [`Sent::GAP`] also set, PSNs that were never sent (a WQE finished
+    /// before all its packets left, on a peer's ACK for PSNs it never got),
+    /// which stand in the sequence only to keep the records' PSNs implicit.
+    info: u32,
 }
 
 impl Sent {
     const SAMPLE: u32 = 1 << 31;
+    const SPAN: u32 = 1 << 30;
+    const GAP: u32 = 1 << 29;
+    const LOW: u32 = Self::GAP - 1;
 
     fn bytes(&self) -> u64 {
-        u64::from(self.bytes_sample & !Self::SAMPLE)
+        if self.info & Self::SPAN != 0 {
+            0
+        } else {
+            u64::from(self.info & Self::LOW)
+        }
     }
 
     fn sample(&self) -> bool {
-        self.bytes_sample & Self::SAMPLE != 0
+        self.info & Self::SAMPLE != 0
+    }
+
+    /// PSNs covered: one for a packet, more for a READ request or a gap.
+    fn span(&self) -> u32 {
+        if self.info & Self::SPAN != 0 {
+            self.info & Self::LOW
+        } else {
+            1
+        }
+    }
+
+    fn gap(&self) -> bool {
+        self.info & Self::GAP != 0
+    }
+
+    /// Pushed by [`SentLog::push_span`] (counted in [`SentLog::spans`]).
+    fn spanned(&self) -> bool {
+        self.info & Self::SPAN != 0
     }
 }
 
 /// The requester's record of packets in flight: one entry per first
-/// transmission, in PSN order.
+/// transmission, in PSN order. `repr(C)`: what every send and ACK reads
+/// comes first (see `Qp`'s layout).
 #[derive(Debug, Clone, Default)]
+#[repr(C)]
 pub(crate) struct SentLog {
     recs: VecDeque<Sent>,
+    /// The first PSN the front record covers.
+    front: Psn,
+    /// The PSN after the last record's.
+    end: Psn,
+    /// Records covering more than one PSN (READs, gaps): while there are
+    /// none, the record of a PSN is found by its distance from `front`.
+    spans: u32,
     /// The time records' `at` count from: the send time of the record that
     /// found the log empty, moved up to the oldest record's when a send
     /// comes more than 2³² ns (4.3 s) after it.
     base: Nanos,
-    min_rtt: Option<Nanos>,
-    snd_una: u64,
     snd_nxt: u64,
+    snd_una: u64,
+    min_rtt: Option<Nanos>,
 }
 
 /// Logs up to this many records' room keep it.
 const SHRINK_FROM: usize = 1024;
 
 impl SentLog {
-    /// A first transmission of the packet(s) up to `last`, at `at`.
-    pub(crate) fn sent(&mut self, last: Psn, at: Nanos, bytes: u64, sample: bool) {
-        // One packet's payload: an MTU at most, far below the flag bit.
-        debug_assert!(bytes < u64::from(Sent::SAMPLE));
-        let b = bytes.min(u64::from(Sent::SAMPLE - 1)) as u32;
+    /// A first transmission of PSNs `first..=last` at `at`: one packet of
+    /// `bytes`, or a READ request (no bytes, no sample) asking for the
+    /// responses those PSNs stand for.
+    pub(crate) fn sent(&mut self, first: Psn, last: Psn, at: Nanos, bytes: u64, sample: bool) {
+        // One packet's payload: an MTU at most, far below the flag bits.
+        debug_assert!(bytes <= u64::from(Sent::LOW));
+        let b = bytes.min(u64::from(Sent::LOW)) as u32;
         if self.recs.is_empty() {
             self.base = at;
+            self.front = first;
+            self.end = first;
         }
         let mut off = at.saturating_sub(self.base);
         if off > u64::from(u32::MAX) {
@@ -116,12 +160,31 @@ impl SentLog {
             Ok(o) => (o, sample),
             Err(_) => (u32::MAX, false),
         };
+        // New PSNs follow the last sent; any skipped stand as a gap.
+        if first.after(self.end) {
+            self.push_span(at, first.distance_from(self.end), Sent::GAP);
+        }
+        let span = last.distance_from(first) + 1;
+        if span > 1 || b == 0 && !sample {
+            // A READ request (no payload, no sample, however many PSNs).
+            debug_assert!(b == 0 && !sample);
+            self.push_span(at, span, 0);
+        } else {
+            self.recs.push_back(Sent {
+                at,
+                info: if sample { b | Sent::SAMPLE } else { b },
+            });
+        }
+        self.end = last.next();
+        self.snd_nxt += u64::from(b);
+    }
+
+    fn push_span(&mut self, at: u32, span: u32, gap: u32) {
+        self.spans += 1;
         self.recs.push_back(Sent {
             at,
-            last,
-            bytes_sample: if sample { b | Sent::SAMPLE } else { b },
+            info: Sent::SPAN | gap | span.min(Sent::LOW),
         });
-        self.snd_nxt += u64::from(b);
     }
 
     /// Counts the records' times from the oldest record's (rare: once per
@@ -141,10 +204,28 @@ impl SentLog {
 
     /// `psn` went out again: its ACK can no longer be timed.
     pub(crate) fn resent(&mut self, psn: Psn) {
-        let i = self.recs.partition_point(|r| r.last.before(psn));
+        if psn.before(self.front) || !psn.before(self.end) {
+            return;
+        }
+        let d = psn.distance_from(self.front);
         // Only the record of this very packet (READ records take no sample).
-        if let Some(r) = self.recs.get_mut(i).filter(|r| r.last == psn) {
-            r.bytes_sample &= !Sent::SAMPLE;
+        let i = if self.spans == 0 {
+            d as usize
+        } else {
+            let mut first = 0u32;
+            let Some(i) = self.recs.iter().position(|r| {
+                first += r.span();
+                first > d
+            }) else {
+                return;
+            };
+            if self.recs[i].spanned() {
+                return;
+            }
+            i
+        };
+        if let Some(r) = self.recs.get_mut(i) {
+            r.info &= !Sent::SAMPLE;
         }
     }
 
@@ -152,13 +233,35 @@ impl SentLog {
     /// records and returns the feedback (ECN echo left false).
     pub(crate) fn acked_before(&mut self, una: Psn, now: Nanos) -> AckFeedback {
         let mut acked = 0;
-        let mut newest = None;
+        let mut newest: Option<Sent> = None;
+        if self.spans == 0 {
+            // One PSN per record: those before `una` are the first
+            // `una - front` (the loop below, without its per-record PSNs).
+            let n = if una.after(self.front) {
+                (una.distance_from(self.front) as usize).min(self.recs.len())
+            } else {
+                0
+            };
+            for r in self.recs.drain(..n) {
+                acked += u64::from(r.info & Sent::LOW);
+                newest = Some(r);
+            }
+            self.front = self.front.add(n as u32);
+        }
         while let Some(r) = self.recs.front().copied() {
-            if !r.last.before(una) {
+            let span = r.span();
+            // The record's last PSN.
+            if !self.front.add(span - 1).before(una) {
                 break;
             }
+            self.front = self.front.add(span);
+            if r.spanned() {
+                self.spans -= 1;
+            }
             acked += r.bytes();
-            newest = Some(r);
+            if !r.gap() {
+                newest = Some(r);
+            }
             self.recs.pop_front();
         }
         // A burst that once filled the log (16,384 packets without
@@ -197,11 +300,17 @@ impl SentLog {
     /// Bytes of the packets first sent before `psn` and not yet acknowledged
     /// (what is still in flight once go-back-N rewinds to `psn`).
     pub(crate) fn bytes_before(&self, psn: Psn) -> u64 {
-        self.recs
-            .iter()
-            .take_while(|r| r.last.before(psn))
-            .map(|r| r.bytes())
-            .sum()
+        let mut first = self.front;
+        let mut bytes = 0;
+        for r in &self.recs {
+            let span = r.span();
+            if !first.add(span - 1).before(psn) {
+                break;
+            }
+            first = first.add(span);
+            bytes += r.bytes();
+        }
+        bytes
     }
 
     /// Heap bytes held (see [`crate::footprint`]).
@@ -212,6 +321,7 @@ impl SentLog {
     /// The QP failed: nothing is in flight any more.
     pub(crate) fn clear(&mut self) {
         self.recs.clear();
+        self.spans = 0;
     }
 }
 
@@ -223,7 +333,7 @@ mod tests {
     fn sample_from_the_named_packet_and_karn_excludes_resent_ones() {
         let mut log = SentLog::default();
         for i in 0..4u32 {
-            log.sent(Psn::new(i), 1_000 * u64::from(i), 1000, true);
+            log.sent(Psn::new(i), Psn::new(i), 1_000 * u64::from(i), 1000, true);
         }
         // ACK of PSN 1 at t = 11 µs: the sample is PSN 1's (sent at 1 µs).
         let fb = log.acked_before(Psn::new(2), 11_000);
@@ -243,7 +353,7 @@ mod tests {
         assert_eq!(fb.acked_bytes, 2000);
         assert_eq!(fb.rtt, None);
         // A later, faster sample lowers the minimum.
-        log.sent(Psn::new(4), 60_000, 1000, true);
+        log.sent(Psn::new(4), Psn::new(4), 60_000, 1000, true);
         let fb = log.acked_before(Psn::new(5), 68_000);
         assert_eq!(
             fb.rtt,
@@ -255,12 +365,12 @@ mod tests {
     }
 
     #[test]
-    fn a_packet_in_flight_costs_its_sender_12_bytes() {
-        assert_eq!(std::mem::size_of::<Sent>(), 12);
+    fn a_packet_in_flight_costs_its_sender_8_bytes() {
+        assert_eq!(std::mem::size_of::<Sent>(), 8);
         // The flag bit and the byte count stay apart.
         let mut log = SentLog::default();
-        log.sent(Psn::new(0), 7, 4096, true);
-        log.sent(Psn::new(1), 8, 4096, false);
+        log.sent(Psn::new(0), Psn::new(0), 7, 4096, true);
+        log.sent(Psn::new(1), Psn::new(1), 8, 4096, false);
         log.resent(Psn::new(0));
         assert_eq!(log.bytes_before(Psn::new(2)), 8192);
         let fb = log.acked_before(Psn::new(1), 20);
@@ -271,7 +381,7 @@ mod tests {
     fn a_drained_log_gives_back_its_room() {
         let mut log = SentLog::default();
         for i in 0..10_000u32 {
-            log.sent(Psn::new(i), u64::from(i), 1000, true);
+            log.sent(Psn::new(i), Psn::new(i), u64::from(i), 1000, true);
         }
         let full = log.recs.capacity();
         assert!(full >= 10_000);
@@ -296,7 +406,7 @@ mod tests {
         let t0 = 5_000_000_000u64;
         let mut now = t0;
         while now < t0 + 10_000_000_000 {
-            log.sent(Psn::new(psn), now, 1000, true);
+            log.sent(Psn::new(psn), Psn::new(psn), now, 1000, true);
             psn += 1;
             now += gap;
             // The ACK of the packet sent one RTT ago arrives now.
@@ -313,8 +423,8 @@ mod tests {
         // A packet left in flight 4.3 s before the next one: that one
         // gives no sample, the old one still does.
         let mut log = SentLog::default();
-        log.sent(Psn::new(0), 10, 1000, true);
-        log.sent(Psn::new(1), 10 + (1 << 33), 1000, true);
+        log.sent(Psn::new(0), Psn::new(0), 10, 1000, true);
+        log.sent(Psn::new(1), Psn::new(1), 10 + (1 << 33), 1000, true);
         let fb = log.acked_before(Psn::new(1), 20 + (1 << 33));
         assert_eq!(fb.rtt.map(|r| r.rtt), Some(10 + (1 << 33)));
         let fb = log.acked_before(Psn::new(2), 30 + (1 << 33));
@@ -324,8 +434,79 @@ mod tests {
     #[test]
     fn reads_give_no_sample() {
         let mut log = SentLog::default();
-        log.sent(Psn::new(9), 0, 0, false);
+        log.sent(Psn::new(9), Psn::new(9), 0, 0, false);
         let fb = log.acked_before(Psn::new(10), 5_000);
         assert_eq!(fb.rtt, None);
+    }
+
+    /// The log against the one it replaced, which stored each record's
+    /// last PSN: random sends (with skipped PSNs and multi-PSN READ
+    /// requests, across the 24-bit wrap), resends, ACKs and rewinds give
+    /// the same bytes and samples.
+    #[test]
+    fn implicit_psns_match_stored_ones() {
+        // (last PSN, send time, bytes, sample)
+        let mut model: Vec<(Psn, Nanos, u64, bool)> = Vec::new();
+        let mut log = SentLog::default();
+        let mut next = Psn::new(Psn::MASK - 40);
+        let mut now: Nanos = 1_000;
+        let mut x: u64 = 3;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            now += r % 50;
+            let oldest = model.first().map_or(next, |m| m.0);
+            match r % 10 {
+                0..=3 => {
+                    // Mostly the next PSN; now and then a few skipped.
+                    let first = next.add(if r.is_multiple_of(97) {
+                        1 + (r >> 8) as u32 % 4
+                    } else {
+                        0
+                    });
+                    let (last, bytes, sample) = if r.is_multiple_of(13) {
+                        (first.add((r >> 12) as u32 % 5), 0, false)
+                    } else {
+                        (first, (r >> 12) % 1025, true)
+                    };
+                    log.sent(first, last, now, bytes, sample);
+                    model.push((last, now, bytes, sample));
+                    next = last.next();
+                }
+                4 => {
+                    let psn = oldest.sub(2).add((r >> 8) as u32 % 80);
+                    log.resent(psn);
+                    let i = model.partition_point(|m| m.0.before(psn));
+                    if let Some(m) = model.get_mut(i).filter(|m| m.0 == psn) {
+                        m.3 = false;
+                    }
+                }
+                5 => {
+                    let psn = oldest.add((r >> 8) as u32 % 80);
+                    let want: u64 = model
+                        .iter()
+                        .take_while(|m| m.0.before(psn))
+                        .map(|m| m.2)
+                        .sum();
+                    assert_eq!(log.bytes_before(psn), want);
+                }
+                _ => {
+                    let una = oldest.add((r >> 8) as u32 % 12);
+                    let n = model.partition_point(|m| m.0.before(una));
+                    let acked: u64 = model[..n].iter().map(|m| m.2).sum();
+                    let rtt = n
+                        .checked_sub(1)
+                        .map(|k| model[k])
+                        .filter(|m| m.3)
+                        .map(|m| now - m.1);
+                    model.drain(..n);
+                    let fb = log.acked_before(una, now);
+                    assert_eq!((fb.acked_bytes, fb.rtt.map(|s| s.rtt)), (acked, rtt));
+                }
+            }
+            assert_eq!(log.recs.is_empty(), model.is_empty());
+        }
     }
 }
