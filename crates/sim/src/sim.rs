@@ -690,8 +690,10 @@ impl Simulator {
     pub fn step(&mut self, max: u64) -> u64 {
         // `done`, with the stop time checked as the event is taken.
         let stop = self.cfg.stop.unwrap_or(Ps::MAX);
+        // The flow table is built with the simulator and never grows.
+        let flows = self.flows.len();
         let mut n = 0;
-        while n < max && self.deadlock.is_none() && self.finished != self.flows.len() {
+        while n < max && self.deadlock.is_none() && self.finished != flows {
             let Some((now, ev)) = self.q.pop_until(stop) else {
                 break;
             };
@@ -923,28 +925,27 @@ impl Simulator {
     // not pay a call's register saves and restores.
     #[inline(always)]
     fn handle(&mut self, ev: Event) {
-        let kind = match ev {
-            Event::Arrive { node, .. } => {
-                KIND_SWITCH_ARRIVE + usize::from(self.nodes[node as usize].host)
-            }
-            Event::TxDone { node, .. } => {
-                KIND_SWITCH_TX_DONE + usize::from(self.nodes[node as usize].host)
-            }
-            Event::HostTimer { .. } => KIND_HOST_TIMER,
-            _ => KIND_OTHER,
-        };
-        self.by_kind[kind] += 1;
+        // Each event looks its node up once: the count by kind, the
+        // dispatch and the handler read the same record.
         match ev {
-            Event::FlowStart { flow } => self.start_flow(flow),
+            Event::FlowStart { flow } => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.start_flow(flow)
+            }
             Event::Arrive { node, port, pkt } => {
-                if self.nodes[node as usize].host {
-                    self.host_rx(self.nodes[node as usize].index, pkt);
+                let ns = &self.nodes[node as usize];
+                let (host, index) = (ns.host, ns.index);
+                self.by_kind[KIND_SWITCH_ARRIVE + usize::from(host)] += 1;
+                if host {
+                    self.host_rx(index, pkt);
                 } else {
-                    self.switch_rx(node, port, pkt);
+                    self.switch_rx(node, index as usize, port, pkt);
                 }
             }
             Event::TxDone { node, port } => {
-                let p = &mut self.nodes[node as usize].ports[usize::from(port)];
+                let ns = &mut self.nodes[node as usize];
+                self.by_kind[KIND_SWITCH_TX_DONE + usize::from(ns.host)] += 1;
+                let p = &mut ns.ports[usize::from(port)];
                 // A wake-up from an earlier busy period: the serializer has
                 // started another frame since, and that frame's wake-up
                 // (if one is needed) is already scheduled.
@@ -955,6 +956,7 @@ impl Simulator {
                 self.kick(node, port);
             }
             Event::HostTimer { host, version } => {
+                self.by_kind[KIND_HOST_TIMER] += 1;
                 let h = &mut self.hosts[host as usize];
                 if h.timer_version == version {
                     h.timer_at = None;
@@ -968,13 +970,17 @@ impl Simulator {
                 port,
                 prio,
                 quanta,
-            } => self.pfc_rx(node, port, prio, quanta),
+            } => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.pfc_rx(node, port, prio, quanta)
+            }
             Event::PauseEnd {
                 node,
                 port,
                 prio,
                 version,
             } => {
+                self.by_kind[KIND_OTHER] += 1;
                 let now = self.q.now();
                 let p = &mut self.nodes[node as usize].ports[usize::from(port)];
                 let pi = usize::from(prio);
@@ -993,6 +999,7 @@ impl Simulator {
                 prio,
                 version,
             } => {
+                self.by_kind[KIND_OTHER] += 1;
                 let ns = &self.nodes[node as usize];
                 let p = &ns.ports[usize::from(port)];
                 let still = if ns.host {
@@ -1010,8 +1017,14 @@ impl Simulator {
                     self.send_pfc(node, port, prio, true);
                 }
             }
-            Event::Sample => self.sample(),
-            Event::HostRxDrain { host } => self.host_rx_drain(host),
+            Event::Sample => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.sample()
+            }
+            Event::HostRxDrain { host } => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.host_rx_drain(host)
+            }
         }
     }
 
@@ -1750,8 +1763,8 @@ impl Simulator {
 
     // ---- switches ----------------------------------------------------------
 
-    fn switch_rx(&mut self, node: u32, port: u16, pkt: u32) {
-        let sw = self.nodes[node as usize].index as usize;
+    /// Packet `pkt` arrives on `port` of `node`, switch `sw`.
+    fn switch_rx(&mut self, node: u32, sw: usize, port: u16, pkt: u32) {
         if let Some(c) = self.cfg.switch_control_prio {
             let p = &mut self.packets[pkt as usize];
             if p.control() {
@@ -2269,18 +2282,6 @@ impl<T: Copy> Chunk<T> {
         Chunk { ptr, len: 0 }
     }
 
-    #[inline]
-    fn as_slice(&self) -> &[T] {
-        // SAFETY: the first `len` slots were written by `push`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    #[inline]
-    fn as_mut_slice(&mut self) -> &mut [T] {
-        // SAFETY: as `as_slice`, and `&mut self` makes the borrow unique.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
     fn push(&mut self, x: T) {
         assert!(self.len < 1 << Slab::<T>::SHIFT, "slab chunk full");
         // SAFETY: `len` is within the allocation (checked above).
@@ -2326,12 +2327,38 @@ impl<T: Copy> Slab<T> {
         self.len += 1;
     }
 
+    /// Slot `i`, which is below `len`: one comparison instead of the
+    /// chunk list's and the chunk's bounds checks (each a load and a
+    /// branch, on every packet an event touches).
+    #[inline]
+    fn slot_ptr(&self, i: usize) -> Option<*mut T> {
+        if i >= self.len {
+            return None;
+        }
+        // Invariant (kept by `push`, the only writer of `len` and
+        // `chunks`): a chunk is added exactly when `len` reaches a
+        // multiple of the chunk size and every push fills the last chunk
+        // in order, so chunks `0..k` hold `1 << SHIFT` written slots each
+        // and slot `i < len` is written slot `i & MASK` of chunk
+        // `i >> SHIFT`.
+        let c = i >> Self::SHIFT;
+        debug_assert!(c < self.chunks.len() && (i & Self::MASK) < self.chunks[c].len);
+        // SAFETY: by the invariant above, `c` is in bounds of `chunks` and
+        // `i & MASK` is a written slot inside chunk `c`'s allocation.
+        Some(unsafe {
+            self.chunks
+                .get_unchecked(c)
+                .ptr
+                .as_ptr()
+                .add(i & Self::MASK)
+        })
+    }
+
     #[inline]
     fn get(&self, i: usize) -> Option<&T> {
-        self.chunks
-            .get(i >> Self::SHIFT)?
-            .as_slice()
-            .get(i & Self::MASK)
+        // SAFETY: `slot_ptr` gives a written slot; the borrow of `self`
+        // keeps it alive and unmodified.
+        self.slot_ptr(i).map(|p| unsafe { &*p })
     }
 }
 
@@ -2339,15 +2366,29 @@ impl<T: Copy> std::ops::Index<usize> for Slab<T> {
     type Output = T;
     #[inline]
     fn index(&self, i: usize) -> &T {
-        &self.chunks[i >> Self::SHIFT].as_slice()[i & Self::MASK]
+        match self.get(i) {
+            Some(x) => x,
+            None => slab_out_of_bounds(i, self.len),
+        }
     }
 }
 
 impl<T: Copy> std::ops::IndexMut<usize> for Slab<T> {
     #[inline]
     fn index_mut(&mut self, i: usize) -> &mut T {
-        &mut self.chunks[i >> Self::SHIFT].as_mut_slice()[i & Self::MASK]
+        match self.slot_ptr(i) {
+            // SAFETY: a written slot (see `slot_ptr`); `&mut self` makes
+            // the borrow unique.
+            Some(p) => unsafe { &mut *p },
+            None => slab_out_of_bounds(i, self.len),
+        }
     }
+}
+
+#[cold]
+#[inline(never)]
+fn slab_out_of_bounds(i: usize, len: usize) -> ! {
+    panic!("slab index {i} out of bounds (len {len})")
 }
 
 /// `madvise(MADV_HUGEPAGE)` on the whole pages inside `len` bytes at `ptr`
