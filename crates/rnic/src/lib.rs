@@ -278,11 +278,11 @@ fn check_room(
     Ok(())
 }
 
-/// `Rnic::refile` for a QP the transmit poll holds: files its next
-/// deadline (`ready` says whether it stays in the ready set). True when the
-/// timer index changed and needs [`settle`].
+/// Files the next deadline of QP `qpn`, already in hand (`ready` says
+/// whether it is in the ready set). True when the timer index changed and
+/// needs settling ([`settle`]).
 #[inline]
-fn refile_polled(qp: &mut Qp, qpn: u32, ready: bool, clock: Nanos, timers: &mut Timers) -> bool {
+fn refile_qp(qp: &mut Qp, qpn: u32, ready: bool, clock: Nanos, timers: &mut Timers) -> bool {
     let next = qp.next_deadline(ready, clock);
     if qp.filed == next {
         return false;
@@ -643,27 +643,21 @@ impl<M: Memory> Rnic<M> {
 
     /// Re-files `qpn`'s next deadline and marks it ready to be polled.
     fn touch(&mut self, qpn: u32) {
-        // A QP with nothing to send stays out of the ready set (see
-        // `Qp::idle_tx`): the poll that would find it empty is skipped.
-        if self.qps.get(&qpn).is_some_and(Qp::idle_tx) {
-            self.ready.remove(&qpn);
-        } else {
-            self.ready.insert(qpn);
-        }
-        self.refile(qpn);
-    }
-
-    fn refile(&mut self, qpn: u32) {
         let Some(q) = self.qps.get_mut(&qpn) else {
+            self.ready.insert(qpn);
             return;
         };
-        let next = q.next_deadline(self.ready.contains(&qpn), self.clock);
-        if q.filed != next {
-            // The entry under the old deadline is no longer current.
-            q.filed = next;
-            if let Some(t) = next {
-                self.timers.file(t, qpn);
-            }
+        // A QP with nothing to send stays out of the ready set (see
+        // `Qp::idle_tx`): the poll that would find it empty is skipped. The
+        // QP is re-filed through the reference in hand (one table lookup per
+        // packet received, not two; issue 12).
+        let ready = !q.idle_tx();
+        if ready {
+            self.ready.insert(qpn);
+        } else {
+            self.ready.remove(&qpn);
+        }
+        if refile_qp(q, qpn, ready, self.clock, &mut self.timers) {
             self.settle_timers();
         }
         #[cfg(debug_assertions)]
@@ -1115,7 +1109,7 @@ impl<M: Memory> Rnic<M> {
             match out {
                 Some(t) => {
                     *rr_next = qpn.wrapping_add(1);
-                    if refile_polled(qp, qpn, true, *clock, timers) {
+                    if refile_qp(qp, qpn, true, *clock, timers) {
                         settle(timers, qps);
                     }
                     return Some(t);
@@ -1123,7 +1117,7 @@ impl<M: Memory> Rnic<M> {
                 None => {
                     // Nothing now: wait for input or this QP's next deadline.
                     ready.remove(&qpn);
-                    if refile_polled(qp, qpn, false, *clock, timers) {
+                    if refile_qp(qp, qpn, false, *clock, timers) {
                         settle(timers, qps);
                     }
                 }
