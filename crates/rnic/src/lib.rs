@@ -278,6 +278,30 @@ fn check_room(
     Ok(())
 }
 
+/// Files the next deadline of QP `qpn`, already in hand (`ready` says
+/// whether it is in the ready set). True when the timer index changed and
+/// needs settling ([`settle`]).
+#[inline]
+fn refile_qp(qp: &mut Qp, qpn: u32, ready: bool, clock: Nanos, timers: &mut Timers) -> bool {
+    let next = qp.next_deadline(ready, clock);
+    if qp.filed == next {
+        return false;
+    }
+    // The entry under the old deadline is no longer current.
+    qp.filed = next;
+    if let Some(t) = next {
+        timers.file(t, qpn);
+    }
+    true
+}
+
+/// `Rnic::settle_timers` on borrowed fields.
+fn settle(timers: &mut Timers, qps: &QpTable) {
+    timers.settle(qps.len(), |t, q| {
+        qps.get(&q).is_some_and(|x| x.filed == Some(t))
+    });
+}
+
 fn unknown(kind: &'static str, id: u32) -> VerbsError {
     VerbsError::UnknownObject { kind, id }
 }
@@ -619,27 +643,21 @@ impl<M: Memory> Rnic<M> {
 
     /// Re-files `qpn`'s next deadline and marks it ready to be polled.
     fn touch(&mut self, qpn: u32) {
-        // A QP with nothing to send stays out of the ready set (see
-        // `Qp::idle_tx`): the poll that would find it empty is skipped.
-        if self.qps.get(&qpn).is_some_and(Qp::idle_tx) {
-            self.ready.remove(&qpn);
-        } else {
-            self.ready.insert(qpn);
-        }
-        self.refile(qpn);
-    }
-
-    fn refile(&mut self, qpn: u32) {
         let Some(q) = self.qps.get_mut(&qpn) else {
+            self.ready.insert(qpn);
             return;
         };
-        let next = q.next_deadline(self.ready.contains(&qpn), self.clock);
-        if q.filed != next {
-            // The entry under the old deadline is no longer current.
-            q.filed = next;
-            if let Some(t) = next {
-                self.timers.file(t, qpn);
-            }
+        // A QP with nothing to send stays out of the ready set (see
+        // `Qp::idle_tx`): the poll that would find it empty is skipped. The
+        // QP is re-filed through the reference in hand (one table lookup per
+        // packet received, not two; issue 12).
+        let ready = !q.idle_tx();
+        if ready {
+            self.ready.insert(qpn);
+        } else {
+            self.ready.remove(&qpn);
+        }
+        if refile_qp(q, qpn, ready, self.clock, &mut self.timers) {
             self.settle_timers();
         }
         #[cfg(debug_assertions)]
@@ -1028,26 +1046,80 @@ impl<M: Memory> Rnic<M> {
     /// served round-robin. Only QPs marked ready are visited, so an idle QP
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        #[cfg(debug_assertions)]
+        {
+            let mut polled = Vec::new();
+            let out = self.poll_ready(now, &mut polled);
+            for qpn in polled {
+                self.check_scheduled(qpn);
+            }
+            out
+        }
+        #[cfg(not(debug_assertions))]
+        self.poll_ready(now, &mut Vec::new())
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit)'s loop. The fields are borrowed
+    /// apart once for the whole poll, not once per QP visited, and each
+    /// visited QP is re-filed through the reference already in hand rather
+    /// than a second table lookup: this runs for every packet sent (issue
+    /// 12). Debug builds list the QPs visited in `polled`, to check each is
+    /// still scheduled once the borrows end.
+    #[cfg_attr(not(debug_assertions), allow(unused_variables))]
+    fn poll_ready(&mut self, now: Nanos, polled: &mut Vec<u32>) -> Option<Transmit> {
         self.clock = self.clock.max(now);
-        while !self.ready.is_empty() {
-            let qpn = self.ready.next_from(self.rr_next)?;
-            let (qps, mut ctx) = self.split();
-            let out = match qps.get_mut(&qpn) {
-                Some(qp) => qp
-                    .next_response(&mut ctx)
-                    .or_else(|| qp.next_request(now, &mut ctx)),
-                None => None,
+        let Rnic {
+            qps,
+            ready,
+            clock,
+            rr_next,
+            timers,
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            srqs,
+            events,
+            counters,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            srqs,
+            events,
+            counters,
+        };
+        while !ready.is_empty() {
+            let qpn = ready.next_from(*rr_next)?;
+            #[cfg(debug_assertions)]
+            polled.push(qpn);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                ready.remove(&qpn);
+                continue;
             };
+            let out = (if qp.response_due() {
+                qp.next_response(&mut ctx)
+            } else {
+                None
+            })
+            .or_else(|| qp.next_request(now, &mut ctx));
             match out {
                 Some(t) => {
-                    self.rr_next = qpn.wrapping_add(1);
-                    self.refile(qpn);
+                    *rr_next = qpn.wrapping_add(1);
+                    if refile_qp(qp, qpn, true, *clock, timers) {
+                        settle(timers, qps);
+                    }
                     return Some(t);
                 }
                 None => {
                     // Nothing now: wait for input or this QP's next deadline.
-                    self.ready.remove(&qpn);
-                    self.refile(qpn);
+                    ready.remove(&qpn);
+                    if refile_qp(qp, qpn, false, *clock, timers) {
+                        settle(timers, qps);
+                    }
                 }
             }
         }

@@ -859,6 +859,14 @@ impl Qp {
         ctx.complete(self.init.recv_cq, wc);
     }
 
+    /// True when [`next_response`](Self::next_response) could send: a CNP or
+    /// a response is queued. The transmit poll asks this first, so a sender
+    /// QP with only requests to send skips that large call (issue 12).
+    #[inline]
+    pub(crate) fn response_due(&self) -> bool {
+        self.cnp_due.is_some() || !self.resp_q.is_empty()
+    }
+
     /// The next responder packet: a CNP first, then ACKs, NAKs and responses in order.
     pub(crate) fn next_response(&mut self, ctx: &mut Ctx<'_>) -> Option<Transmit> {
         if let Some((dst, qpn)) = self.cnp_due.take() {
