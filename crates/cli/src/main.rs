@@ -1,5 +1,6 @@
 //! `roce`: RDMA over Converged Ethernet, real and simulated.
 
+mod alloc;
 mod analyze;
 mod decode;
 mod demo;
