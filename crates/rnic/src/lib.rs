@@ -295,6 +295,31 @@ fn refile_qp(qp: &mut Qp, qpn: u32, ready: bool, clock: Nanos, timers: &mut Time
     true
 }
 
+/// After QP `qpn` (in hand) sent a packet: the next poll starts after
+/// it, and it is re-filed (true: the timer index needs [`settle`]). A QP left with nothing to send
+/// ([`Qp::idle_tx`]: typically a receiver that just sent its only ACK)
+/// leaves the ready set now, as `Rnic::touch` keeps it out: otherwise the
+/// next poll would visit it only to find it empty and drop it then, one
+/// empty visit per ACK sent (issue 12). That visit would change nothing
+/// but `last_poll`, which is read only while a request is unsent, and an
+/// idle QP's deadline does not depend on whether it is ready.
+#[inline]
+fn sent(
+    qp: &mut Qp,
+    qpn: u32,
+    ready: &mut ReadySet,
+    rr_next: &mut u32,
+    clock: Nanos,
+    timers: &mut Timers,
+) -> bool {
+    *rr_next = qpn.wrapping_add(1);
+    let more = !qp.idle_tx();
+    if !more {
+        ready.remove(&qpn);
+    }
+    refile_qp(qp, qpn, more, clock, timers)
+}
+
 /// `Rnic::settle_timers` on borrowed fields.
 fn settle(timers: &mut Timers, qps: &QpTable) {
     timers.settle(qps.len(), |t, q| {
@@ -1149,8 +1174,7 @@ impl<M: Memory> Rnic<M> {
             if qp.response_due() {
                 let mut out = qp.next_response(&mut ctx);
                 if out.is_some() {
-                    *rr_next = qpn.wrapping_add(1);
-                    if refile_qp(qp, qpn, true, *clock, timers) {
+                    if sent(qp, qpn, ready, rr_next, *clock, timers) {
                         settle(timers, qps);
                     }
                     return Some(f(&mut out));
@@ -1158,8 +1182,7 @@ impl<M: Memory> Rnic<M> {
             }
             let mut out = qp.next_request(now, &mut ctx);
             if out.is_some() {
-                *rr_next = qpn.wrapping_add(1);
-                if refile_qp(qp, qpn, true, *clock, timers) {
+                if sent(qp, qpn, ready, rr_next, *clock, timers) {
                     settle(timers, qps);
                 }
                 return Some(f(&mut out));

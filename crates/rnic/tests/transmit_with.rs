@@ -103,3 +103,39 @@ fn poll_transmit_with_calls_nothing_when_idle() {
     let out = p.a.poll_transmit_with(0, |_| panic!("no packet to see"));
     assert_eq!(out, None::<()>);
 }
+
+/// A receiver that sent its only ACK leaves the ready set with it: the
+/// next poll does not visit it to find nothing (issue 12: one empty visit
+/// per ACK), and it is still woken by the next packet it receives.
+#[test]
+fn a_qp_with_nothing_left_to_send_leaves_the_ready_set_with_its_last_packet() {
+    let mut p = Pair::new(LinkConfig::default());
+    let (a, b) = p.rc_pair(&RcOptions::default()).unwrap();
+    let write = |id| {
+        SendWr::new(
+            id,
+            WrOpcode::RdmaWrite {
+                remote_addr: b.buf,
+                rkey: b.mr.rkey,
+            },
+            vec![a.sge(0, 64)],
+        )
+    };
+    for id in 1..=2 {
+        p.a.post_send(a.qpn, &[write(id)]).unwrap();
+        let t = p.a.poll_transmit(0).expect("the write leaves");
+        let payload = p.a.mem().materialize(t.payload.clone()).unwrap();
+        p.b.handle_packet(0, ADDR_A, false, &t.repr, payload.as_ref().unwrap());
+        assert!(p.b.qp_status(b.qpn).unwrap().ready, "an ACK is due");
+        let ack = p.b.poll_transmit_with(0, |t| t.repr.bth.opcode);
+        assert_eq!(ack, Some(roce_wire::Opcode::RcAck));
+        assert!(
+            !p.b.qp_status(b.qpn).unwrap().ready,
+            "nothing left to send: {}",
+            p.b.qp_status(b.qpn).unwrap()
+        );
+        assert!(p.b.poll_transmit(0).is_none());
+        // The sender, its only WR sent, is out of the ready set too.
+        assert!(!p.a.qp_status(a.qpn).unwrap().ready);
+    }
+}
