@@ -1327,9 +1327,17 @@ impl Simulator {
                 }
             }
         }
-        let node = self.hosts[host as usize].node;
+        let h = &self.hosts[host as usize];
+        let node = h.node;
+        // With its port free and no host profile, `kick` polls the RNIC in
+        // `kick_host`, which re-arms the host's timer itself; a second arm
+        // right after it could only find the timer set (one call per packet
+        // received spared, issue 12).
+        let armed = h.path.is_none() && self.nodes[node as usize].ports[0].busy_until <= now;
         self.kick(node, 0);
-        self.arm_host_timer(host);
+        if !armed {
+            self.arm_host_timer(host);
+        }
     }
 
     /// Schedules the host's wake-up for the RNIC's next deadline. Called
