@@ -3,7 +3,9 @@
 //! Like quinn-proto, nothing here owns a socket, a thread or a clock. The
 //! driver (the UDP engine in `roce-verbs`, or the fabric simulator) feeds
 //! packets in with [`Rnic::handle_packet`], takes packets out with
-//! [`Rnic::poll_transmit`], asks [`Rnic::poll_timeout`] when to call
+//! [`Rnic::poll_transmit`] (or reads each where it was built with
+//! [`Rnic::poll_transmit_with`], as the simulator does), asks
+//! [`Rnic::poll_timeout`] when to call
 //! [`Rnic::handle_timeout`], and reads completions with [`Rnic::poll_cq`].
 //! Time is always an argument, so the same inputs give the same outputs.
 //!
