@@ -3,7 +3,9 @@
 //! Like quinn-proto, nothing here owns a socket, a thread or a clock. The
 //! driver (the UDP engine in `roce-verbs`, or the fabric simulator) feeds
 //! packets in with [`Rnic::handle_packet`], takes packets out with
-//! [`Rnic::poll_transmit`], asks [`Rnic::poll_timeout`] when to call
+//! [`Rnic::poll_transmit`] (or reads each where it was built with
+//! [`Rnic::poll_transmit_with`], as the simulator does), asks
+//! [`Rnic::poll_timeout`] when to call
 //! [`Rnic::handle_timeout`], and reads completions with [`Rnic::poll_cq`].
 //! Time is always an argument, so the same inputs give the same outputs.
 //!
@@ -293,6 +295,31 @@ fn refile_qp(qp: &mut Qp, qpn: u32, ready: bool, clock: Nanos, timers: &mut Time
         timers.file(t, qpn);
     }
     true
+}
+
+/// After QP `qpn` (in hand) sent a packet: the next poll starts after
+/// it, and it is re-filed (true: the timer index needs [`settle`]). A QP left with nothing to send
+/// ([`Qp::idle_tx`]: typically a receiver that just sent its only ACK)
+/// leaves the ready set now, as `Rnic::touch` keeps it out: otherwise the
+/// next poll would visit it only to find it empty and drop it then, one
+/// empty visit per ACK sent (issue 12). That visit would change nothing
+/// but `last_poll`, which is read only while a request is unsent, and an
+/// idle QP's deadline does not depend on whether it is ready.
+#[inline]
+fn sent(
+    qp: &mut Qp,
+    qpn: u32,
+    ready: &mut ReadySet,
+    rr_next: &mut u32,
+    clock: Nanos,
+    timers: &mut Timers,
+) -> bool {
+    *rr_next = qpn.wrapping_add(1);
+    let more = !qp.idle_tx();
+    if !more {
+        ready.remove(&qpn);
+    }
+    refile_qp(qp, qpn, more, clock, timers)
 }
 
 /// `Rnic::settle_timers` on borrowed fields.
@@ -1046,17 +1073,53 @@ impl<M: Memory> Rnic<M> {
     /// served round-robin. Only QPs marked ready are visited, so an idle QP
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
+        self.poll_transmit_map(now, Option::take).flatten()
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) for a driver that reads the
+    /// packet where the RNIC built it: `f` sees the [`Transmit`] by
+    /// reference and returns what the driver keeps of it (`None`: nothing
+    /// may leave now, and `f` is not called).
+    ///
+    /// Why: a `Transmit` is about 200 bytes (a `SocketAddr`, a whole
+    /// `TransportRepr` with every optional extension header, a `Payload`),
+    /// and returning it by value copies it out of the RNIC and again into
+    /// the driver's frame. The UDP engine serialises it and does not mind;
+    /// the fabric simulator keeps 32 bytes of it per packet and sends
+    /// millions of packets a second, so those copies were a measurable
+    /// share of its cost per event (issue 12). The callback is the
+    /// sans-IO analogue of quinn-proto writing a datagram into the
+    /// caller's buffer: the RNIC still decides everything, the driver
+    /// only chooses the shape it receives the packet in.
+    #[inline]
+    pub fn poll_transmit_with<R>(
+        &mut self,
+        now: Nanos,
+        f: impl FnOnce(&Transmit) -> R,
+    ) -> Option<R> {
+        self.poll_transmit_map(now, |t| t.as_ref().map(f)).flatten()
+    }
+
+    /// Both polls: `f` is applied to the packet found (always `Some`), in
+    /// the frame that holds it (debug builds then check every QP visited
+    /// is still scheduled).
+    #[inline]
+    fn poll_transmit_map<R>(
+        &mut self,
+        now: Nanos,
+        f: impl FnOnce(&mut Option<Transmit>) -> R,
+    ) -> Option<R> {
         #[cfg(debug_assertions)]
         {
             let mut polled = Vec::new();
-            let out = self.poll_ready(now, &mut polled);
+            let out = self.poll_ready(now, &mut polled, f);
             for qpn in polled {
                 self.check_scheduled(qpn);
             }
             out
         }
         #[cfg(not(debug_assertions))]
-        self.poll_ready(now, &mut Vec::new())
+        self.poll_ready(now, &mut Vec::new(), f)
     }
 
     /// [`poll_transmit`](Self::poll_transmit)'s loop. The fields are borrowed
@@ -1064,9 +1127,15 @@ impl<M: Memory> Rnic<M> {
     /// visited QP is re-filed through the reference already in hand rather
     /// than a second table lookup: this runs for every packet sent (issue
     /// 12). Debug builds list the QPs visited in `polled`, to check each is
-    /// still scheduled once the borrows end.
+    /// still scheduled once the borrows end. The packet found goes to `f`
+    /// where it lies (see [`poll_transmit_with`](Self::poll_transmit_with)).
     #[cfg_attr(not(debug_assertions), allow(unused_variables))]
-    fn poll_ready(&mut self, now: Nanos, polled: &mut Vec<u32>) -> Option<Transmit> {
+    fn poll_ready<R>(
+        &mut self,
+        now: Nanos,
+        polled: &mut Vec<u32>,
+        f: impl FnOnce(&mut Option<Transmit>) -> R,
+    ) -> Option<R> {
         self.clock = self.clock.max(now);
         let Rnic {
             qps,
@@ -1100,27 +1169,30 @@ impl<M: Memory> Rnic<M> {
                 ready.remove(&qpn);
                 continue;
             };
-            let out = (if qp.response_due() {
-                qp.next_response(&mut ctx)
-            } else {
-                None
-            })
-            .or_else(|| qp.next_request(now, &mut ctx));
-            match out {
-                Some(t) => {
-                    *rr_next = qpn.wrapping_add(1);
-                    if refile_qp(qp, qpn, true, *clock, timers) {
+            // Each packet is built straight into the local `f` reads it
+            // from: a local of its own per call, as assigning a second
+            // call's packet to the first one's local (or chaining them with
+            // `Option::or_else`) copies the packet once more.
+            if qp.response_due() {
+                let mut out = qp.next_response(&mut ctx);
+                if out.is_some() {
+                    if sent(qp, qpn, ready, rr_next, *clock, timers) {
                         settle(timers, qps);
                     }
-                    return Some(t);
+                    return Some(f(&mut out));
                 }
-                None => {
-                    // Nothing now: wait for input or this QP's next deadline.
-                    ready.remove(&qpn);
-                    if refile_qp(qp, qpn, false, *clock, timers) {
-                        settle(timers, qps);
-                    }
+            }
+            let mut out = qp.next_request(now, &mut ctx);
+            if out.is_some() {
+                if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                    settle(timers, qps);
                 }
+                return Some(f(&mut out));
+            }
+            // Nothing now: wait for input or this QP's next deadline.
+            ready.remove(&qpn);
+            if refile_qp(qp, qpn, false, *clock, timers) {
+                settle(timers, qps);
             }
         }
         None

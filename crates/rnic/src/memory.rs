@@ -31,6 +31,8 @@ pub enum Payload {
 }
 
 impl Payload {
+    // Inlined: a driver asks this for every packet it sends.
+    #[inline]
     pub fn len(&self) -> usize {
         match self {
             Payload::Bytes(b) => b.len(),
@@ -74,6 +76,7 @@ pub struct Gather {
 
 impl Gather {
     /// Total bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.lens[..usize::from(self.n)]
             .iter()

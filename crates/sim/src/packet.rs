@@ -144,6 +144,9 @@ impl Packet {
     /// table and says where. `net.src` must be at most [`MAX_HOST`] (the
     /// simulator refuses larger fabrics), the frame and payload at most
     /// 64 KiB (a RoCEv2 frame is at most a 4 KiB payload plus headers).
+    // Inlined into the host's transmit poll, which builds `net` from the
+    // RNIC's packet field by field (issue 12).
+    #[inline(always)]
     pub fn new(net: Net, repr: &TransportRepr, ext: impl FnOnce() -> u32) -> Packet {
         assert!(net.src <= MAX_HOST, "host {} in a packet", net.src);
         let (Ok(frame), Ok(payload)) = (u16::try_from(net.frame), u16::try_from(net.payload))
@@ -307,6 +310,13 @@ impl Packet {
     #[inline]
     pub fn free_next(&self) -> u32 {
         self.src_flags
+    }
+
+    /// The BTH opcode, read without unpacking the headers (a side-table
+    /// packet keeps its opcode in the slot too).
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        Opcode::from_u8((self.qp_op >> 24) as u8)
     }
 
     /// The side-table index of the packet's `TransportRepr`, if its

@@ -16,9 +16,7 @@ use crate::fib::Fib;
 use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
-use crate::packet::{
-    IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, Net, PREAMBLE_IFG, Packet, frame_len, is_control,
-};
+use crate::packet::{IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len};
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
@@ -28,13 +26,14 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use roce_rnic::{
     Access, CqHandle, IntHop, Mtu, PayloadRef, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
-    RecvWr, Rnic, RnicConfig, SendWr, Sge, Transmit, VirtualMemory, WcOpcode, WcStatus, WrOpcode,
+    RecvWr, Rnic, RnicConfig, SendWr, Sge, VirtualMemory, WcOpcode, WcStatus, WrOpcode,
 };
 use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 mod footprint;
 mod host_io;
+use host_io::packet_head;
 
 pub use footprint::MemoryUse;
 
@@ -1328,9 +1327,17 @@ impl Simulator {
                 }
             }
         }
-        let node = self.hosts[host as usize].node;
+        let h = &self.hosts[host as usize];
+        let node = h.node;
+        // With its port free and no host profile, `kick` polls the RNIC in
+        // `kick_host`, which re-arms the host's timer itself; a second arm
+        // right after it could only find the timer set (one call per packet
+        // received spared, issue 12).
+        let armed = h.path.is_none() && self.nodes[node as usize].ports[0].busy_until <= now;
         self.kick(node, 0);
-        self.arm_host_timer(host);
+        if !armed {
+            self.arm_host_timer(host);
+        }
     }
 
     /// Schedules the host's wake-up for the RNIC's next deadline. Called
@@ -1517,33 +1524,13 @@ impl Simulator {
     // Inlined into `kick_host` as before host paths existed (a second caller
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
-    /// The packet the RNIC of `host` sends as `t`, and the flow it
-    /// belongs to (`u32::MAX`: none).
-    fn packet_from(&mut self, host: u32, t: Transmit) -> (Packet, u32) {
-        let payload = t.payload.len() as u32;
-        let control = is_control(&t.repr);
-        let flow = self.flow_of(host, t.src_qpn);
-        let net = Net {
-            src: host,
-            dst: ip_host(t.dst.ip()).unwrap_or(u32::MAX),
-            prio: self.cfg.dscp_to_prio[usize::from(t.dscp & 63)],
-            ecn_capable: t.ecn_capable,
-            control,
-            frame: frame_len(&t.repr, payload as usize) as u32,
-            payload,
-            sport: t.udp_sport,
-        };
-        let (exts, ext_free) = (&mut self.exts, &mut self.ext_free);
-        let mut p = Packet::new(net, &t.repr, || match ext_free.pop() {
-            Some(e) => {
-                exts[e as usize] = t.repr;
-                e
-            }
-            None => {
-                exts.push(t.repr);
-                (exts.len() - 1) as u32
-            }
-        });
+    /// The fabric's view of `p`, the packet the RNIC of `host` sends from
+    /// its QP `src_qpn` (made by [`packet_head`]), and the flow it belongs
+    /// to (`u32::MAX`: none).
+    fn packet_from(&mut self, host: u32, mut p: Packet, src_qpn: u32) -> (Packet, u32) {
+        let payload = p.payload();
+        let control = p.control();
+        let flow = self.flow_of(host, src_qpn);
         if let EcmpMode::Ns3 { .. } = self.cfg.ecmp
             && let Some(f) = self.ns3_flows.get(flow as usize)
         {
@@ -1555,7 +1542,7 @@ impl Simulator {
                 f.ports.rotate_left(16)
             });
         }
-        let opcode = t.repr.bth.opcode;
+        let opcode = p.opcode();
         let cnp = opcode == Opcode::Cnp;
         if control {
             // A configured CNP DSCP is classified like any DSCP; otherwise
@@ -1641,10 +1628,13 @@ impl Simulator {
                 break;
             }
             let h = &mut self.hosts[host as usize];
-            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+            let (cfg, exts, ext_free) = (&self.cfg, &mut self.exts, &mut self.ext_free);
+            let Some((pkt, qpn)) = h.rnic.poll_transmit_with(now / PS_PER_NS, |t| {
+                (packet_head(cfg, exts, ext_free, host, t), t.src_qpn)
+            }) else {
                 break;
             };
-            let (pkt, _) = self.packet_from(host, t);
+            let (pkt, _) = self.packet_from(host, pkt, qpn);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());

@@ -3,12 +3,55 @@
 //! port. Only hosts with a profile come here, so hosts without one run the
 //! code they always ran.
 
-use super::Simulator;
+use super::{SimConfig, Simulator, ip_host};
 use crate::event::{Event, PS_PER_NS, PS_PER_S};
 use crate::host::{FabricUse, HostMeasured, LinkUse, PathTable, Staged, TxPacket, path_table};
 use crate::link::{QEntry, Scheduler};
-use crate::packet::is_control;
-use roce_wire::Opcode;
+use crate::packet::{Net, Packet, frame_len, is_control};
+use roce_rnic::Transmit;
+use roce_wire::{Opcode, TransportRepr};
+
+/// The slot a packet the RNIC of `host` sends as `t` takes in the fabric:
+/// addresses, priority, frame length and the transport headers packed
+/// (those that do not fit go to the side table `exts`, reusing a slot of
+/// `ext_free` first). What depends on the flow (ns-3 ECMP ports, INT, the
+/// control priority) is added by `Simulator::packet_from` afterwards.
+///
+/// Called by the host's transmit poll on the RNIC's own `Transmit`, by
+/// reference (`Rnic::poll_transmit_with`): the 32 bytes the fabric keeps
+/// are all that leaves the RNIC, not the ~200-byte `Transmit`, which was
+/// copied twice per packet on its way here (issue 12). It borrows only
+/// the fields it needs, so the host's RNIC can stay borrowed meanwhile.
+#[inline(always)]
+pub(super) fn packet_head(
+    cfg: &SimConfig,
+    exts: &mut Vec<TransportRepr>,
+    ext_free: &mut Vec<u32>,
+    host: u32,
+    t: &Transmit,
+) -> Packet {
+    let payload = t.payload.len() as u32;
+    let net = Net {
+        src: host,
+        dst: ip_host(t.dst.ip()).unwrap_or(u32::MAX),
+        prio: cfg.dscp_to_prio[usize::from(t.dscp & 63)],
+        ecn_capable: t.ecn_capable,
+        control: is_control(&t.repr),
+        frame: frame_len(&t.repr, payload as usize) as u32,
+        payload,
+        sport: t.udp_sport,
+    };
+    Packet::new(net, &t.repr, || match ext_free.pop() {
+        Some(e) => {
+            exts[e as usize] = t.repr;
+            e
+        }
+        None => {
+            exts.push(t.repr);
+            (exts.len() - 1) as u32
+        }
+    })
+}
 
 impl Simulator {
     /// `kick` for a host with a data path: the RNIC's packets wait in the
@@ -30,13 +73,15 @@ impl Simulator {
             if queued >= staging || hp.pipe.len() >= hp.pipe_depth {
                 break;
             }
-            let Some(t) = h.rnic.poll_transmit(now / PS_PER_NS) else {
+            let (cfg, exts, ext_free) = (&self.cfg, &mut self.exts, &mut self.ext_free);
+            let Some((pkt, qpn)) = h.rnic.poll_transmit_with(now / PS_PER_NS, |t| {
+                (packet_head(cfg, exts, ext_free, host, t), t.src_qpn)
+            }) else {
                 break;
             };
-            let control = is_control(&t.repr);
-            let opcode = t.repr.bth.opcode;
-            let qpn = t.src_qpn;
-            let (pkt, flow) = self.packet_from(host, t);
+            let control = pkt.control();
+            let opcode = pkt.opcode();
+            let (pkt, flow) = self.packet_from(host, pkt, qpn);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
