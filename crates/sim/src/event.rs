@@ -78,7 +78,7 @@ pub enum Event {
 const OFF_SHIFT: u32 = 64 - SLOT_BITS;
 /// Bits of a key below the sequence number: the payload's kind.
 const TAG_BITS: u32 = 3;
-/// Largest sequence number a key holds (2⁴⁸: years of events).
+/// Largest sequence number a key holds (2⁵¹: years of events).
 const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
 const OFF_MASK: u64 = (1 << SLOT_BITS) - 1;
 
@@ -164,9 +164,11 @@ const MAX_SLOTS: usize = 1 << 16;
 /// every event lands a serialization time or a link delay ahead, so events
 /// are dropped unsorted into 1 ns slots of a calendar that reaches just
 /// past the longest link delay (2.1 µs for 1 µs links), and only
-/// the current slot is sorted, once, when its time comes (latest first, so
-/// the next event is popped off the end; the rare event scheduled into the
-/// current slot is inserted in order).
+/// the current slot is sorted, once, when its time comes (earliest first,
+/// read from a cursor: a slot fills mostly in time order, since its events
+/// were scheduled by earlier events a fixed delay before, so the sort is
+/// nearly a single pass; the rare event scheduled into the current slot is
+/// inserted in order).
 /// Events beyond the calendar (retransmission timers and the like) wait in
 /// an overflow heap and join the current slot when its time comes. An
 /// occupancy bitmap skips empty slots. The order is exactly `(time,
@@ -184,9 +186,10 @@ const MAX_SLOTS: usize = 1 << 16;
 /// side table.
 #[derive(Debug)]
 pub struct EventQueue {
-    /// Events of the current slot, sorted by descending key: the next
-    /// event is the last.
+    /// Events of the current slot, sorted by ascending key; those before
+    /// `head` were handed out, the next event is `current[head]`.
     current: Vec<Entry>,
+    head: usize,
     slots: Vec<Vec<Entry>>,
     /// `slots.len() - 1` (a power of two less one).
     mask: usize,
@@ -197,12 +200,20 @@ pub struct EventQueue {
     spill_free: Vec<u32>,
     /// Index (time >> SLOT_BITS) of the current slot.
     cur: u64,
+    /// How many slots past `cur` the calendar takes events into: the
+    /// calendar's reach counts from `now`'s slot (see
+    /// [`schedule`](Self::schedule)), so this is `(now >> SLOT_BITS) +
+    /// mask - cur`, or less (an event past it waits in the overflow heap,
+    /// which is exact). Kept here so a schedule makes one comparison.
+    reach: u64,
     /// The last slot [`EventQueue::upcoming`] handed out.
     ahead: u64,
-    len: usize,
+    /// Events scheduled so far (the last sequence number handed out).
     seq: u64,
     now: Ps,
     popped: u64,
+    /// Most events pending at once, as of the last pop (see
+    /// [`peak_len`](Self::peak_len)).
     peak: usize,
 }
 
@@ -230,6 +241,7 @@ impl EventQueue {
         debug_assert!(n.is_power_of_two() && n >= 64);
         EventQueue {
             current: Vec::new(),
+            head: 0,
             slots: (0..n).map(|_| Vec::new()).collect(),
             mask: n - 1,
             occupied: vec![0; n / 64],
@@ -237,8 +249,8 @@ impl EventQueue {
             spilled: Vec::new(),
             spill_free: Vec::new(),
             cur: 0,
+            reach: (n - 1) as u64,
             ahead: 0,
-            len: 0,
             seq: 0,
             now: 0,
             popped: 0,
@@ -270,12 +282,14 @@ impl EventQueue {
         self.popped
     }
 
+    /// Events pending: every scheduled event is queued once and handed
+    /// out once.
     pub fn len(&self) -> usize {
-        self.len
+        (self.seq - self.popped) as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.seq == self.popped
     }
 
     /// Packs `event` as (kind, payload).
@@ -289,7 +303,10 @@ impl EventQueue {
             }
             Event::TxDone { node, port } => {
                 if let Some(np) = node_port(node, port) {
-                    return (TAG_TX_DONE, np);
+                    // Node and port where an arrival keeps them, so
+                    // [`EventQueue::upcoming`] reads both kinds' node
+                    // alike.
+                    return (TAG_TX_DONE, np << 32);
                 }
             }
             Event::HostTimer { host, version } => {
@@ -346,7 +363,7 @@ impl EventQueue {
                 }
             }
             TAG_TX_DONE => {
-                let (node, port) = unpack_node_port(data);
+                let (node, port) = unpack_node_port(data >> 32);
                 Event::TxDone { node, port }
             }
             TAG_HOST_TIMER => Event::HostTimer {
@@ -373,58 +390,81 @@ impl EventQueue {
     #[inline(always)]
     pub fn schedule(&mut self, time: Ps, event: Event) {
         let time = time.max(self.now);
+        // The sequence number's bound is checked off this path (see
+        // `check_seq`).
         self.seq += 1;
-        assert!(self.seq <= SEQ_MAX, "more than 2^48 events scheduled");
         let (tag, data) = self.pack(event);
         let low = (self.seq << TAG_BITS) | tag;
         let slot = time >> SLOT_BITS;
-        // `slot < cur` only after a peek settled on a later slot (see
-        // `rewind`). The calendar's reach counts from `now`'s slot, not
-        // `cur`: after such a peek `cur` may run ahead of `now`, and an
-        // event placed a whole calendar past `cur` would, after a rewind,
-        // read as one calendar earlier than it is. (Between pops, as the
-        // simulator schedules, the two are the same slot.)
-        if slot > self.cur && slot - (self.now >> SLOT_BITS) <= self.mask as u64 {
+        // Into the calendar when `cur < slot <= cur + reach` (one unsigned
+        // comparison). `slot <= cur` only for the current slot, or after
+        // a peek settled on a later slot (see `rewind`). The calendar's
+        // reach counts from `now`'s slot, not `cur`: after such a peek
+        // `cur` may run ahead of `now`, and an event placed a whole
+        // calendar past `cur` would, after a rewind, read as one calendar
+        // earlier than it is. (Between pops, as the simulator schedules,
+        // the two are the same slot and `reach` is the whole calendar.)
+        if slot.wrapping_sub(self.cur + 1) < self.reach {
             let i = (slot as usize) & self.mask;
             self.slots[i].push(Entry {
                 key: ((time & OFF_MASK) << OFF_SHIFT) | low,
                 data,
             });
             self.occupied[i / 64] |= 1 << (i % 64);
-            self.len += 1;
-            self.peak = self.peak.max(self.len);
         } else {
             self.schedule_near_or_far(time, low, data);
         }
     }
 
+    /// Keeps sequence numbers within a key. Checked when a slot is
+    /// settled and on every schedule off the calendar's fast path, not on
+    /// that path: the events it takes between two checks all wait in the
+    /// calendar until a settle, so there are fewer of them than memory
+    /// holds, far fewer than the half of the numbers above this bound.
+    #[inline(always)]
+    fn check_seq(&self) {
+        assert!(self.seq <= SEQ_MAX / 2, "more than 2^50 events scheduled");
+    }
+
     /// `schedule` into the current slot (in order) or beyond the calendar.
     #[inline(never)]
     fn schedule_near_or_far(&mut self, time: Ps, low: u64, data: u64) {
+        self.check_seq();
         if time >> SLOT_BITS < self.cur {
             self.rewind(time >> SLOT_BITS);
         }
         if time >> SLOT_BITS <= self.cur {
             let key = ((time & OFF_MASK) << OFF_SHIFT) | low;
-            let at = self.current.partition_point(|x| x.key > key);
+            let at = self.head + self.current[self.head..].partition_point(|x| x.key < key);
             self.current.insert(at, Entry { key, data });
         } else {
             self.overflow.push(Far { time, low, data });
         }
-        self.len += 1;
-        self.peak = self.peak.max(self.len);
+    }
+
+    /// `reach` for the current `now` and `cur`.
+    fn reach_from_now(&self) -> u64 {
+        ((self.now >> SLOT_BITS) + self.mask as u64).saturating_sub(self.cur)
     }
 
     /// Makes `slot`, before the current one, current again: a peek
     /// settled the calendar on a later slot (the next occupied one, so no
     /// event lies between) and an event is now due before it. The settled
     /// events go back where they waited: their calendar slot, or the
-    /// overflow heap if that is beyond the calendar as seen from `slot`.
+    /// overflow heap if that is beyond the calendar's reach. The reach
+    /// counts from `now`'s slot, as in [`schedule`](Self::schedule), not
+    /// from `slot`: a later rewind may go back as far as `now`'s slot, and
+    /// an entry past the reach would then read as one calendar earlier
+    /// than it is.
     #[cold]
     #[inline(never)]
     fn rewind(&mut self, slot: u64) {
+        // A peek hands nothing out, and a pop from the settled slot moves
+        // `now` past `slot`: nothing before `head` to keep.
+        self.current.drain(..self.head);
+        self.head = 0;
         let settled = std::mem::take(&mut self.current);
-        if self.cur - slot <= self.mask as u64 {
+        if self.cur - (self.now >> SLOT_BITS) <= self.mask as u64 {
             let i = (self.cur as usize) & self.mask;
             debug_assert!(self.slots[i].is_empty());
             let spare = std::mem::replace(&mut self.slots[i], settled);
@@ -444,14 +484,18 @@ impl EventQueue {
             self.current.clear();
         }
         self.cur = slot;
+        self.reach = self.reach_from_now();
     }
 
-    /// The events of one more calendar slot, [`LOOKAHEAD`] slots past the
-    /// current one (unordered; none once the look-ahead is that far), for
-    /// prefetching what they will touch: far enough ahead for the loads to
-    /// land before they run, and each event once. Called once per pop, it
-    /// advances one slot at a time, faster than the calendar moves.
-    pub fn upcoming(&mut self) -> impl Iterator<Item = Event> + '_ {
+    /// What the events of one more calendar slot, [`LOOKAHEAD`] slots
+    /// past the current one, will read first (unordered; none once the
+    /// look-ahead is that far), for prefetching: far enough ahead for the
+    /// loads to land before they run, and each event once. Called once
+    /// per pop, it advances one slot at a time, faster than the calendar
+    /// moves. Only arrivals and finished transmissions are told (read
+    /// straight from their packed form, without making an [`Event`]):
+    /// they are nearly every event.
+    pub fn upcoming(&mut self) -> impl Iterator<Item = Upcoming> + '_ {
         let mut i = None;
         if self.ahead < self.cur + LOOKAHEAD {
             self.ahead = self.ahead.max(self.cur) + 1;
@@ -464,7 +508,17 @@ impl EventQueue {
         let this = &*self;
         i.map_or(&[][..], |i| &this.slots[i][..])
             .iter()
-            .map(move |e| this.unpack(e.key, e.data))
+            .filter_map(|e| match e.key & ((1 << TAG_BITS) - 1) {
+                TAG_ARRIVE => Some(Upcoming {
+                    node: (e.data >> (32 + PORT_BITS)) as u32,
+                    pkt: Some(e.data as u32),
+                }),
+                TAG_TX_DONE => Some(Upcoming {
+                    node: (e.data >> (32 + PORT_BITS)) as u32,
+                    pkt: None,
+                }),
+                _ => None,
+            })
     }
 
     /// The current calendar slot (time >> `SLOT_BITS`): it changes when
@@ -480,7 +534,7 @@ impl EventQueue {
     /// leads to. Events beyond the calendar are not included.
     pub fn pending_in(&self, d: u64) -> impl Iterator<Item = Event> + '_ {
         let v = if d == 0 {
-            &self.current[..]
+            &self.current[self.head..]
         } else if d <= self.mask as u64 {
             &self.slots[((self.cur + d) as usize) & self.mask][..]
         } else {
@@ -489,9 +543,11 @@ impl EventQueue {
         v.iter().map(move |e| self.unpack(e.key, e.data))
     }
 
-    /// Most events ever pending at once.
+    /// Most events ever pending at once. Pending events grow only by a
+    /// schedule, so the most is reached just before a pop (counted
+    /// there) or now.
     pub fn peak_len(&self) -> usize {
-        self.peak
+        self.peak.max(self.len())
     }
 
     /// The next occupied calendar slot after the current one, as a slot
@@ -526,22 +582,33 @@ impl EventQueue {
         None
     }
 
-    /// Makes `current` hold the earliest events; false when empty.
+    /// Moves the calendar to the next slot holding events and returns its
+    /// earliest (`current[0]`, with `head` 0); `None` when no event is
+    /// pending. Called once every event of the current slot was handed
+    /// out.
     #[inline(never)]
-    fn settle(&mut self) -> bool {
-        while self.current.is_empty() {
-            if self.len == 0 {
-                return false;
+    fn settle(&mut self) -> Option<Entry> {
+        self.check_seq();
+        self.current.clear();
+        self.head = 0;
+        loop {
+            if self.is_empty() {
+                return None;
             }
-            let from_cal = self.next_occupied();
+            // With `current` empty, what is neither in the overflow heap
+            // nor handed out is in the calendar; an empty calendar (a
+            // quiet fabric with only far timers) needs no scan.
+            let in_cal = self.len() != self.overflow.len();
+            let from_cal = if in_cal { self.next_occupied() } else { None };
             let from_over = self.overflow.peek().map(|e| e.time >> SLOT_BITS);
             let next = match (from_cal, from_over) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) => a,
                 (None, Some(b)) => b,
-                (None, None) => return false,
+                (None, None) => return None,
             };
             self.cur = next;
+            self.reach = self.reach_from_now();
             let i = (next as usize) & self.mask;
             if from_cal == Some(next) {
                 self.occupied[i / 64] &= !(1 << (i % 64));
@@ -558,10 +625,11 @@ impl EventQueue {
                     data: e.data,
                 });
             }
-            // Latest first: the earliest sorts last.
-            sort_descending(&mut self.current);
+            sort_ascending(&mut self.current);
+            if let Some(&e) = self.current.first() {
+                return Some(e);
+            }
         }
-        true
     }
 
     /// Time of the next event. This settles the calendar on the next
@@ -570,10 +638,10 @@ impl EventQueue {
     /// event scheduled afterwards at an earlier time rewinds it.
     #[inline]
     pub fn peek_time(&mut self) -> Option<Ps> {
-        if self.current.is_empty() && !self.settle() {
-            return None;
-        }
-        let e = self.current.last()?;
+        let e = match self.current.get(self.head) {
+            Some(&e) => e,
+            None => self.settle()?,
+        };
         Some((self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT))
     }
 
@@ -588,24 +656,41 @@ impl EventQueue {
     /// and a [`pop`](Self::pop) in one look at the slot.
     #[inline]
     pub fn pop_until(&mut self, limit: Ps) -> Option<(Ps, Event)> {
-        if self.current.is_empty() && !self.settle() {
-            return None;
-        }
-        let e = *self.current.last()?;
+        let e = match self.current.get(self.head) {
+            Some(&e) => e,
+            None => {
+                let e = self.settle()?;
+                let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
+                if time > limit {
+                    return None;
+                }
+                // `now` moves into `cur`: the calendar reaches its whole
+                // length again.
+                self.reach = self.mask as u64;
+                e
+            }
+        };
         let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
         if time > limit {
             return None;
         }
-        self.current.pop();
-        self.len -= 1;
-        self.now = time;
+        self.peak = self.peak.max(self.len());
+        self.head += 1;
         self.popped += 1;
+        self.now = time;
         let event = self.unpack(e.key, e.data);
         if e.key & ((1 << TAG_BITS) - 1) == TAG_SPILLED {
             self.spill_free.push(e.data as u32);
         }
         Some((time, event))
     }
+}
+
+/// What an upcoming event reads first: its node, and an arrival's packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Upcoming {
+    pub node: u32,
+    pub pkt: Option<u32>,
 }
 
 /// Hints the CPU to load the first two cache lines of `v`'s entries.
@@ -627,19 +712,23 @@ fn prefetch_entries(v: &[Entry]) {
     let _ = v;
 }
 
-/// Sorts a slot by descending key. A slot holds a handful of events
-/// (about two per nanosecond of a busy fabric), which an insertion sort
-/// orders with less work than the general sort's set-up.
+/// Sorts a slot by ascending key. A slot holds a handful of events
+/// (about two per nanosecond of a busy fabric), mostly already in order
+/// (see [`EventQueue`]), which an insertion sort orders in about one
+/// comparison each, with less work than the general sort's set-up.
 #[inline]
-fn sort_descending(v: &mut [Entry]) {
+fn sort_ascending(v: &mut [Entry]) {
     if v.len() > 24 {
-        v.sort_unstable_by_key(|e| std::cmp::Reverse(e.key));
+        v.sort_unstable_by_key(|e| e.key);
         return;
     }
     for i in 1..v.len() {
         let e = v[i];
+        if v[i - 1].key < e.key {
+            continue;
+        }
         let mut j = i;
-        while j > 0 && v[j - 1].key < e.key {
+        while j > 0 && v[j - 1].key > e.key {
             v[j] = v[j - 1];
             j -= 1;
         }
@@ -711,7 +800,8 @@ mod tests {
             } else if let Some((t, Event::FlowStart { flow })) = q.pop() {
                 out.push((t, u64::from(flow)));
                 want.push(reference.pop_first().unwrap());
-                assert!(q.upcoming().all(|e| matches!(e, Event::FlowStart { .. })));
+                // Nothing to prefetch for a flow start.
+                assert_eq!(q.upcoming().count(), 0);
             }
             assert_eq!(q.len(), reference.len());
         }
@@ -836,6 +926,236 @@ mod tests {
         let want = [(slot(100), 3), (slot(1_000), 1), (slot(3_000), 2)]
             .map(|(t, flow)| (t, Event::FlowStart { flow }));
         assert_eq!(got, want);
+        // A peek settles on slot 2,050 (past the calendar's 2,048 slots
+        // from now's slot 0, so from the overflow heap); a rewind to slot
+        // 100 is within a calendar of it, but the settled event must not
+        // go back into the calendar: a second rewind, to slot 1, would
+        // read its place as slot 2 (2,050 less a calendar).
+        let mut q = EventQueue::new();
+        q.schedule(0, Event::FlowStart { flow: 0 });
+        assert_eq!(q.pop().map(|p| p.0), Some(0));
+        q.schedule(slot(2_050), Event::FlowStart { flow: 1 });
+        assert_eq!(q.pop_until(slot(1)), None);
+        q.schedule(slot(100), Event::FlowStart { flow: 2 });
+        q.schedule(slot(1), Event::FlowStart { flow: 3 });
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        let want = [(slot(1), 3), (slot(100), 2), (slot(2_050), 1)]
+            .map(|(t, flow)| (t, Event::FlowStart { flow }));
+        assert_eq!(got, want);
+    }
+
+    /// Every kind of event, packed or spilled, from one random number.
+    fn any_event(x: u64) -> Event {
+        let (node, port, n32) = (
+            (x >> 8) as u32 % 40,
+            (x >> 16) as u16 % 70,
+            (x >> 24) as u32,
+        );
+        // Now and then a node or port too large to pack.
+        let (node, port) = match (x >> 56) % 16 {
+            0 => (node + (1 << 20), port),
+            1 => (node, port + 4096),
+            _ => (node, port),
+        };
+        match x % 9 {
+            0 => Event::Arrive {
+                node,
+                port,
+                pkt: n32,
+            },
+            1 => Event::TxDone { node, port },
+            2 => Event::HostTimer {
+                host: node,
+                version: n32,
+            },
+            3 => Event::PfcArrive {
+                node,
+                port,
+                prio: (x >> 40) as u8 % 8,
+                quanta: (x >> 44) as u16,
+            },
+            4 => Event::PauseEnd {
+                node,
+                port,
+                prio: (x >> 40) as u8 % 8,
+                version: n32,
+            },
+            5 => Event::PfcRefresh {
+                node,
+                port,
+                prio: (x >> 40) as u8 % 8,
+                version: n32,
+            },
+            6 => Event::FlowStart { flow: n32 },
+            7 => Event::Sample,
+            _ => Event::HostRxDrain { host: n32 },
+        }
+    }
+
+    /// One step of a model run: schedule an event `dt` after now
+    /// (negative: in the past), pop, pop with a limit `dt` after now, or
+    /// peek.
+    #[derive(Debug, Clone)]
+    enum Op {
+        Schedule(i64, u64),
+        Pop,
+        PopUntil(u64),
+        Peek,
+    }
+
+    fn op() -> impl proptest::strategy::Strategy<Value = Op> {
+        use proptest::prelude::*;
+        // Delays as a fabric makes them: the same slot, a serialization
+        // time (many events on exactly the same picosecond), a link delay,
+        // beyond the calendar, and in the past.
+        let dt = prop_oneof![
+            Just(0i64),
+            0i64..1_024,
+            Just(80_000i64),
+            prop::sample::select(vec![80_000i64, 81_920, 1_000_000, 1_080_000]),
+            0i64..3_000_000,
+            0i64..50_000_000_000,
+            -5_000i64..0,
+        ];
+        prop_oneof![
+            5 => (dt, any::<u64>()).prop_map(|(dt, x)| Op::Schedule(dt, x)),
+            3 => Just(Op::Pop),
+            1 => (0u64..200_000).prop_map(Op::PopUntil),
+            1 => Just(Op::Peek),
+        ]
+    }
+
+    proptest::proptest! {
+        /// The queue against the plainest model: a binary heap of
+        /// `(time, sequence)` — the order of a run, ties in the order
+        /// scheduled. Any change of order fails it.
+        #[test]
+        fn pops_in_the_order_of_a_binary_heap(
+            slots in proptest::sample::select(vec![0u64, 3_000_000, 50_000_000]),
+            ops in proptest::collection::vec(op(), 1..1_500),
+        ) {
+            use std::cmp::Reverse;
+            let mut q = EventQueue::with_horizon(slots);
+            let mut model = BinaryHeap::new();
+            // Events by sequence number (the heap orders `(time, seq)`).
+            let mut events = vec![Event::Sample];
+            for op in ops {
+                let now = q.now();
+                match op {
+                    Op::Schedule(dt, x) => {
+                        let t = now.saturating_add_signed(dt);
+                        let e = any_event(x);
+                        q.schedule(t, e);
+                        model.push(Reverse((t.max(now), events.len())));
+                        events.push(e);
+                    }
+                    Op::Pop => {
+                        let want = model.pop().map(|Reverse((t, s))| (t, events[s]));
+                        proptest::prop_assert_eq!(q.pop(), want);
+                        // As the simulator does after each pop.
+                        let _ = q.upcoming().count();
+                    }
+                    Op::PopUntil(dt) => {
+                        let limit = now + dt;
+                        let want = match model.peek() {
+                            Some(Reverse((t, ..))) if *t <= limit => {
+                                model.pop().map(|Reverse((t, s))| (t, events[s]))
+                            }
+                            _ => None,
+                        };
+                        proptest::prop_assert_eq!(q.pop_until(limit), want);
+                    }
+                    Op::Peek => {
+                        let want = model.peek().map(|Reverse((t, ..))| *t);
+                        proptest::prop_assert_eq!(q.peek_time(), want);
+                    }
+                }
+                proptest::prop_assert_eq!(q.len(), model.len());
+            }
+            let peak = q.peak_len();
+            proptest::prop_assert!(peak >= q.len());
+            while let Some(Reverse((t, s))) = model.pop() {
+                proptest::prop_assert_eq!(q.pop(), Some((t, events[s])));
+            }
+            proptest::prop_assert_eq!(q.pop(), None);
+            proptest::prop_assert_eq!(q.peak_len(), peak);
+        }
+    }
+
+    #[test]
+    fn peak_counts_the_most_pending_at_once() {
+        let mut q = EventQueue::new();
+        for t in [10, 20, 30] {
+            q.schedule(t, Event::Sample);
+        }
+        q.pop();
+        q.pop();
+        q.schedule(40, Event::Sample);
+        assert_eq!(q.peak_len(), 3);
+        for t in [50, 60, 70] {
+            q.schedule(t, Event::Sample);
+        }
+        assert_eq!(q.peak_len(), 5);
+        while q.pop().is_some() {}
+        assert_eq!(q.peak_len(), 5);
+    }
+
+    #[test]
+    fn upcoming_tells_what_each_slot_ahead_reads() {
+        let slot = |s: u64| s << SLOT_BITS;
+        let mut q = EventQueue::new();
+        q.schedule(0, Event::Sample);
+        q.schedule(slot(1) + 5, Event::TxDone { node: 9, port: 2 });
+        q.schedule(
+            slot(1),
+            Event::Arrive {
+                node: (1 << 20) - 1,
+                port: 4095,
+                pkt: u32::MAX,
+            },
+        );
+        q.schedule(
+            slot(2),
+            Event::HostTimer {
+                host: 1,
+                version: 2,
+            },
+        );
+        q.schedule(
+            slot(3),
+            Event::Arrive {
+                node: 4,
+                port: 1,
+                pkt: 77,
+            },
+        );
+        // Too large to pack: waits in the side table, so not told.
+        q.schedule(
+            slot(3),
+            Event::Arrive {
+                node: 1 << 20,
+                port: 1,
+                pkt: 78,
+            },
+        );
+        q.schedule(slot(4), Event::TxDone { node: 5, port: 0 });
+        assert_eq!(q.pop(), Some((0, Event::Sample)));
+        let ahead: Vec<Vec<Upcoming>> = (0..5).map(|_| q.upcoming().collect()).collect();
+        let up = |node, pkt| Upcoming { node, pkt };
+        assert_eq!(
+            ahead,
+            [
+                vec![up(9, None), up((1 << 20) - 1, Some(u32::MAX))],
+                vec![],
+                vec![up(4, Some(77))],
+                // Three slots past the current one, then none until the
+                // calendar moves on.
+                vec![],
+                vec![],
+            ]
+        );
+        q.pop();
+        assert_eq!(q.upcoming().collect::<Vec<_>>(), [up(5, None)]);
     }
 
     #[test]

@@ -804,24 +804,14 @@ impl Simulator {
     /// packets) each was a miss per packet per hop; none changes anything
     /// the simulation computes.
     fn prefetch_upcoming(&mut self) {
-        for ev in self.q.upcoming() {
-            match ev {
-                Event::Arrive { node, pkt, .. } => {
-                    // Headers and transport headers alike: a packet is
-                    // 32 bytes, aligned to 32, one line.
-                    if let Some(p) = self.packets.get(pkt as usize) {
-                        prefetch_line(p);
-                    }
-                    if let Some(n) = self.nodes.get(node as usize) {
-                        prefetch_line(n);
-                    }
-                }
-                Event::TxDone { node, .. } => {
-                    if let Some(n) = self.nodes.get(node as usize) {
-                        prefetch_line(n);
-                    }
-                }
-                _ => {}
+        for up in self.q.upcoming() {
+            // An arrival's headers and transport headers alike: a packet
+            // is 32 bytes, aligned to 32, one line.
+            if let Some(p) = up.pkt.and_then(|pkt| self.packets.get(pkt as usize)) {
+                prefetch_line(p);
+            }
+            if let Some(n) = self.nodes.get(up.node as usize) {
+                prefetch_line(n);
             }
         }
         if self.deep_prefetch && self.q.slot() != self.staged_slot {
