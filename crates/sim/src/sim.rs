@@ -869,10 +869,35 @@ impl Simulator {
                         continue;
                     };
                     if ns.host {
-                        if d == 2
-                            && let Some(h) = self.hosts.get(ns.index as usize)
-                        {
+                        // The receiving host: its record and RNIC, then
+                        // the QP's slots, then the QP (see
+                        // `roce_rnic`'s `prefetch` module).
+                        let Some(h) = self.hosts.get(ns.index as usize) else {
+                            continue;
+                        };
+                        if d == 2 {
                             prefetch_line(&h.path);
+                            prefetch_line(&h.qp_flow);
+                            h.rnic.prefetch_device(prefetch_addr);
+                            if let Some(p) = self.packets.get(pkt as usize) {
+                                prefetch_line(p);
+                            }
+                            continue;
+                        }
+                        let Some(qpn) = self.packets.get(pkt as usize).map(Packet::dest_qp_hint)
+                        else {
+                            continue;
+                        };
+                        if d == 1 {
+                            h.rnic.prefetch_tables(prefetch_addr, Some(qpn));
+                            if let Some(s) = qpn
+                                .checked_sub(h.qpn_base)
+                                .and_then(|i| h.qp_flow.get(i as usize))
+                            {
+                                prefetch_line(s);
+                            }
+                        } else {
+                            h.rnic.prefetch_qp(prefetch_addr, Some(qpn));
                         }
                         continue;
                     }
@@ -927,8 +952,20 @@ impl Simulator {
                             && let Some(h) = self.hosts.get(ns.index as usize)
                         {
                             prefetch_line(&h.path);
+                            h.rnic.prefetch_device(prefetch_addr);
                         }
                         continue;
+                    }
+                    // A host's port finishing a frame polls its RNIC: the
+                    // ready set and QP table, then the QP it serves.
+                    if ns.host
+                        && let Some(h) = self.hosts.get(ns.index as usize)
+                    {
+                        if d == 1 {
+                            h.rnic.prefetch_tables(prefetch_addr, None);
+                        } else {
+                            h.rnic.prefetch_qp(prefetch_addr, None);
+                        }
                     }
                     for prio in [data, control] {
                         let Some(e) = p.head(prio) else { continue };
@@ -2304,15 +2341,23 @@ fn tuple_of(p: &Packet) -> FiveTuple {
 /// Hints the CPU to start loading the cache line holding the start of `x`.
 #[inline(always)]
 pub(crate) fn prefetch_line<T>(x: &T) {
+    prefetch_addr(x as *const T as *const u8);
+}
+
+/// [`prefetch_line`] of a bare address (the RNIC's cache hints hand over
+/// addresses; see `roce_rnic::prefetch`). Any address will do: a prefetch
+/// never faults.
+#[inline(always)]
+pub(crate) fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch only hints the cache; it never faults or changes
     // memory, and SSE is part of the x86-64 baseline.
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    let _ = p;
 }
 
 /// Slots (packets, their bodies, INT records) in fixed chunks of 16–32 MiB, each aligned to a huge page
