@@ -29,6 +29,7 @@ pub mod irn;
 pub mod memory;
 pub mod mr;
 pub mod pair;
+pub mod prefetch;
 pub mod qp;
 mod requester;
 mod responder;

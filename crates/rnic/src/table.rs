@@ -38,6 +38,14 @@ impl QpTable {
     pub fn get_mut(&mut self, qpn: &u32) -> Option<&mut Qp> {
         self.slots.get_mut(*qpn as usize)?.as_deref_mut()
     }
+    /// Starts loading the slot of `qpn` (a cache hint; see
+    /// [`crate::prefetch`]).
+    #[inline]
+    pub fn prefetch_slot(&self, hint: crate::prefetch::Hint, qpn: u32) {
+        if let Some(s) = self.slots.get(qpn as usize) {
+            hint(s as *const _ as *const u8);
+        }
+    }
     pub fn contains_key(&self, qpn: &u32) -> bool {
         self.get(qpn).is_some()
     }
@@ -80,6 +88,14 @@ impl ReadySet {
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+    /// Starts loading the word [`next_from`](Self::next_from)`(from)`
+    /// reads first (a cache hint; see [`crate::prefetch`]).
+    #[inline]
+    pub fn prefetch_near(&self, hint: crate::prefetch::Hint, from: u32) {
+        if let Some(w) = self.words.get((from / 64) as usize) {
+            hint(w as *const u64 as *const u8);
+        }
     }
     pub fn heap_bytes(&self) -> u64 {
         crate::footprint::vec(&self.words)

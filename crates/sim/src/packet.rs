@@ -319,6 +319,15 @@ impl Packet {
         Opcode::from_u8((self.qp_op >> 24) as u8)
     }
 
+    /// The destination QPN, as far as the slot holds it: exact for a
+    /// packet whose headers fit the slot, anything for one whose headers
+    /// are in the side table. For cache hints only (see
+    /// [`repr`](Self::repr) for the headers).
+    #[inline]
+    pub fn dest_qp_hint(&self) -> u32 {
+        self.qp_op & LOW24
+    }
+
     /// The side-table index of the packet's `TransportRepr`, if its
     /// headers did not fit the slot.
     #[inline]

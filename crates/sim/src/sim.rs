@@ -225,11 +225,34 @@ struct Host {
     timer_at: Option<Ps>,
     timer_version: u32,
     forced_at: Option<Ps>,
-    /// Flow of each local QPN (index `qpn - qpn_base`).
-    qp_flow: Vec<u32>,
+    /// Flow of each local QPN (index `qpn - qpn_base`) and the payload
+    /// delivered to that QP (see [`QpSlot`]).
+    qp_flow: Vec<QpSlot>,
     qpn_base: u32,
     /// PCIe, memory, RNIC engines and CPU, with a host profile.
     path: Option<Box<HostPath>>,
+}
+
+/// A local QP's flow and the payload bytes that arrived for it.
+///
+/// A delivered data packet looks its flow up here, so its count lives on
+/// the same line: in the flow's record (112 bytes a flow, 20 MB at 8,192
+/// hosts) it was a cache miss per delivered packet, a tenth of the event
+/// loop's time late in a k=32 fat-tree run. QPNs are never reused (the
+/// RNIC numbers them upwards), so a slot belongs to one flow for good; a
+/// flow's count is its two QPs' (data reaches the sender only with READ
+/// responses).
+#[derive(Debug, Clone, Copy)]
+struct QpSlot {
+    flow: u32,
+    rx_bytes: u64,
+}
+
+impl QpSlot {
+    const NONE: QpSlot = QpSlot {
+        flow: u32::MAX,
+        rx_bytes: 0,
+    };
 }
 
 struct SwitchState {
@@ -258,7 +281,6 @@ struct FlowState {
     dst_lkey: u32,
     finish: Option<Ps>,
     status: Option<WcStatus>,
-    rx_bytes: u64,
     ideal: Ps,
     src_addr: u64,
     dst_addr: u64,
@@ -557,7 +579,6 @@ impl Simulator {
                 dst_lkey: 0,
                 finish: None,
                 status: None,
-                rx_bytes: 0,
                 src_addr: 0,
                 dst_addr: 0,
                 echo_int: IntRef::NONE,
@@ -747,7 +768,7 @@ impl Simulator {
                     src: f.spec.src,
                     dst: f.spec.dst,
                     size: f.spec.size,
-                    delivered: f.rx_bytes,
+                    delivered: self.flow_rx_bytes(i as u32),
                     sender: src.rnic.qp_status(f.src_qpn),
                     receiver: dst.rnic.qp_status(f.dst_qpn),
                     host_timer: src.timer_at,
@@ -837,10 +858,35 @@ impl Simulator {
                         continue;
                     };
                     if ns.host {
-                        if d == 2
-                            && let Some(h) = self.hosts.get(ns.index as usize)
-                        {
+                        // The receiving host: its record and RNIC, then
+                        // the QP's slots, then the QP (see
+                        // `roce_rnic`'s `prefetch` module).
+                        let Some(h) = self.hosts.get(ns.index as usize) else {
+                            continue;
+                        };
+                        if d == 2 {
                             prefetch_line(&h.path);
+                            prefetch_line(&h.qp_flow);
+                            h.rnic.prefetch_device(prefetch_addr);
+                            if let Some(p) = self.packets.get(pkt as usize) {
+                                prefetch_line(p);
+                            }
+                            continue;
+                        }
+                        let Some(qpn) = self.packets.get(pkt as usize).map(Packet::dest_qp_hint)
+                        else {
+                            continue;
+                        };
+                        if d == 1 {
+                            h.rnic.prefetch_tables(prefetch_addr, Some(qpn));
+                            if let Some(s) = qpn
+                                .checked_sub(h.qpn_base)
+                                .and_then(|i| h.qp_flow.get(i as usize))
+                            {
+                                prefetch_line(s);
+                            }
+                        } else {
+                            h.rnic.prefetch_qp(prefetch_addr, Some(qpn));
                         }
                         continue;
                     }
@@ -895,8 +941,20 @@ impl Simulator {
                             && let Some(h) = self.hosts.get(ns.index as usize)
                         {
                             prefetch_line(&h.path);
+                            h.rnic.prefetch_device(prefetch_addr);
                         }
                         continue;
+                    }
+                    // A host's port finishing a frame polls its RNIC: the
+                    // ready set and QP table, then the QP it serves.
+                    if ns.host
+                        && let Some(h) = self.hosts.get(ns.index as usize)
+                    {
+                        if d == 1 {
+                            h.rnic.prefetch_tables(prefetch_addr, None);
+                        } else {
+                            h.rnic.prefetch_qp(prefetch_addr, None);
+                        }
                     }
                     for prio in [data, control] {
                         let Some(e) = p.head(prio) else { continue };
@@ -906,6 +964,15 @@ impl Simulator {
                             && let Some(sw) = self.switches.get(ns.index as usize)
                         {
                             sw.mmu.prefetch(usize::from(e.ingress), prio as u8);
+                            // A frame leaving a queue above kmin may be
+                            // marked: its thresholds and its packet (which
+                            // nothing else on the way out reads).
+                            if e.markable()
+                                && p.prefetch_marking(prio)
+                                && let Some(pk) = self.packets.get(e.pkt as usize)
+                            {
+                                prefetch_line(pk);
+                            }
                         }
                     }
                 }
@@ -1179,9 +1246,9 @@ impl Simulator {
             }
             let i = (qpn - host.qpn_base) as usize;
             if host.qp_flow.len() <= i {
-                host.qp_flow.resize(i + 1, u32::MAX);
+                host.qp_flow.resize(i + 1, QpSlot::NONE);
             }
-            host.qp_flow[i] = flow;
+            host.qp_flow[i].flow = flow;
         }
         if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &wrs) {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
@@ -1222,10 +1289,26 @@ impl Simulator {
     }
 
     fn flow_of(&self, host: u32, qpn: u32) -> u32 {
-        let h = &self.hosts[host as usize];
-        qpn.checked_sub(h.qpn_base)
-            .and_then(|i| h.qp_flow.get(i as usize).copied())
-            .unwrap_or(u32::MAX)
+        self.qp_slot(host, qpn).map_or(u32::MAX, |s| s.flow)
+    }
+
+    /// The slot of local QP `qpn` of `host`, if it was ever given a flow's.
+    fn qp_slot(&self, host: u32, qpn: u32) -> Option<&QpSlot> {
+        let h = self.hosts.get(host as usize)?;
+        h.qp_flow.get(qpn.checked_sub(h.qpn_base)? as usize)
+    }
+
+    /// Payload bytes delivered for `flow` so far (its two QPs' counts).
+    fn flow_rx_bytes(&self, flow: u32) -> u64 {
+        let Some(f) = self.flows.get(flow as usize) else {
+            return 0;
+        };
+        [(f.spec.src, f.src_qpn), (f.spec.dst, f.dst_qpn)]
+            .into_iter()
+            .filter_map(|(h, q)| self.qp_slot(h, q))
+            .filter(|s| s.flow == flow)
+            .map(|s| s.rx_bytes)
+            .sum()
     }
 
     fn host_rx(&mut self, host: u32, pkt: u32) {
@@ -1249,14 +1332,20 @@ impl Simulator {
         // Data belongs to the flow of the QP it is for (only data reads
         // its flow here).
         let flow = if payload > 0 {
-            self.flow_of(host, repr.bth.dest_qp)
+            let h = &mut self.hosts[host as usize];
+            match (repr.bth.dest_qp.checked_sub(h.qpn_base))
+                .and_then(|i| h.qp_flow.get_mut(i as usize))
+            {
+                Some(s) if s.flow != u32::MAX => {
+                    s.rx_bytes += u64::from(payload);
+                    self.counters.delivered_payload += u64::from(payload);
+                    s.flow
+                }
+                _ => u32::MAX,
+            }
         } else {
             u32::MAX
         };
-        if flow != u32::MAX {
-            self.flows[flow as usize].rx_bytes += u64::from(payload);
-            self.counters.delivered_payload += u64::from(payload);
-        }
         let src = SocketAddr::new(IpAddr::V4(host_ip(p.src())), ROCE_PORT);
         let now_ns = now / PS_PER_NS;
         let rnic = &mut self.hosts[host as usize].rnic;
@@ -1517,10 +1606,26 @@ impl Simulator {
     /// The fabric's view of `p`, the packet the RNIC of `host` sends from
     /// its QP `src_qpn` (made by [`packet_head`]), and the flow it belongs
     /// to (`u32::MAX`: none).
-    fn packet_from(&mut self, host: u32, mut p: Packet, src_qpn: u32) -> (Packet, u32) {
+    fn packet_from(&mut self, host: u32, p: Packet, src_qpn: u32) -> (Packet, u32) {
+        let flow = self.flow_of(host, src_qpn);
+        (self.packet_of_flow(host, p, flow), flow)
+    }
+
+    /// Whether [`packet_of_flow`](Self::packet_of_flow) reads the flow:
+    /// only ns-3's ECMP hash and INT do.
+    fn packets_need_flow(&self) -> bool {
+        self.cfg.int || matches!(self.cfg.ecmp, EcmpMode::Ns3 { .. })
+    }
+
+    /// [`packet_from`](Self::packet_from) for a packet of `flow` (which
+    /// only ns-3's ECMP hash and INT read; `u32::MAX` when neither is on).
+    /// Looking the flow up per packet sent missed the cache on the host's
+    /// QP table at 8,192 hosts (most of `kick_host`'s time), for a result
+    /// that plain runs threw away.
+    #[inline(always)]
+    fn packet_of_flow(&mut self, host: u32, mut p: Packet, flow: u32) -> Packet {
         let payload = p.payload();
         let control = p.control();
-        let flow = self.flow_of(host, src_qpn);
         if let EcmpMode::Ns3 { .. } = self.cfg.ecmp
             && let Some(f) = self.ns3_flows.get(flow as usize)
         {
@@ -1561,7 +1666,7 @@ impl Simulator {
             };
             p.set_int(IntRef { rec, len: 0 });
         }
-        (p, flow)
+        p
     }
 
     // ---- ports -------------------------------------------------------------
@@ -1624,7 +1729,12 @@ impl Simulator {
             }) else {
                 break;
             };
-            let (pkt, _) = self.packet_from(host, pkt, qpn);
+            let flow = if self.packets_need_flow() {
+                self.flow_of(host, qpn)
+            } else {
+                u32::MAX
+            };
+            let pkt = self.packet_of_flow(host, pkt, flow);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
@@ -2037,7 +2147,8 @@ impl Simulator {
         }
         for (i, f) in self.flows.iter().enumerate().take(self.cfg.trace_flows) {
             if f.spec.start <= now && f.finish.is_none_or(|t| t + self.cfg.sample > now) {
-                self.flow_log.push((now, i as u32, f.rx_bytes));
+                let rx = self.flow_rx_bytes(i as u32);
+                self.flow_log.push((now, i as u32, rx));
             }
         }
         // Deadlock: bytes held, every holding queue paused, nothing delivered.
@@ -2210,15 +2321,23 @@ fn tuple_of(p: &Packet) -> FiveTuple {
 /// Hints the CPU to start loading the cache line holding the start of `x`.
 #[inline(always)]
 pub(crate) fn prefetch_line<T>(x: &T) {
+    prefetch_addr(x as *const T as *const u8);
+}
+
+/// [`prefetch_line`] of a bare address (the RNIC's cache hints hand over
+/// addresses; see `roce_rnic::prefetch`). Any address will do: a prefetch
+/// never faults.
+#[inline(always)]
+pub(crate) fn prefetch_addr(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch only hints the cache; it never faults or changes
     // memory, and SSE is part of the x86-64 baseline.
     unsafe {
         use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(x as *const T as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
+    let _ = p;
 }
 
 /// Slots (packets, their bodies, INT records) in fixed chunks of 16–32 MiB, each aligned to a huge page

@@ -86,7 +86,7 @@ impl Simulator {
         for h in &self.hosts {
             rnic.add(&h.rnic.footprint());
             vmem += h.rnic.mem().heap_bytes();
-            hosts += (size_of::<Host>() + h.qp_flow.capacity() * 4) as u64;
+            hosts += (size_of::<Host>() + h.qp_flow.capacity() * size_of::<super::QpSlot>()) as u64;
             if h.path.is_some() {
                 hosts += size_of::<crate::host::HostPath>() as u64;
             }

@@ -1,0 +1,100 @@
+//! Cache hints for a driver that knows, before it calls, which RNIC it
+//! will poll or feed next: the simulator's calendar look-ahead.
+//!
+//! A fabric simulator drives thousands of RNICs in turn, so each call
+//! finds its RNIC's state out of cache: at 8,192 hosts the device's first
+//! lines, its ready set and QP table, and the QP's hot lines were each a
+//! miss per packet sent or received (issue 12, most of `poll_transmit`'s
+//! time). The hints come in three stages, each reading only what the one
+//! before started to load, so a driver can issue them a few events ahead:
+//! [`Rnic::prefetch_device`], then [`Rnic::prefetch_tables`], then
+//! [`Rnic::prefetch_qp`]. They change nothing; each hands the addresses
+//! to start loading to the driver's [`Hint`].
+
+use crate::Rnic;
+use crate::memory::Memory;
+use crate::qp::Qp;
+use std::mem::offset_of;
+
+/// Most lines one hint loads (a bound on what a look-ahead issues).
+const MAX_LINES: usize = 10;
+
+/// What the driver does with an address it should start loading: a
+/// prefetch instruction (the RNIC itself has no unsafe code to issue one;
+/// forming the address is safe, the hint is the driver's).
+pub type Hint = fn(*const u8);
+
+/// Hints the first `bytes` of `x` (at most [`MAX_LINES`] lines).
+#[inline]
+fn lines<T>(hint: Hint, x: &T, bytes: usize) {
+    let p = x as *const T as *const u8;
+    for i in 0..bytes.div_ceil(64).min(MAX_LINES) {
+        hint(p.wrapping_add(i * 64));
+    }
+}
+
+impl Qp {
+    /// Starts loading the lines every packet sent or received reads
+    /// (`repr(C)` puts them first, up to the seldom-touched attributes).
+    #[inline]
+    pub(crate) fn prefetch_hot(&self, hint: Hint) {
+        lines(hint, self, offset_of!(Qp, qkey));
+    }
+}
+
+impl<M: Memory> Rnic<M> {
+    /// Stage 1: the device's own lines a poll or a received packet reads
+    /// (clock, QP table and ready set headers, timers, counters,
+    /// configuration, memory map), which `repr(C)` puts first.
+    #[inline]
+    pub fn prefetch_device(&self, hint: Hint) {
+        lines(hint, self, offset_of!(Rnic<M>, cqs));
+    }
+
+    /// Stage 2 (after [`prefetch_device`](Self::prefetch_device)): the
+    /// ready set's word and the QP table's slots where the next poll
+    /// looks, and QP `qpn`'s slot if a packet for it is on its way.
+    #[inline]
+    pub fn prefetch_tables(&self, hint: Hint, qpn: Option<u32>) {
+        self.ready.prefetch_near(hint, self.rr_next);
+        self.qps.prefetch_slot(hint, self.rr_next);
+        if let Some(q) = qpn {
+            self.qps.prefetch_slot(hint, q);
+        }
+    }
+
+    /// Stage 3 (after [`prefetch_tables`](Self::prefetch_tables)): the hot
+    /// lines of QP `qpn`, or with `None` of the QP the next poll serves.
+    #[inline]
+    pub fn prefetch_qp(&self, hint: Hint, qpn: Option<u32>) {
+        let q = match qpn {
+            Some(q) => Some(q),
+            None => self.ready.next_from(self.rr_next),
+        };
+        if let Some(qp) = q.and_then(|q| self.qps.get(&q)) {
+            qp.prefetch_hot(hint);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::qp::Qp;
+    use std::mem::offset_of;
+
+    #[test]
+    fn a_qps_hot_part_fits_the_hint() {
+        // The hint stops at `MAX_LINES`: a hot part grown past it would
+        // silently go unloaded.
+        let hot = offset_of!(Qp, qkey);
+        assert!(hot.div_ceil(64) <= super::MAX_LINES, "{hot} hot bytes");
+    }
+
+    #[test]
+    fn a_devices_hot_part_fits_the_hint() {
+        use crate::Rnic;
+        use crate::memory::VirtualMemory;
+        let hot = offset_of!(Rnic<VirtualMemory>, cqs);
+        assert!(hot.div_ceil(64) <= super::MAX_LINES, "{hot} hot bytes");
+    }
+}
