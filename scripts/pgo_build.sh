@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds `roce` with profile-guided optimization (PGO).
+#
+#   scripts/pgo_build.sh            # -> target/pgo/roce
+#
+# An instrumented build runs a training set (the shipped 320-host HPCC
+# fat-tree configs in every CC mode, the k=32 fat tree and the incast
+# scenarios, each cut short), then the release build is compiled again with
+# the measured branch and call counts, so LLVM lays out and inlines the
+# simulator's event loop for the paths it really takes. The binary computes
+# exactly what the plain release build computes (same outputs, bit for bit);
+# it is only faster. `cargo build --release` stays the default build: a
+# profile is tied to the compiler's LLVM version and to the code it was
+# taken from, so it is made here, fresh, never committed.
+#
+# Needs the toolchain's llvm-profdata: `rustup component add llvm-tools`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+host=$(rustc -vV | sed -n 's/^host: //p')
+profdata="$(rustc --print sysroot)/lib/rustlib/$host/bin/llvm-profdata"
+if [ ! -x "$profdata" ]; then
+  echo "pgo_build: $profdata is missing; install it with: rustup component add llvm-tools" >&2
+  exit 2
+fi
+work=$root/target/pgo
+rm -rf "$work/raw" "$work/train"
+mkdir -p "$work/raw" "$work/train"
+
+echo "pgo_build: instrumented build" >&2
+# `--target` keeps build scripts and proc macros uninstrumented.
+RUSTFLAGS="-Cprofile-generate=$work/raw" \
+  cargo build --release -p roce --target "$host" --target-dir "$work/gen"
+gen=$work/gen/$host/release/roce
+
+echo "pgo_build: training runs" >&2
+hp=$root/scenarios/hpcc
+for mode in dcqcn hpcc pfc; do
+  # The fat5ms flows with 0.5 ms of arrivals; every file path made absolute.
+  sed -e "s#^TOPOLOGY_FILE .*#TOPOLOGY_FILE $hp/topo_fat320.txt#" \
+    -e "s#^FLOW_FILE .*#FLOW_FILE $hp/fat5ms/flow_websearch_fat320_5ms.txt#" \
+    -e "s#^TRACE_FILE .*#TRACE_FILE $hp/trace.txt#" \
+    -e "s#^SIMULATOR_STOP_TIME .*#SIMULATOR_STOP_TIME 2.0005#" \
+    "$hp/fat5ms/config_fat5ms_$mode.txt" >"$work/train/fat_$mode.txt"
+  (cd "$work/train" && "$gen" sim --hpcc-config "fat_$mode.txt" --no-plots --out "out_$mode" >/dev/null 2>&1)
+done
+# TOML scenarios cut short, their workload files made absolute.
+cut() { # scenario stop_us
+  sed -e "s#^seed = \\(.*\\)#seed = \\1\\nstop_us = $2#" \
+    -e "s#cdf = \"workloads/#cdf = \"$root/scenarios/workloads/#" \
+    "$root/scenarios/$1.toml" >"$work/train/$1.toml"
+  "$gen" sim "$work/train/$1.toml" --no-plots --out "$work/train/out_$1" >/dev/null
+}
+cut fattree_k32_websearch 100
+cut fattree320_websearch 500
+for s in incast_dcqcn incast_hpcc incast_host_pcie; do
+  "$gen" sim "$root/scenarios/$s.toml" --no-plots --out "$work/train/out_$s" >/dev/null
+done
+
+"$profdata" merge -o "$work/roce.profdata" "$work/raw"
+
+echo "pgo_build: optimized build" >&2
+RUSTFLAGS="-Cprofile-use=$work/roce.profdata" \
+  cargo build --release -p roce --target "$host" --target-dir "$work/use"
+cp "$work/use/$host/release/roce" "$work/roce"
+echo "$work/roce"
