@@ -550,9 +550,11 @@ impl Qp {
     /// transmit poll visits it anyway, and no timer can do more.
     pub(crate) fn next_deadline(&self, ready: bool, now: Nanos) -> Option<Nanos> {
         // A QP with nothing unsent (every receiver) reads no pacing state.
-        let pacing = (self.cursor.0 < self.sq.len()
-            && self.next_send_at > self.last_poll
-            && !(ready && self.next_send_at <= now))
+        // (Tests joined with `&`, not `&&`: cheap and free of effects, and
+        // one branch on the whole mispredicts less than the chain did.)
+        let pacing = ((self.cursor.0 < self.sq.len())
+            & (self.next_send_at > self.last_poll)
+            & !(ready & (self.next_send_at <= now)))
             .then_some(self.next_send_at);
         // The earliest of four optional deadlines, written out: this runs
         // on every re-file, several times per packet.
