@@ -1897,9 +1897,11 @@ impl Simulator {
             return;
         }
         let pick = match (&self.cfg.ecmp, ns3_ports) {
-            (EcmpMode::Ns3 { .. }, Some(ports)) if hops.len() > 1 => {
+            (EcmpMode::Ns3 { .. }, Some(ports)) => {
                 // ns-3 hashes its own addresses and ports (set in the
-                // packet by its sender, in the packet's direction).
+                // packet by its sender, in the packet's direction). Also
+                // for a single next hop (which it picks then): a branch on
+                // the count mispredicted (see `ecmp::select`).
                 let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }
