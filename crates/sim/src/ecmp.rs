@@ -44,11 +44,11 @@ pub fn hash(t: &FiveTuple, seed: u64) -> u64 {
 }
 
 /// Index of the chosen next hop among `n` (n ≥ 1).
-/// Hashes even for one next hop (`n` = 1 gives 0 either way): on the
-/// packet path a branch on `n` mispredicted, as hops down to a host
-/// (one next hop) and hops up (several) come in no order.
+/// Unlike [`ns3::select`] it skips the hash for one next hop: this hash
+/// costs more, and large fabrics (where it is used) route each arrival
+/// twice, once ahead to prefetch its egress port.
 pub fn select(t: &FiveTuple, seed: u64, n: usize) -> usize {
-    if n == 0 { 0 } else { rem64(hash(t, seed), n) }
+    if n <= 1 { 0 } else { rem64(hash(t, seed), n) }
 }
 
 /// Next-hop counts up to this take their remainder by multiplication

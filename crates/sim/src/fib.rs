@@ -46,6 +46,11 @@ pub struct Compact {
     /// Where row 0 starts in `rows` (the first line-aligned slot).
     first: usize,
     shift: u32,
+    /// Choose the host's own list at its edge switch by a branch, not
+    /// by reading `spans` either way: in a table too large for the cache
+    /// (a k=32 fat tree's 1.3 MB) that read is a miss the choice would
+    /// wait on, which costs more than the branch's mispredictions.
+    edge_by_branch: bool,
     /// Lists stored (for the tests' look at `rows`).
     #[cfg(test)]
     count: usize,
@@ -158,22 +163,32 @@ pub fn reorder(
 impl Compact {
     /// Row bytes start on a line: a lookup then reads one line of `rows`.
     const LINE_U16: usize = 32;
+    /// See [`Compact::edge_by_branch`]: half a typical L2.
+    const BRANCH_ABOVE_BYTES: usize = 512 << 10;
 
     // Inlined: out of line, the call and its register saves were a fifth
     // of a lookup that the switch arrival then waits on.
     #[inline(always)]
     fn get(&self, node: usize, dst: u32) -> &[u16] {
         let h = &self.host[dst as usize];
-        // The row's entry is read either way and the host's own list
-        // chosen without a branch: a third of switch hops end at the
-        // edge switch, unpredictably, and the branch mispredicted on
-        // about one lookup in seven.
-        let via = (self.row_base.get(node))
-            .and_then(|&b| self.spans.get(b as usize + usize::from(h.col)))
-            .copied()
-            .unwrap_or(h.list);
-        let own = u16::from(h.edge as usize == node).wrapping_neg();
-        let list = (h.list & own) | (via & !own);
+        let list = if self.edge_by_branch {
+            if h.edge as usize == node {
+                h.list
+            } else {
+                self.spans[self.row_base[node] as usize + usize::from(h.col)]
+            }
+        } else {
+            // The row's entry is read either way and the host's own list
+            // chosen without a branch: a third of switch hops end at the
+            // edge switch, unpredictably, and the branch mispredicted on
+            // about one lookup in seven.
+            let via = (self.row_base.get(node))
+                .and_then(|&b| self.spans.get(b as usize + usize::from(h.col)))
+                .copied()
+                .unwrap_or(h.list);
+            let own = u16::from(h.edge as usize == node).wrapping_neg();
+            (h.list & own) | (via & !own)
+        };
         let at = self.first + (usize::from(list) << self.shift);
         let n = usize::from(self.rows[at]);
         &self.rows[at + 1..at + 1 + n]
@@ -259,6 +274,7 @@ impl Compact {
             }
         }
         let (rows, first, shift) = Self::lay_out(&lists)?;
+        let edge_by_branch = std::mem::size_of_val(&spans[..]) > Self::BRANCH_ABOVE_BYTES;
         let c = Compact {
             host,
             row_base,
@@ -266,6 +282,7 @@ impl Compact {
             rows,
             first,
             shift,
+            edge_by_branch,
             #[cfg(test)]
             count: lists.len(),
         };
@@ -316,6 +333,16 @@ mod tests {
         let lists: std::collections::HashSet<&[u16]> = stored.iter().copied().collect();
         assert_eq!(lists.len(), stored.len());
         assert!(c.spans.len() > lists.len());
+        // Both ways of choosing the edge switch's own port agree.
+        let mut c2 = Compact::build(&t, &r).expect("reduces");
+        c2.edge_by_branch = !c.edge_by_branch;
+        for s in 0..t.nodes.len() {
+            if t.nodes[s].kind == NodeKind::Switch {
+                for h in 0..t.n_hosts() as u32 {
+                    assert_eq!(c2.get(s, h), r.get(s, h));
+                }
+            }
+        }
         // Every row starts on a cache line.
         assert_eq!((c.rows.as_ptr() as usize + 2 * c.first) % 64, 0);
     }

@@ -1904,7 +1904,7 @@ impl Simulator {
                 // ns-3 hashes its own addresses and ports (set in the
                 // packet by its sender, in the packet's direction). Also
                 // for a single next hop (which it picks then): a branch on
-                // the count mispredicted (see `ecmp::select`).
+                // the count mispredicted (see `ecmp::ns3::select`).
                 let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }
