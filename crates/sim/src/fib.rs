@@ -27,25 +27,41 @@ pub enum Fib {
 /// The reduced table (see the module documentation).
 #[derive(Debug)]
 pub struct Compact {
-    /// Per host: its edge switch, its port there, and the column of that
-    /// edge switch (one 8-byte entry, so a lookup reads one line for it).
+    /// Per host: its edge switch, the column of that edge switch, and the
+    /// list holding the host's own port there (one 8-byte entry, so a
+    /// lookup reads one line for it).
     host: Vec<HostRoute>,
     /// Per node: the first entry of its row in `spans` (switches only).
     row_base: Vec<u32>,
-    /// Per switch and edge switch: which of `lists` holds the next hops
-    /// (two bytes an entry, so a k=32 fat tree's 655,360 entries take
-    /// 1.3 MB).
+    /// Per switch and edge switch: which list of `rows` holds the next
+    /// hops (two bytes an entry, so a k=32 fat tree's 655,360 entries
+    /// take 1.3 MB).
     spans: Vec<u16>,
-    /// The distinct lists of next hops: `(start, len)` in `ports`.
-    lists: Vec<(u32, u16)>,
-    ports: Vec<u16>,
+    /// The distinct lists of next hops, each a row of `1 << shift` `u16`s
+    /// starting at a cache line: its length, then its ports. A lookup
+    /// reads the row where a list once named a `(start, len)` pair that
+    /// then named the ports: one dependent load (and line) fewer on every
+    /// switch hop, whose egress port waits on the chain.
+    rows: Vec<u16>,
+    /// Where row 0 starts in `rows` (the first line-aligned slot).
+    first: usize,
+    shift: u32,
+    /// Choose the host's own list at its edge switch by a branch, not
+    /// by reading `spans` either way: in a table too large for the cache
+    /// (a k=32 fat tree's 1.3 MB) that read is a miss the choice would
+    /// wait on, which costs more than the branch's mispredictions.
+    edge_by_branch: bool,
+    /// Lists stored (for the tests' look at `rows`).
+    #[cfg(test)]
+    count: usize,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct HostRoute {
     edge: u32,
-    port: u16,
     col: u16,
+    /// The list (in `rows`) of the host's one port at its edge switch.
+    list: u16,
 }
 
 impl Fib {
@@ -59,7 +75,7 @@ impl Fib {
 
     /// Next-hop ports at switch `node` toward host `dst` (`dst` must be a
     /// host index).
-    #[inline]
+    #[inline(always)]
     pub fn get(&self, node: usize, dst: u32) -> &[u16] {
         match self {
             Fib::Compact(c) => c.get(node, dst),
@@ -91,8 +107,7 @@ impl Fib {
                 (size_of_val(&c.host[..])
                     + size_of_val(&c.row_base[..])
                     + size_of_val(&c.spans[..])
-                    + size_of_val(&c.lists[..])
-                    + size_of_val(&c.ports[..])) as u64
+                    + size_of_val(&c.rows[..])) as u64
             }
             Fib::Full(r) => r.heap_bytes(),
         }
@@ -146,15 +161,56 @@ pub fn reorder(
 }
 
 impl Compact {
-    #[inline]
+    /// Row bytes start on a line: a lookup then reads one line of `rows`.
+    const LINE_U16: usize = 32;
+    /// See [`Compact::edge_by_branch`]: half a typical L2.
+    const BRANCH_ABOVE_BYTES: usize = 512 << 10;
+
+    // Inlined: out of line, the call and its register saves were a fifth
+    // of a lookup that the switch arrival then waits on.
+    #[inline(always)]
     fn get(&self, node: usize, dst: u32) -> &[u16] {
         let h = &self.host[dst as usize];
-        if h.edge as usize == node {
-            return std::slice::from_ref(&h.port);
+        let list = if self.edge_by_branch {
+            if h.edge as usize == node {
+                h.list
+            } else {
+                self.spans[self.row_base[node] as usize + usize::from(h.col)]
+            }
+        } else {
+            // The row's entry is read either way and the host's own list
+            // chosen without a branch: a third of switch hops end at the
+            // edge switch, unpredictably, and the branch mispredicted on
+            // about one lookup in seven.
+            let via = (self.row_base.get(node))
+                .and_then(|&b| self.spans.get(b as usize + usize::from(h.col)))
+                .copied()
+                .unwrap_or(h.list);
+            let own = u16::from(h.edge as usize == node).wrapping_neg();
+            (h.list & own) | (via & !own)
+        };
+        let at = self.first + (usize::from(list) << self.shift);
+        let n = usize::from(self.rows[at]);
+        &self.rows[at + 1..at + 1 + n]
+    }
+
+    /// The list ids of `lists` (each stored once) laid out as rows (see
+    /// [`Compact::rows`]): the rows, the offset of row 0, the row shift.
+    fn lay_out(lists: &[&[u16]]) -> Option<(Vec<u16>, usize, u32)> {
+        let widest = lists.iter().map(|l| l.len()).max().unwrap_or(0);
+        let stride = (widest + 1).next_power_of_two();
+        let shift = stride.trailing_zeros();
+        let mut rows = vec![0u16; lists.len() * stride + Self::LINE_U16];
+        // The first slot whose address is a multiple of a line (the
+        // allocation is at least 2-byte aligned, so one is within a line).
+        let misalign = (rows.as_ptr() as usize / 2) % Self::LINE_U16;
+        let first = (Self::LINE_U16 - misalign) % Self::LINE_U16;
+        for (i, l) in lists.iter().enumerate() {
+            let at = first + (i << shift);
+            rows[at] = u16::try_from(l.len()).ok()?;
+            rows[at + 1..at + 1 + l.len()].copy_from_slice(l);
         }
-        let l = self.spans[self.row_base[node] as usize + usize::from(h.col)];
-        let (s, n) = self.lists[usize::from(l)];
-        &self.ports[s as usize..s as usize + usize::from(n)]
+        Some((rows, first, shift))
     }
 
     fn build(topo: &Topology, routes: &Routes) -> Option<Compact> {
@@ -163,6 +219,25 @@ impl Compact {
         let mut edges: Vec<usize> = Vec::new();
         let mut col_of = vec![u32::MAX; topo.nodes.len()];
         let mut rep = Vec::new();
+        // Each distinct list of next hops is stored once: a switch sends
+        // toward most edge switches over the same uplinks, so a k=32 fat
+        // tree has a few thousand distinct lists among 655,360 entries
+        // (the lists then take kilobytes instead of 11 MB, and stay in
+        // the cache). A host's own port at its edge switch is a list of
+        // one, shared by the hosts on that port number.
+        let mut lists: Vec<&[u16]> = Vec::new();
+        let mut seen: std::collections::HashMap<&[u16], u16> = Default::default();
+        let mut id_of = |hops| -> Option<u16> {
+            Some(match seen.get(hops) {
+                Some(&id) => id,
+                None => {
+                    let id = u16::try_from(lists.len()).ok()?;
+                    lists.push(hops);
+                    seen.insert(hops, id);
+                    id
+                }
+            })
+        };
         for (h, &hn) in topo.hosts.iter().enumerate() {
             let [link] = topo.ports[hn].as_slice() else {
                 return None;
@@ -171,7 +246,8 @@ impl Compact {
             if topo.nodes[edge].kind != NodeKind::Switch {
                 return None;
             }
-            let [port] = routes.get(edge, h as u32) else {
+            let own = routes.get(edge, h as u32);
+            let [_] = own else {
                 return None;
             };
             if col_of[edge] == u32::MAX {
@@ -181,8 +257,8 @@ impl Compact {
             }
             host.push(HostRoute {
                 edge: edge as u32,
-                port: *port,
                 col: u16::try_from(col_of[edge]).ok()?,
+                list: id_of(own)?,
             });
         }
         let switches: Vec<usize> = (0..topo.nodes.len())
@@ -191,37 +267,24 @@ impl Compact {
         let mut row_base = vec![u32::MAX; topo.nodes.len()];
         let cols = edges.len();
         let mut spans = Vec::with_capacity(switches.len() * cols);
-        // Each distinct list of next hops is stored once: a switch sends
-        // toward most edge switches over the same uplinks, so a k=32 fat
-        // tree has a few thousand distinct lists among 655,360 entries
-        // (the lists then take kilobytes instead of 11 MB, and stay in
-        // the cache).
-        let mut ports = Vec::new();
-        let mut lists = Vec::new();
-        let mut seen: std::collections::HashMap<&[u16], u16> = Default::default();
         for (r, &s) in switches.iter().enumerate() {
             row_base[s] = u32::try_from(r * cols).ok()?;
             for &h in &rep {
-                let hops = routes.get(s, h);
-                let id = match seen.get(hops) {
-                    Some(&id) => id,
-                    None => {
-                        let id = u16::try_from(lists.len()).ok()?;
-                        lists.push((ports.len() as u32, hops.len() as u16));
-                        ports.extend_from_slice(hops);
-                        seen.insert(hops, id);
-                        id
-                    }
-                };
-                spans.push(id);
+                spans.push(id_of(routes.get(s, h))?);
             }
         }
+        let (rows, first, shift) = Self::lay_out(&lists)?;
+        let edge_by_branch = std::mem::size_of_val(&spans[..]) > Self::BRANCH_ABOVE_BYTES;
         let c = Compact {
             host,
             row_base,
             spans,
-            lists,
-            ports,
+            rows,
+            first,
+            shift,
+            edge_by_branch,
+            #[cfg(test)]
+            count: lists.len(),
         };
         // Exact or not at all.
         for &s in &switches {
@@ -232,6 +295,15 @@ impl Compact {
             }
         }
         Some(c)
+    }
+
+    /// The stored lists, in id order.
+    #[cfg(test)]
+    fn lists(&self) -> Vec<&[u16]> {
+        (0..self.count)
+            .map(|i| self.first + (i << self.shift))
+            .map(|at| &self.rows[at + 1..at + 1 + usize::from(self.rows[at])])
+            .collect()
     }
 }
 
@@ -257,11 +329,21 @@ mod tests {
         let Fib::Compact(c) = &fib else {
             unreachable!()
         };
-        let lists: std::collections::HashSet<&[u16]> = (c.lists.iter())
-            .map(|&(s, n)| &c.ports[s as usize..s as usize + usize::from(n)])
-            .collect();
-        assert_eq!(lists.len(), c.lists.len());
-        assert_eq!(c.ports.len(), lists.iter().map(|l| l.len()).sum::<usize>());
+        let stored = c.lists();
+        let lists: std::collections::HashSet<&[u16]> = stored.iter().copied().collect();
+        assert_eq!(lists.len(), stored.len());
         assert!(c.spans.len() > lists.len());
+        // Both ways of choosing the edge switch's own port agree.
+        let mut c2 = Compact::build(&t, &r).expect("reduces");
+        c2.edge_by_branch = !c.edge_by_branch;
+        for s in 0..t.nodes.len() {
+            if t.nodes[s].kind == NodeKind::Switch {
+                for h in 0..t.n_hosts() as u32 {
+                    assert_eq!(c2.get(s, h), r.get(s, h));
+                }
+            }
+        }
+        // Every row starts on a cache line.
+        assert_eq!((c.rows.as_ptr() as usize + 2 * c.first) % 64, 0);
     }
 }

@@ -177,39 +177,58 @@ struct Ingress {
     shared: u64,
     hdrm: u64,
     xoff: bool,
+    /// The priority's configuration, copied into the account's padding
+    /// so that admitting a packet reads no configuration line: whether
+    /// it is lossless, and how its threshold's zero test is made.
+    lossless: bool,
+    zero: ZeroTest,
+}
+
+/// Whether an ingress queue's shared threshold can be zero now (see
+/// [`Mmu::threshold_above_zero`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum ZeroTest {
+    /// The dynamic threshold: the smallest alpha times the free pool.
+    #[default]
+    Dynamic,
+    /// A static threshold of this many bytes: above zero or never.
+    StaticAbove,
+    StaticZero,
 }
 
 /// Per-switch buffer state.
 ///
 /// Laid out (`repr(C)`, line-aligned) so that admitting or releasing a
-/// packet reads one line of it besides the port's alpha and the queue's
-/// account: the first line holds the accounts' and alphas' places and the
-/// pool totals, the second the configuration a packet reads (copied out
-/// of `cfg`, which keeps the rest). Spread over the struct as it was, a
-/// switch arrival missed four lines of it on the 320-host fat tree. (A
-/// lossless packet admitted into headroom also reads the port's entry of
-/// `headroom`, a line of its own: the rare case, under a pause.)
+/// packet within its queue's reserve, and the XOFF check after it, read
+/// one line of it besides the queue's account: the first line holds the
+/// accounts' place, the pool totals, the reserve and the smallest alpha;
+/// what a packet that needs the shared pool also reads (the threshold,
+/// the ports' alphas) comes after. (The packet's priority's configuration
+/// is in its account's line.) Spread over the struct as it was, a switch
+/// arrival missed four lines of it on the 320-host fat tree, and with the
+/// configuration on a second line, two. (A lossless packet admitted into
+/// headroom also reads the port's entry of `headroom`, a line of its own:
+/// the rare case, under a pause.)
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
 pub struct Mmu {
     /// Indexed by `port × 8 + priority`.
     q: Box<[Ingress]>,
-    /// Dynamic-threshold alpha of each port.
-    alpha: Box<[f64]>,
+    /// `cfg`'s `reserve_bytes`.
+    reserve_bytes: u64,
     shared_pool: u64,
     shared_used: u64,
     /// Bytes held, all pools.
     pub used: u64,
     /// Most bytes ever held.
     pub peak: u64,
-    /// `cfg`'s `threshold`, `reserve_bytes`, `xon_offset_bytes` and
-    /// `lossless`.
-    threshold: Threshold,
-    reserve_bytes: u64,
-    xon_offset_bytes: u64,
     /// The smallest of `alpha` (see [`Mmu::check_xoff`]).
     min_alpha: f64,
-    lossless: u8,
+    /// Dynamic-threshold alpha of each port.
+    alpha: Box<[f64]>,
+    /// `cfg`'s `threshold` and `xon_offset_bytes`.
+    threshold: Threshold,
+    xon_offset_bytes: u64,
     cfg: BufferConfig,
     headroom: Vec<u64>,
 }
@@ -239,6 +258,18 @@ impl Mmu {
                 .collect(),
             Threshold::Static { .. } => vec![0.0; n],
         };
+        let zero = match cfg.threshold {
+            Threshold::Dynamic { .. } => ZeroTest::Dynamic,
+            Threshold::Static { bytes: 0 } => ZeroTest::StaticZero,
+            Threshold::Static { .. } => ZeroTest::StaticAbove,
+        };
+        let q = (0..n * NPRIO)
+            .map(|i| Ingress {
+                lossless: cfg.lossless & (1 << (i % NPRIO)) != 0,
+                zero,
+                ..Ingress::default()
+            })
+            .collect();
         Mmu {
             threshold: cfg.threshold,
             reserve_bytes: cfg.reserve_bytes,
@@ -246,11 +277,10 @@ impl Mmu {
             min_alpha: (alpha.iter().copied()).fold(f64::INFINITY, |m, a| {
                 if a.is_nan() { 0.0 } else { m.min(a) }
             }),
-            lossless: cfg.lossless,
             cfg,
             headroom,
             alpha: alpha.into_boxed_slice(),
-            q: vec![Ingress::default(); n * NPRIO].into_boxed_slice(),
+            q,
             shared_pool,
             shared_used: 0,
             used: 0,
@@ -266,11 +296,6 @@ impl Mmu {
     /// Bytes of the common pool (after reserves and headroom).
     pub fn shared_pool(&self) -> u64 {
         self.shared_pool
-    }
-
-    #[inline]
-    fn lossless(&self, prio: u8) -> bool {
-        self.lossless & (1 << prio) != 0
     }
 
     /// The current per-queue shared limit of ingress `port`.
@@ -298,15 +323,17 @@ impl Mmu {
 
     /// True when every port's threshold is at least one byte now (for
     /// the dynamic threshold: the smallest alpha times the free pool is,
-    /// and a product rounds no lower for a larger alpha).
+    /// and a product rounds no lower for a larger alpha). `zero` is the
+    /// test of the queue asking (the same for every queue).
     #[inline]
-    fn threshold_above_zero(&self) -> bool {
-        match self.threshold {
-            Threshold::Dynamic { .. } => {
+    fn threshold_above_zero(&self, zero: ZeroTest) -> bool {
+        match zero {
+            ZeroTest::Dynamic => {
                 let free = self.shared_pool.saturating_sub(self.shared_used);
                 self.min_alpha * free as f64 >= 1.0
             }
-            Threshold::Static { bytes } => bytes > 0,
+            ZeroTest::StaticAbove => true,
+            ZeroTest::StaticZero => false,
         }
     }
 
@@ -314,7 +341,7 @@ impl Mmu {
     #[inline]
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
         let i = port * NPRIO + usize::from(prio);
-        let lossless = self.lossless(prio);
+        let lossless = self.q[i].lossless;
         // A packet that crosses the end of the reserve fills it and puts
         // only the rest in the shared pool.
         let to_rsv = self.reserve_bytes.saturating_sub(self.q[i].rsv).min(size);
@@ -380,13 +407,13 @@ impl Mmu {
     #[inline]
     pub fn check_xoff(&mut self, port: usize, prio: u8) -> bool {
         let i = port * NPRIO + usize::from(prio);
-        if !self.lossless(prio) || self.q[i].xoff {
+        if !self.q[i].lossless || self.q[i].xoff {
             return false;
         }
         let shared = self.q[i].shared;
         // An empty share is at the threshold only when that is zero, which
         // the smallest alpha rules out without reading this port's.
-        let over = shared > 0 || !self.threshold_above_zero();
+        let over = shared > 0 || !self.threshold_above_zero(self.q[i].zero);
         if self.q[i].hdrm > 0 || (over && shared >= self.threshold(port)) {
             self.q[i].xoff = true;
             return true;
@@ -395,7 +422,9 @@ impl Mmu {
     }
 
     /// True when (`port`, `prio`) should send XON now (and records it).
-    #[inline]
+    /// Inlined: every frame leaving a switch asks, and out of line the
+    /// call cost more than the usual answer (no XOFF in force).
+    #[inline(always)]
     pub fn check_xon(&mut self, port: usize, prio: u8) -> bool {
         let i = port * NPRIO + usize::from(prio);
         if !self.q[i].xoff || self.q[i].hdrm > 0 {
@@ -429,18 +458,27 @@ mod tests {
     fn a_packet_reads_two_lines_of_the_mmu() {
         use std::mem::{align_of, offset_of};
         assert_eq!(align_of::<Mmu>(), 64);
-        for end in [offset_of!(Mmu, peak) + 8, offset_of!(Mmu, shared_used) + 8] {
-            assert!(end <= 64);
+        // What a packet within its reserve reads: the first line.
+        for end in [
+            offset_of!(Mmu, q) + 16,
+            offset_of!(Mmu, reserve_bytes) + 8,
+            offset_of!(Mmu, shared_pool) + 8,
+            offset_of!(Mmu, shared_used) + 8,
+            offset_of!(Mmu, used) + 8,
+            offset_of!(Mmu, peak) + 8,
+            offset_of!(Mmu, min_alpha) + 8,
+        ] {
+            assert!(end <= 64, "{end}");
         }
-        assert!(offset_of!(Mmu, q) < 64 && offset_of!(Mmu, alpha) < 64);
+        // What one that needs the shared pool reads besides: the second.
         for f in [
+            offset_of!(Mmu, alpha),
             offset_of!(Mmu, threshold),
-            offset_of!(Mmu, reserve_bytes),
             offset_of!(Mmu, xon_offset_bytes),
-            offset_of!(Mmu, lossless),
         ] {
             assert!((64..128).contains(&f), "{f}");
         }
+        assert_eq!(std::mem::size_of::<Ingress>(), 32);
     }
 
     fn mmu(threshold: Threshold) -> Mmu {
@@ -492,6 +530,29 @@ mod tests {
             let mut m = with(alphas);
             assert_eq!(m.admit(port, 3, 1000), Admit::Reserve);
             assert_eq!(m.check_xoff(port, 3), pauses, "{alphas:?} port {port}");
+        }
+    }
+
+    /// With a static threshold an empty share pauses exactly when the
+    /// threshold is zero bytes, and only lossless priorities pause.
+    #[test]
+    fn an_empty_share_pauses_at_a_zero_static_threshold() {
+        for (bytes, pauses) in [(0, true), (1, false), (5000, false)] {
+            let mut m = Mmu::new(
+                BufferConfig {
+                    size_bytes: 100_000,
+                    reserve_bytes: 2000,
+                    threshold: Threshold::Static { bytes },
+                    lossless: 1 << 3,
+                    ..BufferConfig::default()
+                },
+                vec![0, 0],
+                &[0; 2],
+            );
+            for prio in [3, 1] {
+                assert_eq!(m.admit(1, prio, 1000), Admit::Reserve);
+                assert_eq!(m.check_xoff(1, prio), pauses && prio == 3, "{bytes} {prio}");
+            }
         }
     }
 

@@ -1860,10 +1860,13 @@ impl Simulator {
     /// Packet `pkt` arrives on `port` of `node`, switch `sw`.
     fn switch_rx(&mut self, node: u32, sw: usize, port: u16, pkt: u32) {
         if let Some(c) = self.cfg.switch_control_prio {
+            // Control packets move to priority `c`; data keeps its own.
+            // Written either way, the priority chosen without a branch:
+            // ACKs and data arrive in no order a predictor learns, and the
+            // branch mispredicted on half of all switch arrivals.
             let p = &mut self.packets[pkt as usize];
-            if p.control() {
-                p.set_prio(c);
-            }
+            let ctl = u8::from(p.control()).wrapping_neg();
+            p.set_prio((c & ctl) | (p.prio() & !ctl));
         }
         let (dst, prio, frame, markable, tuple, src, ns3_ports) = {
             let p = &self.packets[pkt as usize];
@@ -1897,9 +1900,11 @@ impl Simulator {
             return;
         }
         let pick = match (&self.cfg.ecmp, ns3_ports) {
-            (EcmpMode::Ns3 { .. }, Some(ports)) if hops.len() > 1 => {
+            (EcmpMode::Ns3 { .. }, Some(ports)) => {
                 // ns-3 hashes its own addresses and ports (set in the
-                // packet by its sender, in the packet's direction).
+                // packet by its sender, in the packet's direction). Also
+                // for a single next hop (which it picks then): a branch on
+                // the count mispredicted (see `ecmp::ns3::select`).
                 let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select(ip(src), ip(dst), ports, node, hops.len())
             }

@@ -56,11 +56,14 @@ pub fn murmur3_words(key: [u32; 3], seed: u32) -> u32 {
 /// with UDP ports `ports` (`sport | dport << 16`) at the switch with node
 /// id `node`.
 #[inline]
+/// Hashes even for one next hop (`n` = 1 gives 0 either way): on the
+/// packet path a branch on `n` mispredicted, as hops down to a host (one
+/// next hop) and hops up (several) come in no order.
 pub fn select(sip: u32, dip: u32, ports: u32, node: u32, n: usize) -> usize {
-    if n <= 1 {
+    if n == 0 {
         0
     } else {
-        (murmur3_words([sip, dip, ports], node) % n as u32) as usize
+        super::rem32(murmur3_words([sip, dip, ports], node), n)
     }
 }
 
