@@ -745,7 +745,10 @@ const _: () = assert!(SLOT_BITS + PLACE_BITS <= 16);
 fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>) {
     let sorted = match v.len() {
         0 | 1 => true,
-        2..=RANK_MAX => rank_sort_any(v),
+        2..=8 => rank_sort::<8>(v),
+        9..=16 => rank_sort::<16>(v),
+        17..=32 => rank_sort::<32>(v),
+        33..=RANK_MAX => rank_sort::<RANK_MAX>(v),
         _ => bucket_sort(v, scratch),
     };
     if !sorted {
