@@ -10,20 +10,23 @@
 use super::{AckFeedback, CongestionControl, IntHop};
 use crate::types::Nanos;
 
+/// In C order with the fields every ACK reads first: the controller keeps
+/// them in one cache line with its window state (see [`Hpcc`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[repr(C)]
 pub struct HpccConfig {
     /// Target utilisation η.
     pub eta: f64,
-    /// Additive steps before a multiplicative one (maxStage).
-    pub max_stage: u32,
     /// Additive increase per step, as a window in bytes (W_AI = R_AI · T).
     pub w_ai: f64,
     /// Base round-trip time T.
     pub base_rtt_ns: Nanos,
-    /// Lowest rate the controller may set.
-    pub min_rate_bps: u64,
+    /// Additive steps before a multiplicative one (maxStage).
+    pub max_stage: u32,
     /// React to every ACK (the reference window still moves once per RTT).
     pub fast_react: bool,
+    /// Lowest rate the controller may set.
+    pub min_rate_bps: u64,
 }
 
 impl HpccConfig {
@@ -46,69 +49,52 @@ impl HpccConfig {
 /// Hops a path's feedback is kept inline for (a 3-tier fat tree has 5).
 const INLINE_HOPS: usize = 8;
 
-/// The previous ACK's hop records, inside the controller for paths of up
-/// to [`INLINE_HOPS`] switches: every ACK reads and rewrites them, and in
-/// a `Vec` of their own they cost a cache miss per ACK beyond the
-/// controller's (the simulator's fat tree, cachegrind). Longer paths
-/// spill to the heap.
-#[derive(Debug, Clone)]
-#[allow(clippy::large_enum_variant)] // inline on purpose: the point is no pointer to chase
-enum LastHops {
-    Inline {
-        len: u8,
-        hops: [IntHop; INLINE_HOPS],
-    },
-    Heap(Vec<IntHop>),
+/// [`Hpcc::last_len`] when the last feedback had more than
+/// [`INLINE_HOPS`] hops and lives in [`Hpcc::spill`].
+const SPILLED: u16 = u16::MAX;
+
+/// What the next update reads of a hop's previous record: its timestamp,
+/// byte counter and queue (the link rate is read from the new record
+/// only). 24 bytes, not [`IntHop`]'s 32: a 5-hop path's fit in two cache
+/// lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct PrevHop {
+    ts: Nanos,
+    tx_bytes: u64,
+    qlen: u64,
 }
 
-impl Default for LastHops {
-    fn default() -> Self {
-        LastHops::Inline {
-            len: 0,
-            hops: [IntHop::default(); INLINE_HOPS],
-        }
-    }
-}
-
-impl LastHops {
+impl From<&IntHop> for PrevHop {
     #[inline]
-    fn as_slice(&self) -> &[IntHop] {
-        match self {
-            LastHops::Inline { len, hops } => &hops[..usize::from(*len)],
-            LastHops::Heap(v) => v,
-        }
-    }
-
-    #[inline]
-    fn set(&mut self, new: &[IntHop]) {
-        match self {
-            LastHops::Inline { len, hops } if new.len() <= INLINE_HOPS => {
-                hops[..new.len()].copy_from_slice(new);
-                *len = new.len() as u8;
-            }
-            LastHops::Heap(v) => {
-                v.clear();
-                v.extend_from_slice(new);
-            }
-            LastHops::Inline { .. } => *self = LastHops::Heap(new.to_vec()),
+    fn from(h: &IntHop) -> PrevHop {
+        PrevHop {
+            ts: h.ts,
+            tx_bytes: h.tx_bytes,
+            qlen: h.qlen,
         }
     }
 }
 
 /// One QP's HPCC sender. Kept in window units (bytes); the rate is W/T.
+///
+/// Laid out by hand, 64-byte aligned: every ACK reads and rewrites most of
+/// it and every packet sent reads its window and rate, and with many QPs
+/// it has left the cache in between, so each line it spans is a miss
+/// (cachegrind, fat tree: one per line per ACK). Line 0 holds what a
+/// packet sent and the ACK's first checks read, line 1 the window state
+/// and the configuration, lines 2-3 the previous hop records of a path of
+/// up to five switches; longer paths and the rare fields follow.
 #[derive(Debug, Clone)]
+#[repr(C, align(64))]
 pub struct Hpcc {
-    cfg: HpccConfig,
-    w_max: f64,
-    w_min: f64,
-    /// Current window W.
-    w: f64,
-    /// Reference window Wc (moves once per RTT).
-    wc: f64,
-    u: f64,
-    inc_stage: u32,
-    last: LastHops,
-    started: bool,
+    // ---- line 0
+    /// What [`window_bytes`](CongestionControl::window_bytes) and
+    /// [`rate_bps`](CongestionControl::rate_bps) answer for the current W
+    /// (the rate only when `paced`): W changes at most once per ACK, while
+    /// the RNIC asks both on every packet it sends (three float
+    /// conversions and a division a packet before; `benches/cc.rs`).
+    window_bytes: u64,
+    rate: u64,
     /// `snd_nxt` and `snd_una` (payload bytes) as of the last ACK: both in
     /// one unit, as the reference implementation's sequence numbers. (They
     /// were wire bytes sent against payload bytes acknowledged: the first
@@ -118,15 +104,31 @@ pub struct Hpcc {
     sent: u64,
     acked: u64,
     last_update_seq: u64,
+    u: f64,
     /// T in ns, as the float every update divides by.
     t: f64,
-    /// What [`window_bytes`](CongestionControl::window_bytes) and
-    /// [`rate_bps`](CongestionControl::rate_bps) answer for the current W:
-    /// W changes at most once per ACK, while the RNIC asks both on every
-    /// packet it sends (three float conversions and a division a packet
-    /// before; `benches/cc.rs`).
-    window_bytes: u64,
-    rate: Option<u64>,
+    inc_stage: u32,
+    /// Hops of the last feedback in `last` ([`SPILLED`]: in `spill`).
+    last_len: u16,
+    started: bool,
+    /// W is below the line-rate window: the RNIC paces at `rate`.
+    paced: bool,
+    // ---- line 1
+    /// Current window W.
+    w: f64,
+    /// Reference window Wc (moves once per RTT).
+    wc: f64,
+    w_min: f64,
+    w_max: f64,
+    cfg: HpccConfig,
+    // ---- lines 2-3 (from byte 136)
+    /// The previous ACK's hop records, inside the controller for paths of
+    /// up to [`INLINE_HOPS`] switches: every ACK reads and rewrites them,
+    /// and in a `Vec` of their own they cost a cache miss per ACK beyond
+    /// the controller's.
+    last: [PrevHop; INLINE_HOPS],
+    /// Longer paths' records.
+    spill: Vec<PrevHop>,
 }
 
 impl Hpcc {
@@ -134,22 +136,25 @@ impl Hpcc {
         let window = |bps: u64| bps as f64 / 8.0 * cfg.base_rtt_ns as f64 / 1e9;
         let w_max = window(line_rate_bps);
         let mut h = Hpcc {
-            cfg,
-            w_max,
-            w_min: window(cfg.min_rate_bps).min(w_max),
-            w: w_max,
-            wc: w_max,
-            // As the reference implementation: start from full utilisation.
-            u: 1.0,
-            inc_stage: 0,
-            last: LastHops::default(),
-            started: false,
+            window_bytes: 0,
+            rate: 0,
             sent: 0,
             acked: 0,
             last_update_seq: 0,
+            // As the reference implementation: start from full utilisation.
+            u: 1.0,
             t: cfg.base_rtt_ns as f64,
-            window_bytes: 0,
-            rate: None,
+            inc_stage: 0,
+            last_len: 0,
+            started: false,
+            paced: false,
+            w: w_max,
+            wc: w_max,
+            w_min: window(cfg.min_rate_bps).min(w_max),
+            w_max,
+            cfg,
+            last: [PrevHop::default(); INLINE_HOPS],
+            spill: Vec::new(),
         };
         h.set_window(w_max);
         h
@@ -160,7 +165,8 @@ impl Hpcc {
         self.w = w;
         self.window_bytes = w as u64;
         let r = w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
-        self.rate = (w < self.w_max).then_some(r as u64);
+        self.paced = w < self.w_max;
+        self.rate = if self.paced { r as u64 } else { 0 };
     }
 
     pub fn window(&self) -> f64 {
@@ -170,14 +176,27 @@ impl Hpcc {
         self.u
     }
 
+    /// The previous feedback's hop records.
+    fn prev_mut(&mut self) -> &mut [PrevHop] {
+        if self.last_len == SPILLED {
+            &mut self.spill
+        } else {
+            &mut self.last[..usize::from(self.last_len)]
+        }
+    }
+
     /// Algorithm 1, MeasureInflight: the EWMA of the most loaded hop's
-    /// normalised in-flight bytes. Returns false when no hop moved.
+    /// normalised in-flight bytes, for feedback over the same hops as the
+    /// last (`hops.len()` is the previous feedback's). Returns false when
+    /// no hop moved. Keeps `hops` for the next feedback as it goes: one
+    /// pass over the records instead of a second copying them.
     fn measure_inflight(&mut self, hops: &[IntHop]) -> bool {
         let t = self.t;
         let mut u = 0.0;
         let mut tau = 0.0;
         let mut any = false;
-        for (h, prev) in hops.iter().zip(self.last.as_slice()) {
+        for (h, slot) in hops.iter().zip(self.prev_mut()) {
+            let prev = std::mem::replace(slot, PrevHop::from(h));
             if h.ts <= prev.ts || h.link_bps == 0 {
                 continue;
             }
@@ -200,10 +219,28 @@ impl Hpcc {
         any
     }
 
-    /// Keeps this feedback's counters for the next one.
+    /// Hops in the last feedback.
     #[inline]
+    fn prev_len(&self) -> usize {
+        if self.last_len == SPILLED {
+            self.spill.len()
+        } else {
+            usize::from(self.last_len)
+        }
+    }
+
+    /// Keeps this feedback's counters for the next one.
     fn remember(&mut self, hops: &[IntHop]) {
-        self.last.set(hops);
+        if hops.len() <= INLINE_HOPS {
+            for (slot, h) in self.last.iter_mut().zip(hops) {
+                *slot = PrevHop::from(h);
+            }
+            self.last_len = hops.len() as u16;
+        } else {
+            self.spill.clear();
+            self.spill.extend(hops.iter().map(PrevHop::from));
+            self.last_len = SPILLED;
+        }
     }
 
     /// Algorithm 1, ComputeWind, with the window clamped to [W_min, W_max]
@@ -255,10 +292,13 @@ impl CongestionControl for Hpcc {
         if !full && !self.cfg.fast_react {
             return;
         }
-        if hops.len() == self.last.as_slice().len() && self.measure_inflight(hops) {
-            self.compute_wind(full);
+        if hops.len() == self.prev_len() {
+            if self.measure_inflight(hops) {
+                self.compute_wind(full);
+            }
+        } else {
+            self.remember(hops);
         }
-        self.remember(hops);
         if full && self.sent > self.last_update_seq {
             self.last_update_seq = self.sent;
         }
@@ -267,7 +307,7 @@ impl CongestionControl for Hpcc {
         Some(self.window_bytes)
     }
     fn rate_bps(&self) -> Option<u64> {
-        self.rate
+        self.paced.then_some(self.rate)
     }
 }
 
@@ -426,13 +466,41 @@ mod last_hops_tests {
     /// back: what was stored is what is read.
     #[test]
     fn keeps_exactly_the_last_feedback() {
-        let mut l = LastHops::default();
-        assert!(l.as_slice().is_empty());
-        for n in [5, 3, 8, 9, 12, 2, 0, 5] {
-            let h = hops(n);
-            l.set(&h);
-            assert_eq!(l.as_slice(), &h[..], "{n} hops");
+        let cfg = HpccConfig::new(100_000_000_000, 10_000);
+        let mut l = Hpcc::new(cfg, 100_000_000_000);
+        assert_eq!(l.prev_len(), 0);
+        for n in [5, 3, 8, 9, 12, 2, 0, 5, 5, 9, 9] {
+            let mut h = hops(n);
+            if l.prev_len() == n {
+                // Same path: the update pass keeps them.
+                h.iter_mut().for_each(|x| x.ts += 1000);
+                l.measure_inflight(&h);
+            } else {
+                l.remember(&h);
+            }
+            let want: Vec<PrevHop> = h.iter().map(PrevHop::from).collect();
+            assert_eq!(l.prev_len(), n);
+            assert_eq!(l.prev_mut(), &want[..], "{n} hops");
         }
+    }
+
+    /// The hand layout holds: what an ACK and a packet sent read first in
+    /// line 0, the window state and configuration in line 1, a five-switch
+    /// path's previous records in lines 2-3.
+    #[test]
+    fn hot_state_spans_four_cache_lines() {
+        use std::mem::{align_of, offset_of, size_of};
+        assert_eq!(align_of::<Hpcc>(), 64);
+        assert!(offset_of!(Hpcc, paced) < 64);
+        assert!(offset_of!(Hpcc, last_len) < 64);
+        assert!(offset_of!(Hpcc, started) < 64);
+        assert_eq!(offset_of!(Hpcc, w), 64);
+        let cfg = offset_of!(Hpcc, cfg);
+        assert!(cfg + offset_of!(HpccConfig, fast_react) < 128);
+        assert!(cfg + offset_of!(HpccConfig, max_stage) < 128);
+        assert!(cfg + offset_of!(HpccConfig, base_rtt_ns) < 128);
+        let five = offset_of!(Hpcc, last) + 5 * size_of::<PrevHop>();
+        assert!(offset_of!(Hpcc, last) >= 128 && five <= 256, "{five}");
     }
 }
 
