@@ -737,6 +737,25 @@ impl<M: Memory> Rnic<M> {
             })
     }
 
+    /// True when no QP is marked ready: a transmit poll now would come
+    /// back empty having changed nothing but the clock (see
+    /// [`advance_clock`](Self::advance_clock)). O(1), unlike
+    /// [`has_ready_work`](Self::has_ready_work). A driver that knows no
+    /// call reached the RNIC since may skip such a poll (the simulator
+    /// skips a host's wake-up at the end of a frame that would only find
+    /// this; issue 12).
+    pub fn nothing_ready(&self) -> bool {
+        self.ready.is_empty()
+    }
+
+    /// What a transmit poll at `now` that finds nothing ready does: the
+    /// RNIC's clock (which verbs calls such as `post_send` read for
+    /// pacing) moves to `now` if it is behind. For a driver that skipped
+    /// such a poll ([`nothing_ready`](Self::nothing_ready)).
+    pub fn advance_clock(&mut self, now: Nanos) {
+        self.clock = self.clock.max(now);
+    }
+
     fn split(&mut self) -> (&mut QpTable, Ctx<'_>) {
         let Rnic {
             cfg,

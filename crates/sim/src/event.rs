@@ -81,6 +81,8 @@ const TAG_BITS: u32 = 3;
 /// Largest sequence number a key holds (2⁵¹: years of events).
 const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
 const OFF_MASK: u64 = (1 << SLOT_BITS) - 1;
+/// A key's bits below the time: sequence number and kind.
+const LOW_MASK: u64 = (1 << OFF_SHIFT) - 1;
 
 const TAG_ARRIVE: u64 = 0;
 const TAG_TX_DONE: u64 = 1;
@@ -213,6 +215,11 @@ pub struct EventQueue {
     ahead: u64,
     /// Events scheduled so far (the last sequence number handed out).
     seq: u64,
+    /// Sequence numbers [`reserve`](Self::reserve)d and not (yet)
+    /// scheduled: they count in `seq` but are not pending.
+    reserved: u64,
+    /// Sequence number of the event being handled (or last handled).
+    now_seq: u64,
     now: Ps,
     popped: u64,
     /// Most events pending at once, as of the last pop (see
@@ -257,6 +264,8 @@ impl EventQueue {
             reach: (n - 1) as u64,
             ahead: 0,
             seq: 0,
+            reserved: 0,
+            now_seq: 0,
             now: 0,
             popped: 0,
             peak: 0,
@@ -290,11 +299,73 @@ impl EventQueue {
     /// Events pending: every scheduled event is queued once and handed
     /// out once.
     pub fn len(&self) -> usize {
-        (self.seq - self.popped) as usize
+        (self.seq - self.reserved - self.popped) as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.seq == self.popped
+        self.seq - self.reserved == self.popped
+    }
+
+    /// Takes the next sequence number for an event that may or may not
+    /// be scheduled later, with [`schedule_reserved`](Self::schedule_reserved).
+    ///
+    /// Why: the simulator skips a host's `TxDone` that would find nothing
+    /// to do, but an event at that host before its time may give it
+    /// something to do after all. Scheduled then with the number taken
+    /// when it was skipped, it runs exactly where it would have run had it
+    /// been scheduled all along — among events at the same picosecond,
+    /// after those scheduled before it and before those scheduled after.
+    /// A number never scheduled is simply never handed out.
+    #[inline(always)]
+    pub fn reserve(&mut self) -> u64 {
+        self.seq += 1;
+        self.reserved += 1;
+        self.seq
+    }
+
+    /// Whether an event reserved as `seq` at `time` would still be ahead
+    /// of the event being handled, i.e. may still be scheduled.
+    #[inline]
+    pub fn is_ahead(&self, time: Ps, seq: u64) -> bool {
+        time > self.now || (time == self.now && seq > self.now_seq)
+    }
+
+    /// Schedules `event` at `time` under the sequence number `seq` taken
+    /// earlier by [`reserve`](Self::reserve) (once), to run where it would
+    /// have run had it been scheduled then. `(time, seq)` must still be
+    /// ahead of the event being handled ([`is_ahead`](Self::is_ahead)).
+    ///
+    /// A calendar slot is kept in schedule order (what [`sort_slot`]'s
+    /// rank sort relies on) by inserting the entry at its sequence
+    /// number's place rather than at the end: usually only the few events
+    /// scheduled since the reservation move. The current slot is kept in
+    /// key order as [`schedule`](Self::schedule) keeps it, and the overflow
+    /// heap orders by `(time, sequence)` anyway.
+    pub fn schedule_reserved(&mut self, time: Ps, seq: u64, event: Event) {
+        debug_assert!(seq <= self.seq && self.reserved > 0);
+        debug_assert!(
+            self.is_ahead(time, seq),
+            "reserved event {seq} at {time} already passed"
+        );
+        self.reserved -= 1;
+        let (tag, data) = self.pack(event);
+        let low = (seq << TAG_BITS) | tag;
+        let slot = time >> SLOT_BITS;
+        if slot.wrapping_sub(self.cur + 1) < self.reach {
+            let i = (slot as usize) & self.mask;
+            let v = &mut self.slots[i];
+            let at = v.partition_point(|e| e.key & LOW_MASK < low);
+            v.insert(
+                at,
+                Entry {
+                    key: ((time & OFF_MASK) << OFF_SHIFT) | low,
+                    data,
+                },
+            );
+            self.occupied[i / 64] |= 1 << (i % 64);
+        } else {
+            self.schedule_near_or_far(time, low, data);
+        }
     }
 
     /// Packs `event` as (kind, payload).
@@ -683,6 +754,7 @@ impl EventQueue {
         self.head += 1;
         self.popped += 1;
         self.now = time;
+        self.now_seq = (e.key & LOW_MASK) >> TAG_BITS;
         let event = self.unpack(e.key, e.data);
         if e.key & ((1 << TAG_BITS) - 1) == TAG_SPILLED {
             self.spill_free.push(e.data as u32);
@@ -1153,6 +1225,11 @@ mod tests {
         Pop,
         PopUntil(u64),
         Peek,
+        /// Reserve a sequence number for an event `dt` after now.
+        Reserve(u64, u64),
+        /// Schedule (or, if it has passed, drop) the reservation picked
+        /// by the number.
+        Redeem(usize),
     }
 
     fn op() -> impl proptest::strategy::Strategy<Value = Op> {
@@ -1184,6 +1261,14 @@ mod tests {
             3 => Just(Op::Pop),
             1 => (0u64..200_000).prop_map(Op::PopUntil),
             1 => Just(Op::Peek),
+            // A host's frame ends a serialization time ahead (sometimes
+            // on the same picosecond as others), or in this very slot.
+            2 => (
+                prop_oneof![Just(0u64), 0u64..1_024, Just(80_000u64), 0u64..3_000_000],
+                any::<u64>()
+            )
+                .prop_map(|(dt, x)| Op::Reserve(dt, x)),
+            2 => any::<usize>().prop_map(Op::Redeem),
         ]
     }
 
@@ -1201,9 +1286,29 @@ mod tests {
             let mut model = BinaryHeap::new();
             // Events by sequence number (the heap orders `(time, seq)`).
             let mut events = vec![Event::Sample];
+            // Reservations not yet redeemed: (time, seq); and the last
+            // `(time, seq)` handed out.
+            let mut reserved: Vec<(Ps, usize)> = Vec::new();
+            let mut last = (0, 0);
             for op in ops {
                 let now = q.now();
                 match op {
+                    Op::Reserve(dt, x) => {
+                        let s = q.reserve();
+                        proptest::prop_assert_eq!(s as usize, events.len());
+                        reserved.push((now + dt, events.len()));
+                        events.push(any_event(x));
+                    }
+                    Op::Redeem(i) if !reserved.is_empty() => {
+                        let (t, s) = reserved.swap_remove(i % reserved.len());
+                        let ahead = (t, s) > last;
+                        proptest::prop_assert_eq!(q.is_ahead(t, s as u64), ahead);
+                        if ahead {
+                            q.schedule_reserved(t, s as u64, events[s]);
+                            model.push(Reverse((t, s)));
+                        }
+                    }
+                    Op::Redeem(_) => {}
                     Op::Schedule(dt, x) => {
                         let t = now.saturating_add_signed(dt);
                         let e = any_event(x);
@@ -1226,7 +1331,11 @@ mod tests {
                         }
                     }
                     Op::Pop => {
-                        let want = model.pop().map(|Reverse((t, s))| (t, events[s]));
+                        let top = model.pop();
+                        if let Some(Reverse(ts)) = top {
+                            last = ts;
+                        }
+                        let want = top.map(|Reverse((t, s))| (t, events[s]));
                         proptest::prop_assert_eq!(q.pop(), want);
                         // As the simulator does after each pop.
                         let _ = q.upcoming().count();
@@ -1235,7 +1344,9 @@ mod tests {
                         let limit = now + dt;
                         let want = match model.peek() {
                             Some(Reverse((t, ..))) if *t <= limit => {
-                                model.pop().map(|Reverse((t, s))| (t, events[s]))
+                                let Reverse((t, s)) = model.pop().expect("peeked");
+                                last = (t, s);
+                                Some((t, events[s]))
                             }
                             _ => None,
                         };
