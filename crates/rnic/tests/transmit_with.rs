@@ -139,3 +139,89 @@ fn a_qp_with_nothing_left_to_send_leaves_the_ready_set_with_its_last_packet() {
         assert!(!p.a.qp_status(a.qpn).unwrap().ready);
     }
 }
+
+/// `nothing_ready` tells the polls that can only come back empty, and
+/// `advance_clock` is all such a poll does: a driver that skips those
+/// polls (the simulator skips a host's wake-up that would find nothing,
+/// issue 12) and advances the clock instead sees every later packet,
+/// deadline and QP state as one that polled. The sender is paced (a
+/// 10 Gb/s shaper with pacing catch-up) and posts each write after an
+/// idle stretch: the post reads the clock, which then sets the pace.
+#[test]
+fn an_empty_poll_only_advances_the_clock() {
+    let run = |skip: bool| {
+        let cfg = RnicConfig {
+            pacing_catch_up_ns: 2_000,
+            ..RnicConfig::default()
+        };
+        let mut p = Pair::with_config(LinkConfig::default(), cfg);
+        let len = 1 << 16;
+        let mk = |r: &mut Rnic, cc: Box<dyn CongestionControl>| {
+            let pd = r.alloc_pd();
+            let cq = r.create_cq(64).unwrap();
+            let buf = r.mem_mut().alloc(len);
+            let mr = r.reg_mr(pd, buf, len as u64, Access::ALL).unwrap();
+            let init = QpInitAttr::new(QpType::Rc, pd, cq, cq);
+            let qpn = r.create_qp_with_cc(init, cc).unwrap();
+            (cq, buf, mr, qpn)
+        };
+        let shaper = Box::new(roce_rnic::cc::RateLimit {
+            inner: Box::new(NoCc),
+            cap_bps: 10_000_000_000,
+        });
+        let (cq, buf, mr, qa) = mk(&mut p.a, shaper);
+        let (_, bufb, mrb, qb) = mk(&mut p.b, Box::new(NoCc));
+        p.connect(qa, qb, Mtu::Mtu1024).unwrap();
+        let write = |id| {
+            let sge = Sge {
+                addr: buf,
+                length: 3000,
+                lkey: mr.lkey,
+            };
+            let to = WrOpcode::RdmaWrite {
+                remote_addr: bufb,
+                rkey: mrb.rkey,
+            };
+            SendWr::new(id, to, vec![sge])
+        };
+        let (mut log, mut empty) = (Vec::new(), 0);
+        for round in 0..400u64 {
+            let now = round * 700;
+            if round % 80 == 5 {
+                p.a.post_send(qa, &[write(round)]).unwrap();
+            }
+            for side in 0..2 {
+                let (from, to, src) = if side == 0 {
+                    (&mut p.a, &mut p.b, ADDR_A)
+                } else {
+                    (&mut p.b, &mut p.a, ADDR_B)
+                };
+                // Only a due deadline is run (every driver call sets the
+                // clock).
+                if from.poll_timeout().is_some_and(|t| t <= now) {
+                    from.handle_timeout(now);
+                }
+                if from.nothing_ready() {
+                    empty += 1;
+                    if skip {
+                        from.advance_clock(now);
+                    } else {
+                        assert!(from.poll_transmit(now).is_none(), "nothing ready");
+                    }
+                    continue;
+                }
+                if let Some(t) = from.poll_transmit(now) {
+                    log.push(format!("{now} {side} {}", key(&t).5));
+                    let payload = from.mem().materialize(t.payload.clone()).unwrap();
+                    to.handle_packet(now, src, false, &t.repr, payload.as_ref().unwrap());
+                }
+                log.push(format!("{now} {side} {:?}", from.poll_timeout()));
+            }
+        }
+        log.push(format!("{:?} {:?}", p.a.qp_status(qa), p.b.qp_status(qb)));
+        assert_eq!(p.a.poll_cq(cq, 16).len(), 5, "every write completes");
+        assert!(empty > 100, "the polls skipped: {empty}");
+        log
+    };
+    assert_eq!(run(true), run(false));
+}
