@@ -216,10 +216,13 @@ pub struct EventQueue {
     /// Events scheduled so far (the last sequence number handed out).
     seq: u64,
     /// Sequence numbers [`reserve`](Self::reserve)d and not (yet)
-    /// scheduled: they count in `seq` but are not pending.
+    /// scheduled. They count in `popped` too, as if handed out at once,
+    /// so that `seq - popped` stays the number pending with no third
+    /// term on the pop path; [`popped`](Self::popped) takes them out.
     reserved: u64,
-    /// Sequence number of the event being handled (or last handled).
-    now_seq: u64,
+    /// Sequence number of the last event handed out, once its slot's
+    /// buffer no longer holds it (see [`now_seq`](Self::now_seq)).
+    left_seq: u64,
     now: Ps,
     popped: u64,
     /// Most events pending at once, as of the last pop (see
@@ -265,7 +268,7 @@ impl EventQueue {
             ahead: 0,
             seq: 0,
             reserved: 0,
-            now_seq: 0,
+            left_seq: 0,
             now: 0,
             popped: 0,
             peak: 0,
@@ -293,17 +296,34 @@ impl EventQueue {
 
     /// Events handed out so far.
     pub fn popped(&self) -> u64 {
-        self.popped
+        self.popped - self.reserved
     }
 
     /// Events pending: every scheduled event is queued once and handed
     /// out once.
     pub fn len(&self) -> usize {
-        (self.seq - self.reserved - self.popped) as usize
+        (self.seq - self.popped) as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.seq - self.reserved == self.popped
+        self.seq == self.popped
+    }
+
+    /// Sequence number of the event being handled (or last handled): the
+    /// entry before the cursor, read when asked rather than kept at every
+    /// pop (a store per event for a question asked far less often). A
+    /// settle or rewind that drops that entry keeps its number first.
+    fn now_seq(&self) -> u64 {
+        match self.head.checked_sub(1).and_then(|i| self.current.get(i)) {
+            Some(e) => (e.key & LOW_MASK) >> TAG_BITS,
+            None => self.left_seq,
+        }
+    }
+
+    /// Keeps the number of the last event handed out before `current`
+    /// drops the entries before `head`.
+    fn keep_now_seq(&mut self) {
+        self.left_seq = self.now_seq();
     }
 
     /// Takes the next sequence number for an event that may or may not
@@ -320,6 +340,7 @@ impl EventQueue {
     pub fn reserve(&mut self) -> u64 {
         self.seq += 1;
         self.reserved += 1;
+        self.popped += 1;
         self.seq
     }
 
@@ -327,7 +348,7 @@ impl EventQueue {
     /// of the event being handled, i.e. may still be scheduled.
     #[inline]
     pub fn is_ahead(&self, time: Ps, seq: u64) -> bool {
-        time > self.now || (time == self.now && seq > self.now_seq)
+        time > self.now || (time == self.now && seq > self.now_seq())
     }
 
     /// Schedules `event` at `time` under the sequence number `seq` taken
@@ -348,6 +369,7 @@ impl EventQueue {
             "reserved event {seq} at {time} already passed"
         );
         self.reserved -= 1;
+        self.popped -= 1;
         let (tag, data) = self.pack(event);
         let low = (seq << TAG_BITS) | tag;
         let slot = time >> SLOT_BITS;
@@ -537,6 +559,7 @@ impl EventQueue {
     fn rewind(&mut self, slot: u64) {
         // A peek hands nothing out, and a pop from the settled slot moves
         // `now` past `slot`: nothing before `head` to keep.
+        self.keep_now_seq();
         self.current.drain(..self.head);
         self.head = 0;
         let settled = std::mem::take(&mut self.current);
@@ -665,6 +688,7 @@ impl EventQueue {
     #[inline(never)]
     fn settle(&mut self) -> Option<Entry> {
         self.check_seq();
+        self.keep_now_seq();
         self.current.clear();
         self.head = 0;
         loop {
@@ -754,7 +778,6 @@ impl EventQueue {
         self.head += 1;
         self.popped += 1;
         self.now = time;
-        self.now_seq = (e.key & LOW_MASK) >> TAG_BITS;
         let event = self.unpack(e.key, e.data);
         if e.key & ((1 << TAG_BITS) - 1) == TAG_SPILLED {
             self.spill_free.push(e.data as u32);
@@ -1289,7 +1312,7 @@ mod tests {
             // Reservations not yet redeemed: (time, seq); and the last
             // `(time, seq)` handed out.
             let mut reserved: Vec<(Ps, usize)> = Vec::new();
-            let mut last = (0, 0);
+            let (mut last, mut handed) = ((0, 0), 0u64);
             for op in ops {
                 let now = q.now();
                 match op {
@@ -1334,6 +1357,7 @@ mod tests {
                         let top = model.pop();
                         if let Some(Reverse(ts)) = top {
                             last = ts;
+                            handed += 1;
                         }
                         let want = top.map(|Reverse((t, s))| (t, events[s]));
                         proptest::prop_assert_eq!(q.pop(), want);
@@ -1346,6 +1370,7 @@ mod tests {
                             Some(Reverse((t, ..))) if *t <= limit => {
                                 let Reverse((t, s)) = model.pop().expect("peeked");
                                 last = (t, s);
+                                handed += 1;
                                 Some((t, events[s]))
                             }
                             _ => None,
@@ -1358,6 +1383,7 @@ mod tests {
                     }
                 }
                 proptest::prop_assert_eq!(q.len(), model.len());
+                proptest::prop_assert_eq!(q.popped(), handed);
             }
             let peak = q.peak_len();
             proptest::prop_assert!(peak >= q.len());

@@ -1117,11 +1117,17 @@ impl Simulator {
     fn start_flow(&mut self, flow: u32) {
         let s = &self.flows[flow as usize].spec;
         let (src, dst) = (s.src, s.dst);
-        self.settle_wake(src);
-        self.settle_wake(dst);
+        for h in [src, dst] {
+            if self.hosts[h as usize].wake_seq != 0 {
+                self.settle_wake_slow(h);
+            }
+        }
         self.start_flow_inner(flow);
-        self.settle_wake(src);
-        self.settle_wake(dst);
+        for h in [src, dst] {
+            if self.hosts[h as usize].wake_seq != 0 {
+                self.settle_wake_slow(h);
+            }
+        }
     }
 
     fn start_flow_inner(&mut self, flow: u32) {
@@ -1471,19 +1477,27 @@ impl Simulator {
             })
     }
 
-    /// After a host was touched: a skipped `TxDone` (see
-    /// [`quiet_until`](Self::quiet_until)) still ahead is scheduled under
-    /// its reserved number if the host may now have something to do at
-    /// that time, so it runs exactly where it would have; one already
-    /// passed found nothing to do, and only its poll's effect on the
-    /// RNIC's clock and its clearing of `wake_pending` are made good.
+    /// After a host was touched (its RNIC called at `now`): a skipped
+    /// `TxDone` (see [`quiet_until`](Self::quiet_until)) still ahead is
+    /// scheduled if the host may now have something to do then. One that
+    /// passed (its frame ended before `now`) is left for the next frame
+    /// sent or flow started to clear: the RNIC call just made moved the
+    /// clock past the poll it skipped.
     #[inline(always)]
     fn settle_wake(&mut self, host: u32) {
-        if self.hosts[host as usize].wake_seq != 0 {
+        let h = &self.hosts[host as usize];
+        if h.wake_seq != 0 && self.nodes[h.node as usize].ports[0].busy_until >= self.q.now() {
             self.settle_wake_slow(host);
         }
     }
 
+    /// [`settle_wake`](Self::settle_wake) for a host with a skipped
+    /// `TxDone`: one still ahead is scheduled under its reserved number if
+    /// the host may now have something to do at that time, so it runs
+    /// exactly where it would have; one already passed found nothing to
+    /// do, and only its poll's effect on the RNIC's clock (which the verbs
+    /// calls of a flow's start read) and its clearing of `wake_pending`
+    /// are made good.
     #[inline(never)]
     fn settle_wake_slow(&mut self, host: u32) {
         let h = &mut self.hosts[host as usize];
