@@ -1452,12 +1452,19 @@ impl Simulator {
         // `kick_host`, which re-arms the host's timer itself; a second arm
         // right after it could only find the timer set (one call per packet
         // received spared, issue 12).
-        let armed = h.path.is_none() && self.nodes[node as usize].ports[0].busy_until <= now;
+        let busy_until = self.nodes[node as usize].ports[0].busy_until;
+        let armed = h.path.is_none() && busy_until <= now;
         self.kick(node, 0);
         if !armed {
             self.arm_host_timer(host);
         }
-        self.settle_wake(host);
+        // A wake-up skipped by a frame `kick` just sent was judged on the
+        // state this call leaves (`kick_host` arms the timer before it
+        // returns). One skipped earlier is judged again: the port was
+        // busy on entry, or its frame ends at this very instant.
+        if !armed || busy_until == now {
+            self.settle_wake(host);
+        }
     }
 
     /// Whether the `TxDone` of a host's frame ending at `end` would find
