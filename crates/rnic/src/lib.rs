@@ -246,6 +246,12 @@ pub struct Rnic<M: Memory = RealMemory> {
     clock: Nanos,
     rr_next: u32,
     next_qpn: u32,
+    /// Completions waiting in all CQs together: a driver that polls after
+    /// every call asks [`has_completions`](Self::has_completions) on this
+    /// line instead of searching `cqs`, whose tree node is a line of its
+    /// own (at 8,192 hosts a miss on every packet a host handled, three
+    /// quarters of the simulator's time after each RNIC call).
+    cqes: usize,
     /// Each QP's next deadline, ordered: `poll_timeout` is the first entry.
     timers: Timers,
     counters: Counters,
@@ -348,6 +354,7 @@ impl<M: Memory> Rnic<M> {
             next_srq: 1,
             qps: QpTable::default(),
             next_qpn: 0x11,
+            cqes: 0,
             rr_next: 0,
             ready: ReadySet::default(),
             timers: Timers::default(),
@@ -487,10 +494,9 @@ impl<M: Memory> Rnic<M> {
                 users,
             });
         }
-        self.cqs
-            .remove(&cq.0)
-            .map(|_| ())
-            .ok_or(unknown("CQ", cq.0))
+        let c = self.cqs.remove(&cq.0).ok_or(unknown("CQ", cq.0))?;
+        self.cqes -= c.len();
+        Ok(())
     }
 
     /// Polls up to `max` completions (`ibv_poll_cq`).
@@ -504,12 +510,20 @@ impl<M: Memory> Rnic<M> {
                 }
             }
         }
+        self.cqes -= out.len();
         out
     }
 
     /// Completions waiting in `cq`.
     pub fn cq_len(&self, cq: CqHandle) -> usize {
         self.cqs.get(&cq.0).map_or(0, |c| c.len())
+    }
+
+    /// Whether any CQ holds a completion: false means every
+    /// [`cq_len`](Self::cq_len) is 0, read without searching the CQs.
+    #[inline]
+    pub fn has_completions(&self) -> bool {
+        self.cqes > 0
     }
 
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
@@ -766,6 +780,7 @@ impl<M: Memory> Rnic<M> {
             events,
             counters,
             qps,
+            cqes,
             ..
         } = self;
         (
@@ -775,6 +790,7 @@ impl<M: Memory> Rnic<M> {
                 mem,
                 mrs,
                 cqs,
+                cqes,
                 srqs,
                 events,
                 counters,
@@ -1167,6 +1183,7 @@ impl<M: Memory> Rnic<M> {
             mem,
             mrs,
             cqs,
+            cqes,
             srqs,
             events,
             counters,
@@ -1177,6 +1194,7 @@ impl<M: Memory> Rnic<M> {
             mem,
             mrs,
             cqs,
+            cqes,
             srqs,
             events,
             counters,

@@ -727,6 +727,8 @@ pub(crate) struct Ctx<'a> {
     pub mem: &'a mut dyn Memory,
     pub mrs: &'a MrTable,
     pub cqs: &'a mut BTreeMap<u32, Cq>,
+    /// The RNIC's count of completions waiting in `cqs`.
+    pub cqes: &'a mut usize,
     pub srqs: &'a mut BTreeMap<u32, Srq>,
     pub events: &'a mut VecDeque<AsyncEvent>,
     pub counters: &'a mut Counters,
@@ -737,7 +739,9 @@ impl Ctx<'_> {
     pub fn complete(&mut self, cq: CqHandle, wc: Wc) {
         match self.cqs.get_mut(&cq.0) {
             Some(c) => {
-                if !c.push(wc) {
+                if c.push(wc) {
+                    *self.cqes += 1;
+                } else {
                     self.counters.cq_overflows += 1;
                     self.events
                         .push_back(AsyncEvent::CqOverflow { cq, qpn: wc.qp_num });

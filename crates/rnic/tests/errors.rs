@@ -712,6 +712,41 @@ fn post_limits() {
     ));
 }
 
+/// `has_completions` answers for every CQ without searching them: true
+/// exactly while some CQ holds a completion, across overflows, partial
+/// polls and a CQ destroyed full.
+#[test]
+fn has_completions_follows_every_cq() {
+    let (mut p, a, b) = setup(RcOptions {
+        cq_depth: 2,
+        sq_sig_all: true,
+        ..Default::default()
+    });
+    assert!(!p.a.has_completions());
+    let wrs: Vec<SendWr> = (0..3)
+        .map(|i| {
+            let mut w = write(&a, b.buf, b.mr.rkey, 8).unsignaled();
+            w.wr_id = i;
+            w
+        })
+        .collect();
+    p.a.post_send(a.qpn, &wrs).unwrap();
+    assert!(p.drive());
+    // Two stored, the third overflowed and is not counted.
+    assert_eq!(p.a.cq_len(a.cq), 2);
+    assert!(p.a.has_completions());
+    assert_eq!(p.a.poll_cq(a.cq, 1).len(), 1);
+    assert!(p.a.has_completions());
+    assert_eq!(p.a.poll_cq(a.cq, 8).len(), 1);
+    assert!(!p.a.has_completions());
+    // A spare CQ's completions count too, and leave with it.
+    let spare = p.a.create_cq(4).unwrap();
+    assert!(!p.a.has_completions());
+    assert_eq!(p.a.cq_len(spare), 0);
+    p.a.destroy_cq(spare).unwrap();
+    assert!(!p.a.has_completions());
+}
+
 #[test]
 fn cq_overflow_raises_an_event() {
     let (mut p, a, b) = setup(RcOptions {

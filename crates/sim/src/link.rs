@@ -276,7 +276,13 @@ impl Port {
         self.q[prio].paused_until > now
     }
 
-    /// Packets waiting in all queues.
+    /// Whether queue `prio` holds a frame (read from the serializer's
+    /// line, not the queue's).
+    #[inline]
+    pub fn holds(&self, prio: usize) -> bool {
+        self.nonempty & (1 << (prio & (NPRIO - 1))) != 0
+    }
+
     /// Heap bytes of the queues (the port itself is counted apart).
     pub fn heap_bytes(&self) -> u64 {
         let entries: usize = self.q.iter().map(|q| q.queue.capacity()).sum();
@@ -287,6 +293,7 @@ impl Port {
                 .map_or(0, |b| std::mem::size_of_val(&**b) as u64)
     }
 
+    /// Packets waiting in all queues.
     pub fn queued_pkts(&self) -> usize {
         self.npkts as usize
     }

@@ -952,11 +952,11 @@ impl Simulator {
                         continue;
                     };
                     if d == 2 {
-                        // The serializer's line and the lines of the
-                        // priorities that carry traffic.
+                        // The serializer's line and the data queue's (the
+                        // control queue's follows once the serializer's
+                        // line says it holds a frame).
                         prefetch_line(p);
                         prefetch_line(&p.q[data]);
-                        prefetch_line(&p.q[control]);
                         if ns.host
                             && let Some(h) = self.hosts.get(ns.index as usize)
                         {
@@ -977,8 +977,20 @@ impl Simulator {
                         }
                     }
                     for prio in [data, control] {
+                        // The control queue a stage late, and only when it
+                        // holds a frame: at most wake-ups it is empty, and
+                        // loading its line for every one was a fetch for
+                        // nothing.
+                        let late = prio != data;
+                        if late && !p.holds(prio) {
+                            continue;
+                        }
+                        if late && d == 1 {
+                            prefetch_line(&p.q[prio]);
+                            continue;
+                        }
                         let Some(e) = p.head(prio) else { continue };
-                        if d == 1 {
+                        if d == 1 || late {
                             prefetch_line(e);
                         } else if !ns.host
                             && let Some(sw) = self.switches.get(ns.index as usize)
@@ -1423,7 +1435,9 @@ impl Simulator {
     fn after_host(&mut self, host: u32) {
         let now = self.q.now();
         let h = &mut self.hosts[host as usize];
-        if h.rnic.cq_len(h.cq) > 0 {
+        // The count first: it is on the RNIC's first lines, which the
+        // calendar's look-ahead loaded; the CQ's own tree node is not.
+        if h.rnic.has_completions() && h.rnic.cq_len(h.cq) > 0 {
             let wcs = h.rnic.poll_cq(h.cq, usize::MAX);
             for wc in wcs {
                 // With a profile the application sees a CQE once its write
