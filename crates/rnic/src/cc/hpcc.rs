@@ -292,6 +292,9 @@ impl CongestionControl for Hpcc {
     fn name(&self) -> &'static str {
         "hpcc"
     }
+    fn counts_sends(&self) -> bool {
+        false
+    }
     fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
         self.sent = fb.send_point;
         self.acked = fb.snd_una;
