@@ -1828,15 +1828,9 @@ impl Simulator {
             // `INT_SCRATCH`): a packet not stamped writes the scratch record
             // and keeps its count.
             if self.cfg.int {
-                let pk = &mut self.packets[id as usize];
-                let (rec, hop, stamp) = pk.int_stamp();
-                let int = pk.int();
-                pk.set_int(IntRef {
-                    len: int.len + u8::from(stamp),
-                    ..int
-                });
-                if let Some(r) = self.ints.get_mut(rec as usize) {
-                    r.hops[hop & (MAX_INT_HOPS - 1)] = IntHop {
+                let at = self.packets[id as usize].take_int_hop();
+                if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
+                    r.hops[at % MAX_INT_HOPS] = IntHop {
                         ts: now / PS_PER_NS,
                         tx_bytes: p.tx_bytes,
                         qlen,
@@ -1891,9 +1885,9 @@ impl Simulator {
                 // once, when its port is idle): start loading its line
                 // while the route and the buffer are worked out (the
                 // scratch record's for a packet not stamped: no branch).
-                let (rec, hop, _) = p.int_stamp();
-                if let Some(r) = self.ints.get(rec as usize) {
-                    prefetch_line(&r.hops[hop & (MAX_INT_HOPS - 1)]);
+                let at = p.int_hop();
+                if let Some(r) = self.ints.get(at / MAX_INT_HOPS) {
+                    prefetch_line(&r.hops[at % MAX_INT_HOPS]);
                 }
             }
             (
