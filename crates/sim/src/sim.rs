@@ -1364,6 +1364,7 @@ impl Simulator {
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
             let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            rnic.prefetch_cc(prefetch_addr, repr.bth.dest_qp);
             rnic.handle_packet_int(now_ns, src, ce, &repr, payload, hops);
             self.int_free.push(int.rec);
         } else {
