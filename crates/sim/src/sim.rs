@@ -1328,7 +1328,9 @@ impl Simulator {
         // and a branch on ACK or data both mispredicted, as ACKs and data
         // arrive in no order and paths differ in length.
         let rec = if payload == 0 { int.rec } else { INT_SCRATCH };
-        if let Some(r) = self.ints.get(rec as usize) {
+        if self.cfg.int
+            && let Some(r) = self.ints.get(rec as usize)
+        {
             let last = usize::from(int.len).saturating_sub(1) & (MAX_INT_HOPS - 1);
             prefetch_line(&r.hops[0]);
             prefetch_line(&r.hops[last.div_ceil(2)]);

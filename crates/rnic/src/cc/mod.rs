@@ -48,6 +48,13 @@ pub trait CongestionControl: Send {
     fn counts_sends(&self) -> bool {
         true
     }
+    /// False when [`on_ack`](Self::on_ack) and
+    /// [`on_ack_feedback`](Self::on_ack_feedback) are both the no-op
+    /// defaults: the RNIC then skips them, one call per ACK (true by
+    /// default, as [`counts_sends`](Self::counts_sends)).
+    fn reads_acks(&self) -> bool {
+        true
+    }
     /// An ACK moved the acknowledged point; `rtt` is its Karn-filtered sample.
     fn on_ack(&mut self, _now: Nanos, _acked_bytes: u64, _rtt: Option<Nanos>) {}
     /// The same ACK in full (called right after [`on_ack`](Self::on_ack)).
@@ -122,13 +129,20 @@ pub(crate) struct Controller {
     view: View,
     /// [`CongestionControl::counts_sends`], as of creation.
     sends: bool,
+    /// [`CongestionControl::reads_acks`], as of creation.
+    acks: bool,
 }
 
 impl Controller {
     pub fn new(cc: Box<dyn CongestionControl>) -> Controller {
         let view = View::of(&*cc);
-        let sends = cc.counts_sends();
-        Controller { cc, view, sends }
+        let (sends, acks) = (cc.counts_sends(), cc.reads_acks());
+        Controller {
+            cc,
+            view,
+            sends,
+            acks,
+        }
     }
 
     /// The controller, for what it reports.
@@ -141,6 +155,7 @@ impl Controller {
         let cc = std::mem::replace(&mut self.cc, Box::new(NoCc));
         self.view = View::of(&*self.cc);
         self.sends = self.cc.counts_sends();
+        self.acks = self.cc.reads_acks();
         cc
     }
 
@@ -162,8 +177,12 @@ impl Controller {
         }
     }
     /// An ACK that moved the acknowledged point: `on_ack`, then
-    /// `on_ack_feedback`, as the trait documents.
+    /// `on_ack_feedback`, as the trait documents (skipped for a controller
+    /// that reads neither, like `on_send`).
     pub fn on_ack(&mut self, now: Nanos, fb: &AckFeedback) {
+        if !self.acks {
+            return;
+        }
         self.update(|c| {
             c.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             c.on_ack_feedback(now, fb)
@@ -215,6 +234,9 @@ impl CongestionControl for NoCc {
     fn counts_sends(&self) -> bool {
         false
     }
+    fn reads_acks(&self) -> bool {
+        false
+    }
 }
 
 /// A per-QP rate limit over another controller (`ibv_modify_qp_rate_limit`,
@@ -234,6 +256,9 @@ impl CongestionControl for RateLimit {
     }
     fn counts_sends(&self) -> bool {
         self.inner.counts_sends()
+    }
+    fn reads_acks(&self) -> bool {
+        self.inner.reads_acks()
     }
     fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
         self.inner.on_ack(now, acked_bytes, rtt)
@@ -283,6 +308,9 @@ impl CongestionControl for FixedRate {
         "fixed"
     }
     fn counts_sends(&self) -> bool {
+        false
+    }
+    fn reads_acks(&self) -> bool {
         false
     }
     fn rate_bps(&self) -> Option<u64> {
@@ -358,7 +386,8 @@ mod tests {
         assert_eq!(d.rate_bps(), None);
     }
 
-    /// Only a controller whose `on_send` does nothing is spared the call.
+    /// Only a controller whose `on_send` (or ACK callbacks) does nothing is
+    /// spared the call.
     #[test]
     fn sends_are_skipped_only_where_they_do_nothing() {
         assert!(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000).counts_sends());
@@ -370,5 +399,7 @@ mod tests {
             cap_bps: 1_000_000_000,
         };
         assert!(limited.counts_sends());
+        assert!(!limited.reads_acks(), "DCQCN reads no ACKs");
+        assert!(Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000).reads_acks());
     }
 }
