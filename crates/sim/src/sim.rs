@@ -16,7 +16,9 @@ use crate::fib::Fib;
 use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
-use crate::packet::{IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len};
+use crate::packet::{
+    INT_SCRATCH, IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
+};
 use crate::pfc::{Admit, BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
@@ -1370,13 +1372,21 @@ impl Simulator {
         }
         let p = self.take_packet(pkt);
         let (int, payload) = (p.int(), p.payload());
-        if int.is_some() && payload == 0 {
-            // The ACK's echoed hops, which its QP's controller reads after
-            // the RNIC has handled the ACK itself: start loading them now.
-            let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
-            for h in hops.iter().step_by(2) {
-                prefetch_line(h);
-            }
+        // The ACK's echoed hops, which its QP's controller reads after the
+        // RNIC has handled the ACK itself: start loading them now. Their
+        // first, middle and last lines (all of up to six hops' three), at
+        // fixed places and for data too (the scratch record's, which a
+        // data packet's own hops are not read here): a loop over the hops
+        // and a branch on ACK or data both mispredicted, as ACKs and data
+        // arrive in no order and paths differ in length.
+        let rec = if payload == 0 { int.rec } else { INT_SCRATCH };
+        if self.cfg.int
+            && let Some(r) = self.ints.get(rec as usize)
+        {
+            let last = usize::from(int.len).saturating_sub(1) & (MAX_INT_HOPS - 1);
+            prefetch_line(&r.hops[0]);
+            prefetch_line(&r.hops[last.div_ceil(2)]);
+            prefetch_line(&r.hops[last]);
         }
         let repr = p.repr(&self.exts);
         self.counters.delivered_bytes += u64::from(p.frame());
@@ -1408,6 +1418,7 @@ impl Simulator {
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
             let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            rnic.prefetch_cc(prefetch_addr, repr.bth.dest_qp);
             rnic.handle_packet_int(now_ns, src, ce, &repr, payload, hops);
             self.int_free.push(int.rec);
         } else {
@@ -1780,6 +1791,11 @@ impl Simulator {
             let rec = match self.int_free.pop() {
                 Some(r) => r,
                 None => {
+                    if self.ints.len() == 0 {
+                        // The first record is the switches' scratch
+                        // (`INT_SCRATCH`).
+                        self.ints.push(IntRec::default());
+                    }
                     self.ints.push(IntRec::default());
                     (self.ints.len() - 1) as u32
                 }
@@ -1931,16 +1947,13 @@ impl Simulator {
             // data alone): the ACK carries the forward path's hops back, and
             // stamping its own way back made a flow answer congestion on
             // the ports its ACKs cross, which it does not load.
-            if self.cfg.int && !self.packets[id as usize].control() {
-                let pk = &mut self.packets[id as usize];
-                let int = pk.int();
-                let len = int.len;
-                if int.is_some() && usize::from(len) < MAX_INT_HOPS {
-                    pk.set_int(IntRef {
-                        len: len + 1,
-                        ..int
-                    });
-                    self.ints[int.rec as usize].hops[usize::from(len)] = IntHop {
+            // Written without a branch on the packet's kind (see
+            // `INT_SCRATCH`): a packet not stamped writes the scratch record
+            // and keeps its count.
+            if self.cfg.int {
+                let at = self.packets[id as usize].take_int_hop();
+                if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
+                    r.hops[at % MAX_INT_HOPS] = IntHop {
                         ts: now / PS_PER_NS,
                         tx_bytes: p.tx_bytes,
                         qlen,
@@ -2007,14 +2020,14 @@ impl Simulator {
         }
         let (dst, prio, frame, markable, tuple, src, ns3_ports) = {
             let p = &self.packets[pkt as usize];
-            let int = p.int();
-            if self.cfg.int && !p.control() && int.is_some() && usize::from(int.len) < MAX_INT_HOPS
-            {
+            if self.cfg.int {
                 // The hop this switch stamps when the packet leaves (at
                 // once, when its port is idle): start loading its line
-                // while the route and the buffer are worked out.
-                if let Some(r) = self.ints.get(int.rec as usize) {
-                    prefetch_line(&r.hops[usize::from(int.len)]);
+                // while the route and the buffer are worked out (the
+                // scratch record's for a packet not stamped: no branch).
+                let at = p.int_hop();
+                if let Some(r) = self.ints.get(at / MAX_INT_HOPS) {
+                    prefetch_line(&r.hops[at % MAX_INT_HOPS]);
                 }
             }
             (
@@ -2604,6 +2617,13 @@ impl<T: Copy> Slab<T> {
         // SAFETY: `slot_ptr` gives a written slot; the borrow of `self`
         // keeps it alive and unmodified.
         self.slot_ptr(i).map(|p| unsafe { &*p })
+    }
+
+    #[inline]
+    fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        // SAFETY: `slot_ptr` gives a written slot; `&mut self` makes the
+        // borrow unique.
+        self.slot_ptr(i).map(|p| unsafe { &mut *p })
     }
 }
 

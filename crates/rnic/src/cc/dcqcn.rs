@@ -306,6 +306,9 @@ impl CongestionControl for Dcqcn {
         "dcqcn"
     }
 
+    fn reads_acks(&self) -> bool {
+        false
+    }
     fn on_cnp(&mut self, now: Nanos) {
         self.alpha_cnp_arrived = true;
         self.decrease_cnp_arrived = true;

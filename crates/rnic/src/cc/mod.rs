@@ -42,6 +42,19 @@ pub struct IntHop {
 pub trait CongestionControl: Send {
     fn name(&self) -> &'static str;
     fn on_send(&mut self, _now: Nanos, _bytes: usize) {}
+    /// False when [`on_send`](Self::on_send) is the no-op default: the
+    /// RNIC then skips the call, one per packet sent. (True by default, so
+    /// a controller that reads its sends cannot be skipped by omission.)
+    fn counts_sends(&self) -> bool {
+        true
+    }
+    /// False when [`on_ack`](Self::on_ack) and
+    /// [`on_ack_feedback`](Self::on_ack_feedback) are both the no-op
+    /// defaults: the RNIC then skips them, one call per ACK (true by
+    /// default, as [`counts_sends`](Self::counts_sends)).
+    fn reads_acks(&self) -> bool {
+        true
+    }
     /// An ACK moved the acknowledged point; `rtt` is its Karn-filtered sample.
     fn on_ack(&mut self, _now: Nanos, _acked_bytes: u64, _rtt: Option<Nanos>) {}
     /// The same ACK in full (called right after [`on_ack`](Self::on_ack)).
@@ -75,24 +88,61 @@ pub trait CongestionControl: Send {
     fn rate_cuts(&self) -> u64 {
         0
     }
+    /// [`next_tick`](Self::next_tick), [`window_bytes`](Self::window_bytes)
+    /// and [`rate_bps`](Self::rate_bps) in one virtual call (inside it,
+    /// the controller's own methods are called directly): what the RNIC
+    /// reads again after every callback. Not meant to be overridden.
+    fn readings(&self) -> (Option<Nanos>, Option<u64>, Option<u64>) {
+        (self.next_tick(), self.window_bytes(), self.rate_bps())
+    }
 }
 
-/// A QP's controller with its next tick kept beside it. The RNIC asks
-/// for a QP's next deadline on every re-file, several times per packet,
-/// and most QPs' controllers never tick (a receiver's never sends): kept
-/// here, the answer costs neither the controller's cache lines nor a
-/// virtual call. [`CongestionControl::next_tick`] reads only the
-/// controller's state, which only its `&mut` callbacks change, so it is
-/// read again after each of those and nowhere else.
+/// What the RNIC reads of a controller between its callbacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct View {
+    tick: Option<Nanos>,
+    window: Option<u64>,
+    rate: Option<u64>,
+}
+
+impl View {
+    fn of(cc: &dyn CongestionControl) -> View {
+        let (tick, window, rate) = cc.readings();
+        View { tick, window, rate }
+    }
+}
+
+/// A QP's controller with what the RNIC reads of it kept beside it: its
+/// next tick, window and rate. The RNIC asks for a QP's next deadline on
+/// every re-file, several times per packet, and for the window (twice)
+/// and the rate on every packet it sends, and most QPs' controllers
+/// never tick (a receiver's never sends): kept here, the answers cost
+/// neither the controller's cache lines nor a virtual call each (with
+/// HPCC on the 320-host fat tree, its window's line was a cache miss on
+/// half the packets sent; cachegrind). [`CongestionControl::next_tick`],
+/// [`window_bytes`](CongestionControl::window_bytes) and
+/// [`rate_bps`](CongestionControl::rate_bps) read only the controller's
+/// state, which only its `&mut` callbacks change, so they are read again
+/// after each of those and nowhere else.
 pub(crate) struct Controller {
     cc: Box<dyn CongestionControl>,
-    tick: Option<Nanos>,
+    view: View,
+    /// [`CongestionControl::counts_sends`], as of creation.
+    sends: bool,
+    /// [`CongestionControl::reads_acks`], as of creation.
+    acks: bool,
 }
 
 impl Controller {
     pub fn new(cc: Box<dyn CongestionControl>) -> Controller {
-        let tick = cc.next_tick();
-        Controller { cc, tick }
+        let view = View::of(&*cc);
+        let (sends, acks) = (cc.counts_sends(), cc.reads_acks());
+        Controller {
+            cc,
+            view,
+            sends,
+            acks,
+        }
     }
 
     /// The controller, for what it reports.
@@ -102,26 +152,37 @@ impl Controller {
 
     /// Hands the controller back, leaving none in its place.
     pub fn take(&mut self) -> Box<dyn CongestionControl> {
-        self.tick = None;
-        std::mem::replace(&mut self.cc, Box::new(NoCc))
+        let cc = std::mem::replace(&mut self.cc, Box::new(NoCc));
+        self.view = View::of(&*self.cc);
+        self.sends = self.cc.counts_sends();
+        self.acks = self.cc.reads_acks();
+        cc
     }
 
-    /// Runs a callback, then re-reads the next tick.
+    /// Runs a callback, then re-reads what the RNIC reads.
     fn update<R>(&mut self, f: impl FnOnce(&mut dyn CongestionControl) -> R) -> R {
         let r = f(&mut *self.cc);
-        self.tick = self.cc.next_tick();
+        self.view = View::of(&*self.cc);
         r
     }
 
     pub fn name(&self) -> &'static str {
         self.cc.name()
     }
+    /// Skipped for a controller whose `on_send` does nothing (which
+    /// changes no state, so nothing needs reading again).
     pub fn on_send(&mut self, now: Nanos, bytes: usize) {
-        self.update(|c| c.on_send(now, bytes))
+        if self.sends {
+            self.update(|c| c.on_send(now, bytes))
+        }
     }
     /// An ACK that moved the acknowledged point: `on_ack`, then
-    /// `on_ack_feedback`, as the trait documents.
+    /// `on_ack_feedback`, as the trait documents (skipped for a controller
+    /// that reads neither, like `on_send`).
     pub fn on_ack(&mut self, now: Nanos, fb: &AckFeedback) {
+        if !self.acks {
+            return;
+        }
         self.update(|c| {
             c.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             c.on_ack_feedback(now, fb)
@@ -147,13 +208,15 @@ impl Controller {
     }
     /// [`CongestionControl::next_tick`], as of the last callback.
     pub fn next_tick(&self) -> Option<Nanos> {
-        self.tick
+        self.view.tick
     }
+    /// [`CongestionControl::rate_bps`], as of the last callback.
     pub fn rate_bps(&self) -> Option<u64> {
-        self.cc.rate_bps()
+        self.view.rate
     }
+    /// [`CongestionControl::window_bytes`], as of the last callback.
     pub fn window_bytes(&self) -> Option<u64> {
-        self.cc.window_bytes()
+        self.view.window
     }
     pub fn rate_cuts(&self) -> u64 {
         self.cc.rate_cuts()
@@ -167,6 +230,12 @@ pub struct NoCc;
 impl CongestionControl for NoCc {
     fn name(&self) -> &'static str {
         "none"
+    }
+    fn counts_sends(&self) -> bool {
+        false
+    }
+    fn reads_acks(&self) -> bool {
+        false
     }
 }
 
@@ -184,6 +253,12 @@ impl CongestionControl for RateLimit {
     }
     fn on_send(&mut self, now: Nanos, bytes: usize) {
         self.inner.on_send(now, bytes)
+    }
+    fn counts_sends(&self) -> bool {
+        self.inner.counts_sends()
+    }
+    fn reads_acks(&self) -> bool {
+        self.inner.reads_acks()
     }
     fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
         self.inner.on_ack(now, acked_bytes, rtt)
@@ -232,7 +307,99 @@ impl CongestionControl for FixedRate {
     fn name(&self) -> &'static str {
         "fixed"
     }
+    fn counts_sends(&self) -> bool {
+        false
+    }
+    fn reads_acks(&self) -> bool {
+        false
+    }
     fn rate_bps(&self) -> Option<u64> {
         Some(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the RNIC reads through a [`Controller`] is what the
+    /// controller answers, after every kind of callback: the window and
+    /// rate HPCC cuts on congested feedback, and the tick and rate a
+    /// DCQCN CNP and its timers move.
+    #[test]
+    fn kept_readings_follow_the_controller() {
+        let same = |c: &Controller| {
+            assert_eq!(c.window_bytes(), c.get().window_bytes());
+            assert_eq!(c.rate_bps(), c.get().rate_bps());
+            assert_eq!(c.next_tick(), c.get().next_tick());
+        };
+        let mut c = Controller::new(Box::new(Hpcc::new(
+            HpccConfig::new(100_000_000_000, 10_000),
+            100_000_000_000,
+        )));
+        let before = c.window_bytes();
+        same(&c);
+        for i in 0..20u64 {
+            let fb = AckFeedback {
+                snd_una: (i + 1) * 10_000,
+                snd_nxt: (i + 1) * 10_000,
+                send_point: (i + 1) * 10_000,
+                ..AckFeedback::default()
+            };
+            c.on_send(i * 1_000, 1_062);
+            c.on_ack(i * 1_000, &fb);
+            same(&c);
+            let hop = IntHop {
+                ts: i * 1_000,
+                tx_bytes: i * 12_500,
+                qlen: 125_000,
+                link_bps: 100_000_000_000,
+            };
+            c.on_int(i * 1_000, &[hop]);
+            same(&c);
+        }
+        assert!(c.window_bytes() < before, "the window was cut");
+        assert!(c.rate_bps().is_some(), "and paced");
+
+        let mut d = Controller::new(Box::new(Dcqcn::new(
+            DcqcnConfig::default(),
+            100_000_000_000,
+        )));
+        same(&d);
+        d.on_cnp(0);
+        same(&d);
+        assert!(d.next_tick().is_some(), "a CNP starts the timers");
+        let mut cut = false;
+        for t in 1..50u64 {
+            d.on_send(t * 1_000, 1_062);
+            same(&d);
+            if let Some(at) = d.next_tick() {
+                d.on_tick(at);
+                same(&d);
+            }
+            cut |= d.rate_bps().is_some_and(|r| r < 100_000_000_000);
+        }
+        assert!(cut, "the rate was cut");
+        let cc = d.take();
+        assert_eq!(cc.name(), "dcqcn");
+        same(&d);
+        assert_eq!(d.rate_bps(), None);
+    }
+
+    /// Only a controller whose `on_send` (or ACK callbacks) does nothing is
+    /// spared the call.
+    #[test]
+    fn sends_are_skipped_only_where_they_do_nothing() {
+        assert!(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000).counts_sends());
+        assert!(
+            !Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000).counts_sends()
+        );
+        let limited = RateLimit {
+            inner: Box::new(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000)),
+            cap_bps: 1_000_000_000,
+        };
+        assert!(limited.counts_sends());
+        assert!(!limited.reads_acks(), "DCQCN reads no ACKs");
+        assert!(Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000).reads_acks());
     }
 }
