@@ -197,6 +197,10 @@ pub struct EventQueue {
     /// `slots.len() - 1` (a power of two less one).
     mask: usize,
     occupied: Vec<u64>,
+    /// Slots that are not in schedule order (a [`rewind`](Self::rewind)
+    /// put sorted events back), one bit each as in `occupied`: every
+    /// other slot is, which [`sort_slot`]'s rank sort relies on.
+    unordered: Vec<u64>,
     overflow: BinaryHeap<Far>,
     /// Events that do not pack into 64 bits, and free places there.
     spilled: Vec<Event>,
@@ -224,6 +228,10 @@ pub struct EventQueue {
     /// buffer no longer holds it (see [`now_seq`](Self::now_seq)).
     left_seq: u64,
     now: Ps,
+    /// Counted at each pop. Counting a slot's pops only when it is
+    /// emptied (`popped + head`) was tried: `len` then costs one more
+    /// load and subtraction wherever it is read, and callgrind counted
+    /// 45 M more instructions on the mid-size fat5ms run (session 17).
     popped: u64,
     /// Most events pending at once, as of the last pop (see
     /// [`peak_len`](Self::peak_len)).
@@ -244,7 +252,7 @@ impl EventQueue {
         let entries = self.current.capacity() + self.slots.iter().map(Vec::capacity).sum::<usize>();
         (entries * size_of::<Entry>()
             + self.slots.capacity() * size_of::<Vec<Entry>>()
-            + self.occupied.capacity() * 8
+            + (self.occupied.capacity() + self.unordered.capacity()) * 8
             + self.overflow.capacity() * size_of::<Far>()
             + self.spilled.capacity() * size_of::<Event>()
             + self.spill_free.capacity() * 4
@@ -259,6 +267,7 @@ impl EventQueue {
             slots: (0..n).map(|_| Vec::new()).collect(),
             mask: n - 1,
             occupied: vec![0; n / 64],
+            unordered: vec![0; n / 64],
             overflow: BinaryHeap::new(),
             spilled: Vec::new(),
             spill_free: Vec::new(),
@@ -570,6 +579,8 @@ impl EventQueue {
             self.current = spare;
             if !self.slots[i].is_empty() {
                 self.occupied[i / 64] |= 1 << (i % 64);
+                // Sorted by key, not in schedule order.
+                self.unordered[i / 64] |= 1 << (i % 64);
             }
         } else {
             for e in &settled {
@@ -594,6 +605,12 @@ impl EventQueue {
     /// moves. Only arrivals and finished transmissions are told (read
     /// straight from their packed form, without making an [`Event`]):
     /// they are nearly every event.
+    ///
+    /// It pays even on the 320-host fat tree, whose state fits in cache
+    /// (the later stages do not; see `DEEP_PREFETCH_PORT_BYTES` in the
+    /// simulator): skipping it there saves about a tenth of the queue's
+    /// instructions but cost 1–8 % more user time on the full fat5ms
+    /// DCQCN run (three interleaved pairs, session 17).
     pub fn upcoming(&mut self) -> impl Iterator<Item = Upcoming> + '_ {
         let mut i = None;
         if self.ahead < self.cur + LOOKAHEAD {
@@ -710,8 +727,16 @@ impl EventQueue {
             self.cur = next;
             self.reach = self.reach_from_now();
             let i = (next as usize) & self.mask;
+            // Whether `current` is in schedule order, as a calendar slot
+            // is unless a rewind put sorted events back; events joining
+            // from the overflow heap were mostly scheduled before the
+            // slot's, so they end it.
+            let mut in_order = true;
             if from_cal == Some(next) {
-                self.occupied[i / 64] &= !(1 << (i % 64));
+                let bit = 1 << (i % 64);
+                self.occupied[i / 64] &= !bit;
+                in_order = self.unordered[i / 64] & bit == 0;
+                self.unordered[i / 64] &= !bit;
                 // `current` is empty: trade buffers, keeping both
                 // allocations.
                 std::mem::swap(&mut self.current, &mut self.slots[i]);
@@ -724,8 +749,9 @@ impl EventQueue {
                     key: ((e.time & OFF_MASK) << OFF_SHIFT) | e.low,
                     data: e.data,
                 });
+                in_order = false;
             }
-            sort_slot(&mut self.current, &mut self.scratch);
+            sort_slot(&mut self.current, &mut self.scratch, in_order);
             if let Some(&e) = self.current.first() {
                 return Some(e);
             }
@@ -833,34 +859,40 @@ const _: () = assert!(SLOT_BITS + PLACE_BITS <= 16);
 /// just as its sequence number does, and `(time in slot, place)` orders
 /// the slot exactly as `(time, sequence)`: a 16-bit key. Each event's
 /// rank is then the count of smaller keys, compared eight at a time with
-/// no branch (see [`rank_sort`]). A slot not in schedule order (it took
-/// events from the overflow heap, or a rewind put sorted events back:
-/// 0.05 % of slots) takes the general sort.
+/// no branch (see [`rank_sort`]). A slot not in schedule order
+/// (`in_order` false: it took events from the overflow heap, or a rewind
+/// put sorted events back) takes the general sort. The caller knows which
+/// from how the slot was filled, so the rank sort need not check each
+/// event's sequence number against the one before (about four
+/// instructions per event on the 320-host fat tree).
 #[inline]
-fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>) {
+fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
+    if v.len() <= 1 {
+        return;
+    }
+    if !in_order {
+        sort_ascending(v);
+        return;
+    }
     // The lanes are chosen here in one flat match, not through
     // `rank_sort_any` behind a size test: the nested form costs about one
     // instruction per event on the 320-host fat tree, where every slot
     // takes this path (callgrind, session 16).
-    let sorted = match v.len() {
-        0 | 1 => true,
-        2..=8 => rank_sort::<8>(v),
+    match v.len() {
+        0..=8 => rank_sort::<8>(v),
         9..=16 => rank_sort::<16>(v),
         17..=32 => rank_sort::<32>(v),
         33..=RANK_MAX => rank_sort::<RANK_MAX>(v),
         _ => bucket_sort(v, scratch),
-    };
-    if !sorted {
-        sort_ascending(v);
     }
 }
 
 /// [`rank_sort`] with the fewest lanes that hold `v` (at most
 /// [`RANK_MAX`] events).
 #[inline(always)]
-fn rank_sort_any(v: &mut [Entry]) -> bool {
+fn rank_sort_any(v: &mut [Entry]) {
     match v.len() {
-        0 | 1 => true,
+        0 | 1 => {}
         2..=8 => rank_sort::<8>(v),
         9..=16 => rank_sort::<16>(v),
         17..=32 => rank_sort::<32>(v),
@@ -876,8 +908,8 @@ const BUCKET_BITS: u32 = 5;
 const BUCKETS: usize = 1 << BUCKET_BITS;
 
 /// [`sort_slot`] for a slot of more than [`RANK_MAX`] events (a large
-/// fabric's: the 8,192-host fat tree's slots hold about 80), or `false`,
-/// leaving `v` as it was, if `v` is not in schedule order.
+/// fabric's: the 8,192-host fat tree's slots hold about 80), in
+/// schedule order.
 ///
 /// One counting-sort pass on the top [`BUCKET_BITS`] of the time in the
 /// slot splits it into sub-slots of 32 ps, ascending; the pass is
@@ -887,18 +919,12 @@ const BUCKETS: usize = 1 << BUCKET_BITS;
 /// takes the general sort). This replaces a quicksort whose compare
 /// branches mispredict on such unsorted keys (4 % of the 8,192-host run's
 /// wall time).
-fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>) -> bool {
+fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>) {
     const SHIFT: u32 = 64 - BUCKET_BITS;
+    debug_assert!(in_schedule_order(v));
     let mut count = [0usize; BUCKETS];
-    let (mut in_order, mut last) = (true, 0);
     for e in v.iter() {
-        let low = e.key & ((1 << OFF_SHIFT) - 1);
-        in_order &= last < low;
-        last = low;
         count[(e.key >> SHIFT) as usize] += 1;
-    }
-    if !in_order {
-        return false;
     }
     let mut start = [0usize; BUCKETS];
     let mut at = 0;
@@ -916,19 +942,28 @@ fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>) -> bool {
     }
     for (&s, &c) in start.iter().zip(&count) {
         let part = &mut v[s..s + c];
-        if c > RANK_MAX || !rank_sort_any(part) {
+        if c > RANK_MAX {
             sort_ascending(part);
+        } else {
+            rank_sort_any(part);
         }
     }
-    true
+}
+
+/// Whether `v`'s events are in the order they were scheduled (ascending
+/// sequence numbers), as [`rank_sort`] and [`bucket_sort`] need.
+fn in_schedule_order(v: &[Entry]) -> bool {
+    v.windows(2)
+        .all(|w| w[0].key & LOW_MASK < w[1].key & LOW_MASK)
 }
 
 /// [`sort_slot`]'s rank sort of `v` (at most `L` events, `L` a whole
-/// number of 8-lane vectors), or `false`, leaving `v` as it was, if `v`
-/// is not in schedule order.
+/// number of 8-lane vectors), which must be in schedule order (the
+/// order is exact only then).
 #[inline(always)]
-fn rank_sort<const L: usize>(v: &mut [Entry]) -> bool {
+fn rank_sort<const L: usize>(v: &mut [Entry]) {
     debug_assert!(v.len() <= L && L <= RANK_MAX && L.is_multiple_of(8));
+    debug_assert!(in_schedule_order(v), "slot not in schedule order");
     // Keys, padded with the largest (never smaller than a key, so padding
     // counts for nothing); the sign bit flipped so a signed compare
     // orders them as unsigned. Sequence numbers (the key's low bits) are
@@ -936,16 +971,9 @@ fn rank_sort<const L: usize>(v: &mut [Entry]) -> bool {
     let mut k = [i16::MAX; L];
     // The events, read once (then written back by rank).
     let mut src = [Entry { key: 0, data: 0 }; L];
-    let (mut in_order, mut last) = (true, 0);
     for (i, e) in v.iter().enumerate() {
-        let low = e.key & ((1 << OFF_SHIFT) - 1);
-        in_order &= last < low;
-        last = low;
         k[i % L] = ((((e.key >> OFF_SHIFT) << PLACE_BITS) | i as u64) as u16 ^ 0x8000) as i16;
         src[i % L] = *e;
-    }
-    if !in_order {
-        return false;
     }
     let mut rank = [0i16; L];
     for &kj in &k[..v.len()] {
@@ -956,7 +984,6 @@ fn rank_sort<const L: usize>(v: &mut [Entry]) -> bool {
     for (e, &r) in src.iter().zip(&rank[..v.len()]) {
         v[r as usize] = *e;
     }
-    true
 }
 
 /// Sorts a slot by ascending key, when [`sort_slot`]'s rank sort does
