@@ -712,18 +712,15 @@ fn post_limits() {
     ));
 }
 
-/// `has_completions` answers for every CQ without searching them: true
-/// exactly while some CQ holds a completion, across overflows, partial
-/// polls and a CQ destroyed full.
-#[test]
-fn has_completions_follows_every_cq() {
+/// A pair whose requester's CQ has room for 2 completions, with `n` signaled
+/// WRITEs posted and driven to completion (those past 2 overflow it).
+fn overflowed_cq(n: u64) -> (Pair, Endpoint, Endpoint) {
     let (mut p, a, b) = setup(RcOptions {
         cq_depth: 2,
         sq_sig_all: true,
         ..Default::default()
     });
-    assert!(!p.a.has_completions());
-    let wrs: Vec<SendWr> = (0..3)
+    let wrs: Vec<SendWr> = (0..n)
         .map(|i| {
             let mut w = write(&a, b.buf, b.mr.rkey, 8).unsignaled();
             w.wr_id = i;
@@ -732,6 +729,17 @@ fn has_completions_follows_every_cq() {
         .collect();
     p.a.post_send(a.qpn, &wrs).unwrap();
     assert!(p.drive());
+    (p, a, b)
+}
+
+/// `has_completions` answers for every CQ without searching them: true
+/// exactly while some CQ holds a completion, across overflows, partial
+/// polls and a spare CQ created and destroyed.
+#[test]
+fn has_completions_follows_every_cq() {
+    let (p, _a, _b) = overflowed_cq(0);
+    assert!(!p.a.has_completions());
+    let (mut p, a, _b) = overflowed_cq(3);
     // Two stored, the third overflowed and is not counted.
     assert_eq!(p.a.cq_len(a.cq), 2);
     assert!(p.a.has_completions());
@@ -739,7 +747,7 @@ fn has_completions_follows_every_cq() {
     assert!(p.a.has_completions());
     assert_eq!(p.a.poll_cq(a.cq, 8).len(), 1);
     assert!(!p.a.has_completions());
-    // A spare CQ's completions count too, and leave with it.
+    // An empty spare CQ adds none, created or destroyed.
     let spare = p.a.create_cq(4).unwrap();
     assert!(!p.a.has_completions());
     assert_eq!(p.a.cq_len(spare), 0);
@@ -749,20 +757,7 @@ fn has_completions_follows_every_cq() {
 
 #[test]
 fn cq_overflow_raises_an_event() {
-    let (mut p, a, b) = setup(RcOptions {
-        cq_depth: 2,
-        sq_sig_all: true,
-        ..Default::default()
-    });
-    let wrs: Vec<SendWr> = (0..4)
-        .map(|i| {
-            let mut w = write(&a, b.buf, b.mr.rkey, 8).unsignaled();
-            w.wr_id = i;
-            w
-        })
-        .collect();
-    p.a.post_send(a.qpn, &wrs).unwrap();
-    assert!(p.drive());
+    let (mut p, a, _b) = overflowed_cq(4);
     assert_eq!(p.a.cq_len(a.cq), 2);
     assert_eq!(p.a.counters().cq_overflows, 2);
     assert!(matches!(
