@@ -668,6 +668,11 @@ impl Simulator {
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
+        if sim.cfg.int {
+            // The first INT record is the switches' scratch (`INT_SCRATCH`),
+            // never handed to a packet.
+            sim.ints.push(IntRec::default());
+        }
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
         }
@@ -1791,11 +1796,6 @@ impl Simulator {
             let rec = match self.int_free.pop() {
                 Some(r) => r,
                 None => {
-                    if self.ints.len() == 0 {
-                        // The first record is the switches' scratch
-                        // (`INT_SCRATCH`).
-                        self.ints.push(IntRec::default());
-                    }
                     self.ints.push(IntRec::default());
                     (self.ints.len() - 1) as u32
                 }
