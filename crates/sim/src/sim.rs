@@ -11,7 +11,7 @@ pub use crate::baseline::ideal_fct;
 use crate::cc::{CcConfig, CcPlan};
 use crate::ecmp::{self, EcmpMode, FiveTuple};
 use crate::ecn::EcnConfig;
-use crate::event::{Event, EventQueue, PS_PER_NS, Ps, ser_ps};
+use crate::event::{Event, EventQueue, Kind, PS_PER_NS, Packed, Ps, ser_ps};
 use crate::fib::Fib;
 use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
@@ -741,18 +741,20 @@ impl Simulator {
         let flows = self.flows.len();
         let mut n = 0;
         while n < max && self.deadlock.is_none() && self.finished != flows {
-            let Some((now, ev)) = self.q.pop_until(stop) else {
+            let Some((now, p)) = self.q.pop_packed_until(stop) else {
                 break;
             };
             if now >= self.qlen_open_at {
                 self.open_qlen_window();
             }
             self.prefetch_upcoming();
+            #[cfg(any(test, debug_assertions))]
+            let ev = self.q.event(p);
             #[cfg(test)]
             if let Some(t) = &mut self.trace {
                 t.push((now, ev));
             }
-            self.handle(ev);
+            self.dispatch(p);
             #[cfg(debug_assertions)]
             self.check_hosts_scheduled(ev);
             n += 1;
@@ -1020,40 +1022,73 @@ impl Simulator {
         }
     }
 
-    // Inlined into `step`'s loop, its only caller, so that an event does
-    // not pay a call's register saves and restores.
+    /// Runs the event `p` popped: one branch on its kind straight into
+    /// the handler of the two kinds that are nearly every event, read
+    /// from the packed form (see [`crate::event::Packed`]); the others as
+    /// an [`Event`], through [`handle`](Self::handle).
+    ///
+    /// Inlined into `step`'s loop, its only caller, so that an event does
+    /// not pay a call's register saves and restores.
     #[inline(always)]
-    fn handle(&mut self, ev: Event) {
+    fn dispatch(&mut self, p: Packed) {
+        match p.kind() {
+            Kind::Arrive => {
+                let (node, port, pkt) = p.arrive();
+                self.on_arrive(node, port, pkt);
+            }
+            Kind::TxDone => {
+                let (node, port) = p.tx_done();
+                self.on_tx_done(node, port);
+            }
+            _ => {
+                let ev = self.q.take(p);
+                self.handle(ev);
+            }
+        }
+    }
+
+    /// The last bit of packet `pkt` reached `node`'s `port`.
+    #[inline(always)]
+    fn on_arrive(&mut self, node: u32, port: u16, pkt: u32) {
         // Each event looks its node up once: the count by kind, the
         // dispatch and the handler read the same record.
+        let ns = &self.nodes[node as usize];
+        let (host, index) = (ns.host, ns.index);
+        self.by_kind[KIND_SWITCH_ARRIVE + usize::from(host)] += 1;
+        if host {
+            self.host_rx(index, pkt);
+        } else {
+            self.switch_rx(node, index as usize, port, pkt);
+        }
+    }
+
+    /// `node`'s `port` finished serializing a frame.
+    #[inline(always)]
+    fn on_tx_done(&mut self, node: u32, port: u16) {
+        let ns = &mut self.nodes[node as usize];
+        self.by_kind[KIND_SWITCH_TX_DONE + usize::from(ns.host)] += 1;
+        let p = &mut ns.ports[usize::from(port)];
+        // A wake-up from an earlier busy period: the serializer has
+        // started another frame since, and that frame's wake-up (if one
+        // is needed) is already scheduled.
+        if self.q.now() < p.busy_until {
+            return;
+        }
+        p.wake_pending = false;
+        self.kick(node, port);
+    }
+
+    /// Runs `ev`: the kinds [`dispatch`](Self::dispatch) does not read
+    /// packed (and any kind spilled to the queue's side table).
+    #[inline(never)]
+    fn handle(&mut self, ev: Event) {
         match ev {
             Event::FlowStart { flow } => {
                 self.by_kind[KIND_OTHER] += 1;
                 self.start_flow(flow)
             }
-            Event::Arrive { node, port, pkt } => {
-                let ns = &self.nodes[node as usize];
-                let (host, index) = (ns.host, ns.index);
-                self.by_kind[KIND_SWITCH_ARRIVE + usize::from(host)] += 1;
-                if host {
-                    self.host_rx(index, pkt);
-                } else {
-                    self.switch_rx(node, index as usize, port, pkt);
-                }
-            }
-            Event::TxDone { node, port } => {
-                let ns = &mut self.nodes[node as usize];
-                self.by_kind[KIND_SWITCH_TX_DONE + usize::from(ns.host)] += 1;
-                let p = &mut ns.ports[usize::from(port)];
-                // A wake-up from an earlier busy period: the serializer has
-                // started another frame since, and that frame's wake-up
-                // (if one is needed) is already scheduled.
-                if self.q.now() < p.busy_until {
-                    return;
-                }
-                p.wake_pending = false;
-                self.kick(node, port);
-            }
+            Event::Arrive { node, port, pkt } => self.on_arrive(node, port, pkt),
+            Event::TxDone { node, port } => self.on_tx_done(node, port),
             Event::HostTimer { host, version } => {
                 self.by_kind[KIND_HOST_TIMER] += 1;
                 let h = &mut self.hosts[host as usize];
