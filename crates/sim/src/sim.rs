@@ -389,8 +389,8 @@ pub struct Simulator {
     /// opens: the monitor costs nothing outside its window, which a
     /// monitor configured past the run's end never opens).
     qlen_until: Ps,
-    /// The calendar slot whose events [`Simulator::prefetch_stage`] last
-    /// looked at.
+    /// The calendar slot for which [`Simulator::prefetch_upcoming`] last
+    /// ran its stages.
     staged_slot: u64,
     /// Run the later prefetch stages ([`Simulator::prefetch_stage`]): only
     /// in fabrics whose ports outgrow a core's cache (see
@@ -853,7 +853,22 @@ impl Simulator {
     /// from. At 8,192 hosts (1,280 switches, 41,000 ports, millions of
     /// packets) each was a miss per packet per hop; none changes anything
     /// the simulation computes.
+    ///
+    /// Called at every event, it works once per calendar slot (as the
+    /// queue moves to the next one): every stage's events are the same
+    /// until then.
+    #[inline(always)]
     fn prefetch_upcoming(&mut self) {
+        if self.q.slot() != self.staged_slot {
+            self.stage_slot();
+        }
+    }
+
+    /// [`prefetch_upcoming`](Self::prefetch_upcoming) for a slot the
+    /// queue just moved to.
+    #[inline(never)]
+    fn stage_slot(&mut self) {
+        self.staged_slot = self.q.slot();
         for up in self.q.upcoming() {
             // An arrival's headers and transport headers alike: a packet
             // is 32 bytes, aligned to 32, one line.
@@ -864,8 +879,7 @@ impl Simulator {
                 prefetch_line(n);
             }
         }
-        if self.deep_prefetch && self.q.slot() != self.staged_slot {
-            self.staged_slot = self.q.slot();
+        if self.deep_prefetch {
             for d in [2, 1, 0] {
                 self.prefetch_stage(d);
             }
@@ -1029,21 +1043,31 @@ impl Simulator {
     ///
     /// Inlined into `step`'s loop, its only caller, so that an event does
     /// not pay a call's register saves and restores.
+    ///
+    /// The two hot handlers are inlined here only (the rare path hands a
+    /// spilled arrival or transmission back to them rather than calling
+    /// them itself): a second call site kept the compiler from inlining
+    /// `switch_rx` into the loop.
     #[inline(always)]
     fn dispatch(&mut self, p: Packed) {
-        match p.kind() {
+        let (node, port, pkt, arrive) = match p.kind() {
             Kind::Arrive => {
                 let (node, port, pkt) = p.arrive();
-                self.on_arrive(node, port, pkt);
+                (node, port, pkt, true)
             }
             Kind::TxDone => {
                 let (node, port) = p.tx_done();
-                self.on_tx_done(node, port);
+                (node, port, 0, false)
             }
-            _ => {
-                let ev = self.q.take(p);
-                self.handle(ev);
-            }
+            _ => match self.handle(p) {
+                Some(hot) => hot,
+                None => return,
+            },
+        };
+        if arrive {
+            self.on_arrive(node, port, pkt);
+        } else {
+            self.on_tx_done(node, port);
         }
     }
 
@@ -1078,17 +1102,19 @@ impl Simulator {
         self.kick(node, port);
     }
 
-    /// Runs `ev`: the kinds [`dispatch`](Self::dispatch) does not read
-    /// packed (and any kind spilled to the queue's side table).
+    /// Runs `p`, of a kind [`dispatch`](Self::dispatch) does not read
+    /// packed (or spilled to the queue's side table), except an arrival
+    /// or a finished transmission: those it hands back, as `(node, port,
+    /// packet, arrival)`, for `dispatch` to run.
     #[inline(never)]
-    fn handle(&mut self, ev: Event) {
-        match ev {
+    fn handle(&mut self, p: Packed) -> Option<(u32, u16, u32, bool)> {
+        match self.q.take(p) {
             Event::FlowStart { flow } => {
                 self.by_kind[KIND_OTHER] += 1;
                 self.start_flow(flow)
             }
-            Event::Arrive { node, port, pkt } => self.on_arrive(node, port, pkt),
-            Event::TxDone { node, port } => self.on_tx_done(node, port),
+            Event::Arrive { node, port, pkt } => return Some((node, port, pkt, true)),
+            Event::TxDone { node, port } => return Some((node, port, 0, false)),
             Event::HostTimer { host, version } => {
                 self.by_kind[KIND_HOST_TIMER] += 1;
                 let h = &mut self.hosts[host as usize];
@@ -1160,6 +1186,7 @@ impl Simulator {
                 self.host_rx_drain(host)
             }
         }
+        None
     }
 
     // ---- hosts -------------------------------------------------------------
