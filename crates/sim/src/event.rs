@@ -86,6 +86,9 @@ const LOW_MASK: u64 = (1 << OFF_SHIFT) - 1;
 
 const TAG_ARRIVE: u64 = 0;
 const TAG_TX_DONE: u64 = 1;
+// [`EventQueue::upcoming`] tells the two kinds apart from the rest with
+// one comparison.
+const _: () = assert!(TAG_ARRIVE < TAG_TX_DONE && TAG_TX_DONE == 1);
 const TAG_HOST_TIMER: u64 = 2;
 const TAG_PFC_ARRIVE: u64 = 3;
 const TAG_FLOW_START: u64 = 4;
@@ -707,9 +710,6 @@ impl EventQueue {
             // its first entries now, so reading them then does not wait.
             prefetch_entries(&self.slots[((s + LOOKAHEAD) as usize) & self.mask]);
             for e in &self.slots[(s as usize) & self.mask] {
-                // Which of the two an event is decides no branch here
-                // (see the simulator's `stage_slot`), only whether it is
-                // told.
                 let tag = e.key & ((1 << TAG_BITS) - 1);
                 if tag <= TAG_TX_DONE {
                     tell(Upcoming {
@@ -1690,7 +1690,7 @@ mod tests {
         );
         q.schedule(slot(4), Event::TxDone { node: 5, port: 0 });
         assert_eq!(q.pop(), Some((0, Event::Sample)));
-        let mut told = |q: &mut EventQueue| {
+        let told = |q: &mut EventQueue| {
             let mut v = Vec::new();
             q.upcoming(|u| v.push(u));
             v

@@ -871,23 +871,21 @@ impl Simulator {
         self.staged_slot = self.q.slot();
         let (nodes, packets) = (&self.nodes, &self.packets);
         self.q.upcoming(|up| {
-            // The node's line, and an arrival's packet (headers and
-            // transport headers alike: a packet is 32 bytes, aligned to
-            // 32, one line). The packet's address is chosen without a
-            // branch (a finished transmission loads its node's line
-            // twice instead): whether the next event is an arrival or a
-            // transmission is a toss-up a branch predictor loses often,
-            // 1.7 M mispredicts on the mid-size fat5ms run (cachegrind,
-            // session 18).
-            let Some(n) = nodes.get(up.node as usize) else {
-                return;
-            };
-            let node = n as *const NodeState as *const u8;
-            let slot = packets
-                .get(up.pkt.unwrap_or(0) as usize)
-                .map_or(node, |p| p as *const Packet as *const u8);
-            prefetch_addr(node);
-            prefetch_addr(if up.pkt.is_some() { slot } else { node });
+            // An arrival's headers and transport headers alike: a packet
+            // is 32 bytes, aligned to 32, one line.
+            //
+            // Choosing the packet's line or the node's again without a
+            // branch (an arrival or not is a toss-up for the predictor)
+            // saved 1.7 M of cachegrind's simulated mispredicts on the
+            // mid-size fat5ms run but cost 49 M instructions, and 1.3 %
+            // more user time on the full DCQCN run (three interleaved
+            // pairs, session 18).
+            if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
+                prefetch_line(p);
+            }
+            if let Some(n) = nodes.get(up.node as usize) {
+                prefetch_line(n);
+            }
         });
         if self.deep_prefetch {
             for d in [2, 1, 0] {
