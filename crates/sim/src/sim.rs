@@ -876,10 +876,10 @@ impl Simulator {
             //
             // Choosing the packet's line or the node's again without a
             // branch (an arrival or not is a toss-up for the predictor)
-            // saved 1.7 M of cachegrind's simulated mispredicts on the
-            // mid-size fat5ms run but cost 49 M instructions, and 1.3 %
-            // more user time on the full DCQCN run (three interleaved
-            // pairs, session 18).
+            // saved 0.4-1.7 M of cachegrind's simulated mispredicts on
+            // the mid-size fat5ms run but cost 95 M instructions (11 an
+            // event), and 1.3 % more user time on the full DCQCN run
+            // (three interleaved pairs, session 18).
             if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
                 prefetch_line(p);
             }
