@@ -41,11 +41,11 @@ fn shrink(q: &mut VecDeque<QEntry>) {
     q.shrink_to((q.len() + q.len() / 4).max(QUEUE_SHRINK_FROM));
 }
 
-/// Picoseconds per byte at `rate_bps` if that is a whole number (then
-/// `bytes × it` is exactly [`ser_ps`]), else 0.
-fn exact_ps_per_byte(rate_bps: u64) -> u64 {
+/// Picoseconds per byte at `rate_bps` if that is a whole number that
+/// fits 16 bits (then `bytes × it` is exactly [`ser_ps`]), else 0.
+fn exact_ps_per_byte(rate_bps: u64) -> u16 {
     if rate_bps > 0 && (8 * PS_PER_S).is_multiple_of(rate_bps) {
-        8 * PS_PER_S / rate_bps
+        u16::try_from(8 * PS_PER_S / rate_bps).unwrap_or(0)
     } else {
         0
     }
@@ -112,18 +112,27 @@ pub struct PrioQueue {
     queue: VecDeque<QEntry>,
     /// Bytes queued.
     pub bytes: u64,
-    /// Paused by a received XOFF until this time (0 = not paused).
-    pub paused_until: Ps,
-    /// Most bytes ever queued (kept by switches).
-    pub max_bytes: u64,
+    /// Paused by a received XOFF until this time (0 = not paused; set
+    /// through [`Port::set_paused_until`], which keeps the port's mask).
+    paused_until: Ps,
+    /// Most bytes ever queued (kept by switches; frames passed through
+    /// are in the port's `pt_max`).
+    max_bytes: u64,
 }
 
 /// Egress state and counters of one port.
 ///
-/// Laid out (`repr(C)`) so that a packet touches two cache lines of its
-/// port: the first holds the serializer, the link and the totals, and
-/// each priority's queue, length and pause deadline share a line of their
-/// own; counters and PFC bookkeeping come after.
+/// Laid out (`repr(C)`) so that a frame that finds its port idle — the
+/// common case below saturation, where it goes straight to the serializer
+/// ([`Port::pass_through`]) — touches one cache line of its port: the
+/// first holds the serializer, the link, the totals, which queues hold
+/// frames and which are paused, and the high-water marks of frames that
+/// passed through. A queued frame also touches its priority's line (queue,
+/// length, pause deadline, high-water mark). Counters and PFC bookkeeping
+/// come after. At 8,192 hosts the queue lines were the simulator's largest
+/// source of cache misses, most of them read for frames that were never
+/// queued (the pause deadline by [`Port::idle_for`], the high-water mark
+/// by the pass-through, the length by ECN and INT).
 #[derive(Debug, Clone)]
 #[repr(C)]
 pub struct Port {
@@ -131,25 +140,34 @@ pub struct Port {
     pub busy_until: Ps,
     pub delay_ps: Ps,
     pub tx_bytes: u64,
-    /// Picoseconds per byte when the rate divides 8 × 10¹² exactly (every
-    /// whole number of Gb/s that divides 8,000), so serialization is one
-    /// multiplication; 0 = use [`ser_ps`]'s division.
-    ps_per_byte: u64,
     /// `ecn`'s `kmin_bytes` (`u64::MAX` without ECN): queues up to this
     /// long are never marked, which the packet path checks on this line.
     ecn_kmin: u64,
     pub peer: u32,
     /// Packets queued, all priorities.
     npkts: u32,
+    /// Picoseconds per byte when the rate divides 8 × 10¹² exactly and
+    /// the quotient fits (every whole number of Gb/s that divides 8,000,
+    /// down to 125 Mb/s), so serialization is one multiplication; 0 = use
+    /// [`ser_ps`]'s division.
+    ps_per_byte: u16,
     pub peer_port: u16,
     /// A `TxDone` wake-up is scheduled at `busy_until`.
     pub wake_pending: bool,
-    pub rr_next: u8,
-    pub visiting: bool,
     /// Bit `q` set: queue `q` is not empty.
     nonempty: u8,
+    /// Bit `q` set: queue `q` has a pause deadline (`paused_until` not 0),
+    /// so an unpaused port never reads its queues' lines to know.
+    paused: u8,
+    /// Largest frame passed through each priority without being queued
+    /// (see [`Port::pass_through`]; frames are under 2¹⁵ bytes). Part of
+    /// the queue's high-water mark ([`Port::max_qbytes`]), kept here so a
+    /// frame passing through writes no other line.
+    pt_max: [u16; NPRIO],
     pub rate_bps: u64,
-    pub q: [PrioQueue; NPRIO],
+    pub rr_next: u8,
+    pub visiting: bool,
+    q: [PrioQueue; NPRIO],
     ecn: Option<EcnConfig>,
     /// Per-priority thresholds (`[switch.ecn_priority]`); a `None` entry
     /// uses `ecn`. Boxed and absent by default so the common port stays
@@ -166,6 +184,9 @@ pub struct Port {
     pub refresh_version: [u32; NPRIO],
     pub deficit: [i64; NPRIO],
 }
+
+/// The first line of a port holds what a frame passing through reads.
+const _: () = assert!(std::mem::offset_of!(Port, pt_max) + 16 <= 64);
 
 impl Port {
     pub fn new(peer: u32, peer_port: u16, rate_bps: u64, delay_ps: Ps) -> Port {
@@ -189,6 +210,8 @@ impl Port {
             ps_per_byte: exact_ps_per_byte(rate_bps),
             ecn_kmin: u64::MAX,
             nonempty: 0,
+            paused: 0,
+            pt_max: [0; NPRIO],
             npkts: 0,
             ecn: None,
             ecn_prio: None,
@@ -260,20 +283,65 @@ impl Port {
         }
     }
 
-    /// Bytes queued at `prio`.
+    /// Bytes queued at `prio` (an empty queue's line is not read).
     #[inline]
     pub fn qbytes(&self, prio: usize) -> u64 {
-        self.q[prio].bytes
+        if self.holds(prio) {
+            self.q[prio & (NPRIO - 1)].bytes
+        } else {
+            0
+        }
     }
 
     /// Most bytes ever queued, per priority.
     pub fn max_qbytes(&self) -> [u64; NPRIO] {
-        std::array::from_fn(|i| self.q[i].max_bytes)
+        std::array::from_fn(|i| self.q[i].max_bytes.max(u64::from(self.pt_max[i])))
+    }
+
+    /// Raises queue `prio`'s high-water mark to what it holds now (a
+    /// switch, after queueing a frame).
+    #[inline]
+    pub fn note_high_water(&mut self, prio: usize) {
+        let q = &mut self.q[prio];
+        q.max_bytes = q.max_bytes.max(q.bytes);
     }
 
     #[inline]
     pub fn is_paused(&self, prio: usize, now: Ps) -> bool {
-        self.q[prio].paused_until > now
+        self.paused & (1 << (prio & (NPRIO - 1))) != 0 && self.q[prio].paused_until > now
+    }
+
+    /// The pause deadline of `prio` (0: none).
+    pub fn paused_until(&self, prio: usize) -> Ps {
+        self.q[prio].paused_until
+    }
+
+    /// Pauses `prio` until `until` (0: resumes it).
+    pub fn set_paused_until(&mut self, prio: usize, until: Ps) {
+        let bit = 1 << (prio & (NPRIO - 1));
+        self.q[prio].paused_until = until;
+        if until == 0 {
+            self.paused &= !bit;
+        } else {
+            self.paused |= bit;
+        }
+    }
+
+    /// The line of queue `prio` (for prefetching).
+    #[inline]
+    pub fn queue_line(&self, prio: usize) -> &PrioQueue {
+        &self.q[prio & (NPRIO - 1)]
+    }
+
+    /// The link's rate, from the first line when it can be: `ps_per_byte`
+    /// is an exact quotient of it (INT stamps it on every hop).
+    #[inline]
+    pub fn link_bps(&self) -> u64 {
+        if self.ps_per_byte != 0 {
+            8 * PS_PER_S / u64::from(self.ps_per_byte)
+        } else {
+            self.rate_bps
+        }
     }
 
     /// Whether queue `prio` holds a frame (read from the serializer's
@@ -327,11 +395,14 @@ impl Port {
 
     /// Books a frame of `frame` bytes that goes straight to the
     /// serializer of an [`idle_for`](Self::idle_for) port as if it had been
-    /// queued and taken at once: the queue's high-water mark sees it.
+    /// queued and taken at once: the queue's high-water mark sees it (in
+    /// `pt_max`: the queue is empty, so it would have held `frame` bytes).
     #[inline]
-    pub fn pass_through(&mut self, prio: usize, frame: u32) {
-        let q = &mut self.q[prio];
-        q.max_bytes = q.max_bytes.max(q.bytes + u64::from(frame));
+    pub fn pass_through(&mut self, prio: usize, e: &QEntry) {
+        debug_assert!(!self.holds(prio));
+        let m = &mut self.pt_max[prio & (NPRIO - 1)];
+        // A frame's length is 15 bits (see `QEntry`).
+        *m = (*m).max(e.frame_markable & !QEntry::MARKABLE);
     }
 
     /// Appends `e` to queue `prio`.
@@ -380,7 +451,7 @@ impl Port {
     #[inline]
     pub fn ser(&self, bytes: u64) -> Ps {
         if self.ps_per_byte != 0 {
-            bytes * self.ps_per_byte
+            bytes * u64::from(self.ps_per_byte)
         } else {
             ser_ps(bytes, self.rate_bps)
         }
@@ -486,7 +557,7 @@ mod tests {
     fn only_a_free_empty_unpaused_port_passes_a_frame_through() {
         let mut p = Port::new(1, 0, 100_000_000_000, 1_000_000);
         assert!(p.idle_for(3, 0));
-        p.pass_through(3, 1048);
+        p.pass_through(3, &QEntry::new(9, 1048, 0, true));
         assert_eq!(
             (p.max_qbytes()[3], p.queued_pkts(), p.qbytes(3)),
             (1048, 0, 0)
@@ -494,13 +565,27 @@ mod tests {
         p.busy_until = 10;
         assert!(!p.idle_for(3, 5), "serializer busy");
         assert!(p.idle_for(3, 10));
-        p.q[3].paused_until = 20;
+        p.set_paused_until(3, 20);
         assert!(!p.idle_for(3, 10), "paused");
         assert!(p.idle_for(6, 10));
         p.enqueue(0, QEntry::new(7, 64, 0, false));
         assert!(!p.idle_for(6, 10), "a frame waits (paused or not)");
         assert_eq!(p.dequeue(0).map(|e| e.pkt), Some(7));
         assert!(p.idle_for(6, 10));
+        p.set_paused_until(3, 0);
+        assert!(p.idle_for(3, 10), "resumed");
+        // The high-water mark is the larger of what passed through and
+        // what was queued.
+        for i in 0..2 {
+            p.enqueue(3, QEntry::new(i, 500, 0, false));
+            p.note_high_water(3);
+        }
+        assert_eq!(p.max_qbytes()[3], 1048);
+        p.enqueue(3, QEntry::new(2, 500, 0, false));
+        p.note_high_water(3);
+        assert_eq!((p.max_qbytes()[3], p.qbytes(3)), (1500, 1500));
+        while p.dequeue(3).is_some() {}
+        assert_eq!((p.max_qbytes()[3], p.qbytes(3)), (1500, 0));
     }
 
     #[test]

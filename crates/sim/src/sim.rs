@@ -943,11 +943,18 @@ impl Simulator {
                     }
                     let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
+                        // The port's first line; its queue's line and
+                        // tail only if the frame will be queued (read
+                        // from the first line, loaded a stage earlier):
+                        // a frame finding the port idle passes through
+                        // and reads neither.
                         if d == 1 {
                             prefetch_line(o);
-                            prefetch_line(&o.q[prio]);
-                        } else if let Some(t) = o.tail(prio) {
-                            prefetch_line(t);
+                        } else if !o.idle_for(prio, self.q.now()) {
+                            prefetch_line(o.queue_line(prio));
+                            if let Some(t) = o.tail(prio) {
+                                prefetch_line(t);
+                            }
                         }
                     }
                 }
@@ -963,7 +970,7 @@ impl Simulator {
                         // control queue's follows once the serializer's
                         // line says it holds a frame).
                         prefetch_line(p);
-                        prefetch_line(&p.q[data]);
+                        prefetch_line(p.queue_line(data));
                         if ns.host
                             && let Some(h) = self.hosts.get(ns.index as usize)
                         {
@@ -993,7 +1000,7 @@ impl Simulator {
                             continue;
                         }
                         if late && d == 1 {
-                            prefetch_line(&p.q[prio]);
+                            prefetch_line(p.queue_line(prio));
                             continue;
                         }
                         let Some(e) = p.head(prio) else { continue };
@@ -1087,7 +1094,7 @@ impl Simulator {
                     if let Some(s) = p.pause_started[pi].take() {
                         p.paused_ps[pi] += now - s;
                     }
-                    p.q[pi].paused_until = 0;
+                    p.set_paused_until(pi, 0);
                     self.log_pfc(node, port, prio, "expire");
                     self.kick(node, port);
                 }
@@ -1957,7 +1964,7 @@ impl Simulator {
                         ts: now / PS_PER_NS,
                         tx_bytes: p.tx_bytes,
                         qlen,
-                        link_bps: p.rate_bps,
+                        link_bps: p.link_bps(),
                     };
                 }
             }
@@ -2061,12 +2068,16 @@ impl Simulator {
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
-        // The egress port's serializer line and its queue's line (which
-        // the calendar's look-ahead prefetches only in large fabrics):
-        // start loading them while the buffer admits the packet.
+        // The egress port's serializer line (which the calendar's
+        // look-ahead prefetches only in large fabrics, with the queue's
+        // line when the frame will be queued): start loading it while the
+        // buffer admits the packet. In small fabrics also the queue's line,
+        // as every port stays cached there.
         if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
             prefetch_line(o);
-            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
+            if !self.deep_prefetch {
+                prefetch_line(o.queue_line(usize::from(prio)));
+            }
         }
         let mmu = &mut self.switches[sw].mmu;
         if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
@@ -2085,7 +2096,7 @@ impl Simulator {
             // the queue, with every count as that would leave it (the
             // port counted as holding a packet, which `send_frame`
             // undoes; the monitor sees the queue hold it, then not).
-            p.pass_through(pi, frame as u32);
+            p.pass_through(pi, &e);
             self.switch_ports_queued[sw] += 1;
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
@@ -2099,8 +2110,7 @@ impl Simulator {
         if p.queued_pkts() == 1 {
             self.switch_ports_queued[sw] += 1;
         }
-        let q = &mut p.q[pi];
-        q.max_bytes = q.max_bytes.max(q.bytes);
+        p.note_high_water(pi);
         if now < self.qlen_until
             && let Some(m) = &mut self.qlen
         {
@@ -2196,9 +2206,9 @@ impl Simulator {
             if p.pause_started[pi].is_none() {
                 p.pause_started[pi] = Some(now);
             }
-            p.q[pi].paused_until = now + pause_ps(quanta, p.rate_bps).max(1);
+            p.set_paused_until(pi, now + pause_ps(quanta, p.rate_bps).max(1));
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
-            let (until, version) = (p.q[pi].paused_until, p.pause_version[pi]);
+            let (until, version) = (p.paused_until(pi), p.pause_version[pi]);
             self.q.schedule(
                 until,
                 Event::PauseEnd {
@@ -2215,7 +2225,7 @@ impl Simulator {
             if let Some(s) = p.pause_started[pi].take() {
                 p.paused_ps[pi] += now - s;
             }
-            p.q[pi].paused_until = 0;
+            p.set_paused_until(pi, 0);
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
         }
@@ -2230,8 +2240,8 @@ impl Simulator {
             let ci = usize::from(c);
             p.pause_version[ci] = p.pause_version[ci].wrapping_add(1);
             if quanta > 0 {
-                p.q[ci].paused_until = p.q[pi].paused_until;
-                let (until, version) = (p.q[ci].paused_until, p.pause_version[ci]);
+                p.set_paused_until(ci, p.paused_until(pi));
+                let (until, version) = (p.paused_until(ci), p.pause_version[ci]);
                 self.q.schedule(
                     until,
                     Event::PauseEnd {
@@ -2242,7 +2252,7 @@ impl Simulator {
                     },
                 );
             } else {
-                p.q[ci].paused_until = 0;
+                p.set_paused_until(ci, 0);
             }
         }
     }
