@@ -1091,9 +1091,7 @@ impl Simulator {
                 let p = &mut self.nodes[node as usize].ports[usize::from(port)];
                 let pi = usize::from(prio);
                 if p.pause_version[pi] == version {
-                    if let Some(s) = p.pause_started[pi].take() {
-                        p.paused_ps[pi] += now - s;
-                    }
+                    p.end_pause(pi, now);
                     p.set_paused_until(pi, 0);
                     self.log_pfc(node, port, prio, "expire");
                     self.kick(node, port);
@@ -2203,9 +2201,7 @@ impl Simulator {
         if quanta > 0 {
             p.xoff_rx[pi] += 1;
             self.counters.pfc_pause_rx += 1;
-            if p.pause_started[pi].is_none() {
-                p.pause_started[pi] = Some(now);
-            }
+            p.start_pause(pi, now);
             p.set_paused_until(pi, now + pause_ps(quanta, p.rate_bps).max(1));
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
             let (until, version) = (p.paused_until(pi), p.pause_version[pi]);
@@ -2222,9 +2218,7 @@ impl Simulator {
         } else {
             p.xon_rx[pi] += 1;
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
-            if let Some(s) = p.pause_started[pi].take() {
-                p.paused_ps[pi] += now - s;
-            }
+            p.end_pause(pi, now);
             p.set_paused_until(pi, 0);
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
@@ -2391,7 +2385,7 @@ impl Simulator {
             for p in &n.ports {
                 for prio in 0..NPRIO {
                     paused_ps += p.paused_ps[prio];
-                    if let Some(s) = p.pause_started[prio] {
+                    if let Some(s) = p.pause_started(prio) {
                         paused_ps += self.q.now().saturating_sub(s);
                     }
                 }
