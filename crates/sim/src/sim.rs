@@ -943,18 +943,21 @@ impl Simulator {
                     }
                     let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
-                        // The port's first line; its queue's line and
-                        // tail only if the frame will be queued (read
-                        // from the first line, loaded a stage earlier):
-                        // a frame finding the port idle passes through
-                        // and reads neither.
+                        // The port's first line and its queue's line a
+                        // stage ahead (whether the frame will be queued is
+                        // on the first line, not loaded yet), then the
+                        // queue's tail only if it will be: a frame finding
+                        // the port idle passes through and writes no entry.
+                        // (Asking for the queue's line only once the first
+                        // line says the frame will be queued is a stage
+                        // late for queued frames.)
                         if d == 1 {
                             prefetch_line(o);
-                        } else if !o.idle_for(prio, self.q.now()) {
                             prefetch_line(o.queue_line(prio));
-                            if let Some(t) = o.tail(prio) {
-                                prefetch_line(t);
-                            }
+                        } else if !o.idle_for(prio, self.q.now())
+                            && let Some(t) = o.tail(prio)
+                        {
+                            prefetch_line(t);
                         }
                     }
                 }
