@@ -943,20 +943,10 @@ impl Simulator {
                     }
                     let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
-                        // The port's first line and its queue's line a
-                        // stage ahead (whether the frame will be queued is
-                        // on the first line, not loaded yet), then the
-                        // queue's tail only if it will be: a frame finding
-                        // the port idle passes through and writes no entry.
-                        // (Asking for the queue's line only once the first
-                        // line says the frame will be queued is a stage
-                        // late for queued frames.)
                         if d == 1 {
                             prefetch_line(o);
-                            prefetch_line(o.queue_line(prio));
-                        } else if !o.idle_for(prio, self.q.now())
-                            && let Some(t) = o.tail(prio)
-                        {
+                            prefetch_line(&o.q[prio]);
+                        } else if let Some(t) = o.tail(prio) {
                             prefetch_line(t);
                         }
                     }
@@ -973,7 +963,7 @@ impl Simulator {
                         // control queue's follows once the serializer's
                         // line says it holds a frame).
                         prefetch_line(p);
-                        prefetch_line(p.queue_line(data));
+                        prefetch_line(&p.q[data]);
                         if ns.host
                             && let Some(h) = self.hosts.get(ns.index as usize)
                         {
@@ -1003,7 +993,7 @@ impl Simulator {
                             continue;
                         }
                         if late && d == 1 {
-                            prefetch_line(p.queue_line(prio));
+                            prefetch_line(&p.q[prio]);
                             continue;
                         }
                         let Some(e) = p.head(prio) else { continue };
@@ -1094,8 +1084,10 @@ impl Simulator {
                 let p = &mut self.nodes[node as usize].ports[usize::from(port)];
                 let pi = usize::from(prio);
                 if p.pause_version[pi] == version {
-                    p.end_pause(pi, now);
-                    p.set_paused_until(pi, 0);
+                    if let Some(s) = p.pause_started[pi].take() {
+                        p.paused_ps[pi] += now - s;
+                    }
+                    p.q[pi].paused_until = 0;
                     self.log_pfc(node, port, prio, "expire");
                     self.kick(node, port);
                 }
@@ -1965,7 +1957,7 @@ impl Simulator {
                         ts: now / PS_PER_NS,
                         tx_bytes: p.tx_bytes,
                         qlen,
-                        link_bps: p.link_bps(),
+                        link_bps: p.rate_bps,
                     };
                 }
             }
@@ -2069,16 +2061,12 @@ impl Simulator {
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
-        // The egress port's serializer line (which the calendar's
-        // look-ahead prefetches only in large fabrics, with the queue's
-        // line when the frame will be queued): start loading it while the
-        // buffer admits the packet. In small fabrics also the queue's line,
-        // as every port stays cached there.
+        // The egress port's serializer line and its queue's line (which
+        // the calendar's look-ahead prefetches only in large fabrics):
+        // start loading them while the buffer admits the packet.
         if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
             prefetch_line(o);
-            if !self.deep_prefetch {
-                prefetch_line(o.queue_line(usize::from(prio)));
-            }
+            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
         }
         let mmu = &mut self.switches[sw].mmu;
         if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
@@ -2097,7 +2085,7 @@ impl Simulator {
             // the queue, with every count as that would leave it (the
             // port counted as holding a packet, which `send_frame`
             // undoes; the monitor sees the queue hold it, then not).
-            p.pass_through(pi, &e);
+            p.pass_through(pi, frame as u32);
             self.switch_ports_queued[sw] += 1;
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
@@ -2111,7 +2099,8 @@ impl Simulator {
         if p.queued_pkts() == 1 {
             self.switch_ports_queued[sw] += 1;
         }
-        p.note_high_water(pi);
+        let q = &mut p.q[pi];
+        q.max_bytes = q.max_bytes.max(q.bytes);
         if now < self.qlen_until
             && let Some(m) = &mut self.qlen
         {
@@ -2204,10 +2193,12 @@ impl Simulator {
         if quanta > 0 {
             p.xoff_rx[pi] += 1;
             self.counters.pfc_pause_rx += 1;
-            p.start_pause(pi, now);
-            p.set_paused_until(pi, now + pause_ps(quanta, p.rate_bps).max(1));
+            if p.pause_started[pi].is_none() {
+                p.pause_started[pi] = Some(now);
+            }
+            p.q[pi].paused_until = now + pause_ps(quanta, p.rate_bps).max(1);
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
-            let (until, version) = (p.paused_until(pi), p.pause_version[pi]);
+            let (until, version) = (p.q[pi].paused_until, p.pause_version[pi]);
             self.q.schedule(
                 until,
                 Event::PauseEnd {
@@ -2221,8 +2212,10 @@ impl Simulator {
         } else {
             p.xon_rx[pi] += 1;
             p.pause_version[pi] = p.pause_version[pi].wrapping_add(1);
-            p.end_pause(pi, now);
-            p.set_paused_until(pi, 0);
+            if let Some(s) = p.pause_started[pi].take() {
+                p.paused_ps[pi] += now - s;
+            }
+            p.q[pi].paused_until = 0;
             self.log_pfc(node, port, prio, "resume");
             self.kick(node, port);
         }
@@ -2237,8 +2230,8 @@ impl Simulator {
             let ci = usize::from(c);
             p.pause_version[ci] = p.pause_version[ci].wrapping_add(1);
             if quanta > 0 {
-                p.set_paused_until(ci, p.paused_until(pi));
-                let (until, version) = (p.paused_until(ci), p.pause_version[ci]);
+                p.q[ci].paused_until = p.q[pi].paused_until;
+                let (until, version) = (p.q[ci].paused_until, p.pause_version[ci]);
                 self.q.schedule(
                     until,
                     Event::PauseEnd {
@@ -2249,7 +2242,7 @@ impl Simulator {
                     },
                 );
             } else {
-                p.set_paused_until(ci, 0);
+                p.q[ci].paused_until = 0;
             }
         }
     }
@@ -2388,7 +2381,7 @@ impl Simulator {
             for p in &n.ports {
                 for prio in 0..NPRIO {
                     paused_ps += p.paused_ps[prio];
-                    if let Some(s) = p.pause_started(prio) {
+                    if let Some(s) = p.pause_started[prio] {
                         paused_ps += self.q.now().saturating_sub(s);
                     }
                 }
