@@ -1268,7 +1268,7 @@ impl<M: Memory> Rnic<M> {
             .timers
             .take_due(now, |t, q| qps.get(&q).is_some_and(|x| x.filed == Some(t)));
         self.settle_timers();
-        for (_, qpn) in due {
+        for &(_, qpn) in &due {
             let (qps, mut ctx) = self.split();
             if let Some(qp) = qps.get_mut(&qpn) {
                 qp.filed = None;
@@ -1282,6 +1282,7 @@ impl<M: Memory> Rnic<M> {
             }
             self.touch(qpn);
         }
+        self.timers.recycle(due);
     }
 }
 
