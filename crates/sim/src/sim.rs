@@ -1558,6 +1558,13 @@ impl Simulator {
     /// the QP's pacing deadline, and a wake-up missed there is missed for
     /// good when nothing else arrives at the host (issue 12: paced DCQCN
     /// QPs with no ACK due stalled with their deadline never scheduled).
+    ///
+    /// Inlined into its two callers (`after_host` and `kick_host`, each
+    /// run once or more per packet a host sends or receives): as a call of
+    /// its own, saving and restoring registers was over half of its
+    /// instructions, and most calls find the timer already right. The
+    /// rare due-already case stays out of line.
+    #[inline(always)]
     fn arm_host_timer(&mut self, host: u32) {
         let now = self.q.now();
         let h = &mut self.hosts[host as usize];
@@ -1578,16 +1585,25 @@ impl Simulator {
                     self.q.schedule(t, Event::HostTimer { host, version });
                 }
             } else if h.forced_at != Some(now) {
-                // Due already (this event came at the instant of the timer,
-                // or between whole nanoseconds past it): run it now and
-                // re-arm from what it leaves, which the RNIC guarantees is
-                // later. Once per instant, so a broken guarantee cannot spin;
-                // debug builds check it after every event.
-                h.forced_at = Some(now);
-                h.rnic.handle_timeout(now / PS_PER_NS);
-                self.after_host(host);
+                self.force_host_timer(host);
             }
         }
+    }
+
+    /// [`arm_host_timer`](Self::arm_host_timer) for a deadline due already
+    /// (this event came at the instant of the timer, or between whole
+    /// nanoseconds past it): the timer runs now and re-arms from what it
+    /// leaves, which the RNIC guarantees is later. Once per instant, so a
+    /// broken guarantee cannot spin; debug builds check it after every
+    /// event.
+    #[inline(never)]
+    #[cold]
+    fn force_host_timer(&mut self, host: u32) {
+        let now = self.q.now();
+        let h = &mut self.hosts[host as usize];
+        h.forced_at = Some(now);
+        h.rnic.handle_timeout(now / PS_PER_NS);
+        self.after_host(host);
     }
 
     /// Debug builds, after each event: every host the event touched runs
