@@ -1133,6 +1133,13 @@ impl Simulator {
     /// through [`after_host`](Self::after_host) (the receiver's do not),
     /// so both hosts' skipped wake-ups are settled here, before (the
     /// calls read the RNIC's clock) and after.
+    ///
+    /// Out of line: it runs once per flow, and inlined into the event
+    /// loop its QP setup (and every congestion controller's constructor)
+    /// took part in that loop's register allocation, so a change to a
+    /// constructor moved the per-packet code's instruction counts.
+    #[inline(never)]
+    #[cold]
     fn start_flow(&mut self, flow: u32) {
         let s = &self.flows[flow as usize].spec;
         let (src, dst) = (s.src, s.dst);
