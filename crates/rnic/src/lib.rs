@@ -265,6 +265,10 @@ pub struct Rnic<M: Memory = RealMemory> {
     next_pd: u32,
     next_cq: u32,
     next_srq: u32,
+    /// The QPs [`handle_timeout`](Self::handle_timeout) found due, one
+    /// list kept for every call (see `Timers::take_due`). Last, off the
+    /// lines every call reads.
+    due: Vec<(Nanos, u32)>,
 }
 
 /// A posted WR needs a free slot in its queue and no more SGEs than allowed.
@@ -361,6 +365,7 @@ impl<M: Memory> Rnic<M> {
             events: VecDeque::new(),
             counters: Counters::default(),
             clock: 0,
+            due: Vec::new(),
         }
     }
 
@@ -405,6 +410,7 @@ impl<M: Memory> Rnic<M> {
         f.tables = self.qps.heap_bytes()
             + self.ready.heap_bytes()
             + self.timers.heap_bytes()
+            + (self.due.capacity() * std::mem::size_of::<(Nanos, u32)>()) as u64
             + self.mrs.heap_bytes()
             + self.cqs.values().map(Cq::heap_bytes).sum::<u64>()
             + footprint::tree(&self.cqs)
@@ -1264,11 +1270,14 @@ impl<M: Memory> Rnic<M> {
         // Each QP due now runs once; one due again at `now` waits for the
         // next call rather than spinning here.
         let qps = &self.qps;
-        let due = self
-            .timers
-            .take_due(now, |t, q| qps.get(&q).is_some_and(|x| x.filed == Some(t)));
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.take_due(
+            now,
+            |t, q| qps.get(&q).is_some_and(|x| x.filed == Some(t)),
+            &mut due,
+        );
         self.settle_timers();
-        for (_, qpn) in due {
+        for &(_, qpn) in &due {
             let (qps, mut ctx) = self.split();
             if let Some(qp) = qps.get_mut(&qpn) {
                 qp.filed = None;
@@ -1282,6 +1291,7 @@ impl<M: Memory> Rnic<M> {
             }
             self.touch(qpn);
         }
+        self.due = due;
     }
 }
 

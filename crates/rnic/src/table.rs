@@ -178,13 +178,18 @@ impl Timers {
         }
     }
 
-    /// Takes every current entry due at `now`, in order, each once.
+    /// Takes every current entry due at `now`, in order, each once, into
+    /// `due` (emptied first): the caller keeps one list for every call, as
+    /// a simulated host's timer fires once per paced packet and a fresh
+    /// list each time was an allocation and a free per firing (4.2 M on
+    /// the fat-tree HPCC run).
     pub fn take_due(
         &mut self,
         now: Nanos,
         current: impl Fn(Nanos, u32) -> bool,
-    ) -> Vec<(Nanos, u32)> {
-        let mut due: Vec<(Nanos, u32)> = Vec::new();
+        due: &mut Vec<(Nanos, u32)>,
+    ) {
+        due.clear();
         while let Some(&Reverse(e)) = self.heap.peek() {
             if e.0 > now {
                 break;
@@ -196,7 +201,6 @@ impl Timers {
                 due.push(e);
             }
         }
-        due
     }
 }
 
@@ -215,6 +219,7 @@ mod tests {
         let mut filed: Vec<Option<Nanos>> = vec![None; 40];
         let mut now: Nanos = 0;
         let mut x: u64 = 11;
+        let mut due = Vec::new();
         for _ in 0..20_000 {
             x = x
                 .wrapping_mul(6364136223846793005)
@@ -243,10 +248,12 @@ mod tests {
                     now += (x >> 45) % 7;
                     let f = filed.clone();
                     let cur = |t: Nanos, q: u32| f[q as usize] == Some(t);
-                    let due = heap.take_due(now, cur);
+                    // One list for every sweep, as `Rnic::handle_timeout`
+                    // keeps: a sweep must not hand out the last one's again.
+                    heap.take_due(now, cur, &mut due);
                     let want: Vec<_> = set.iter().take_while(|e| e.0 <= now).copied().collect();
                     assert_eq!(due, want);
-                    for (t, q) in due {
+                    for &(t, q) in &due {
                         set.remove(&(t, q));
                         filed[q as usize] = None;
                     }

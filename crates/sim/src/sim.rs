@@ -1203,6 +1203,13 @@ impl Simulator {
     /// through [`after_host`](Self::after_host) (the receiver's do not),
     /// so both hosts' skipped wake-ups are settled here, before (the
     /// calls read the RNIC's clock) and after.
+    ///
+    /// Out of line: it runs once per flow, and inlined into the event
+    /// loop its QP setup (and every congestion controller's constructor)
+    /// took part in that loop's register allocation, so a change to a
+    /// constructor moved the per-packet code's instruction counts.
+    #[inline(never)]
+    #[cold]
     fn start_flow(&mut self, flow: u32) {
         let s = &self.flows[flow as usize].spec;
         let (src, dst) = (s.src, s.dst);
@@ -1628,6 +1635,13 @@ impl Simulator {
     /// the QP's pacing deadline, and a wake-up missed there is missed for
     /// good when nothing else arrives at the host (issue 12: paced DCQCN
     /// QPs with no ACK due stalled with their deadline never scheduled).
+    ///
+    /// Inlined into its two callers (`after_host` and `kick_host`, each
+    /// run once or more per packet a host sends or receives): as a call of
+    /// its own, saving and restoring registers was over half of its
+    /// instructions, and most calls find the timer already right. The
+    /// rare due-already case stays out of line.
+    #[inline(always)]
     fn arm_host_timer(&mut self, host: u32) {
         let now = self.q.now();
         let h = &mut self.hosts[host as usize];
@@ -1648,16 +1662,25 @@ impl Simulator {
                     self.q.schedule(t, Event::HostTimer { host, version });
                 }
             } else if h.forced_at != Some(now) {
-                // Due already (this event came at the instant of the timer,
-                // or between whole nanoseconds past it): run it now and
-                // re-arm from what it leaves, which the RNIC guarantees is
-                // later. Once per instant, so a broken guarantee cannot spin;
-                // debug builds check it after every event.
-                h.forced_at = Some(now);
-                h.rnic.handle_timeout(now / PS_PER_NS);
-                self.after_host(host);
+                self.force_host_timer(host);
             }
         }
+    }
+
+    /// [`arm_host_timer`](Self::arm_host_timer) for a deadline due already
+    /// (this event came at the instant of the timer, or between whole
+    /// nanoseconds past it): the timer runs now and re-arms from what it
+    /// leaves, which the RNIC guarantees is later. Once per instant, so a
+    /// broken guarantee cannot spin; debug builds check it after every
+    /// event.
+    #[inline(never)]
+    #[cold]
+    fn force_host_timer(&mut self, host: u32) {
+        let now = self.q.now();
+        let h = &mut self.hosts[host as usize];
+        h.forced_at = Some(now);
+        h.rnic.handle_timeout(now / PS_PER_NS);
+        self.after_host(host);
     }
 
     /// Debug builds, after each event: every host the event touched runs

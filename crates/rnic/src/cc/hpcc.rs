@@ -166,7 +166,8 @@ impl Hpcc {
         self.window_bytes = w as u64;
         let r = w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
         self.paced = w < self.w_max;
-        self.rate = if self.paced { r as u64 } else { 0 };
+        // Without a branch, for the reason `compute_wind` gives.
+        self.rate = std::hint::select_unpredictable(self.paced, r as u64, 0);
     }
 
     pub fn window(&self) -> f64 {
@@ -251,13 +252,23 @@ impl Hpcc {
 
     /// Algorithm 1, ComputeWind, with the window clamped to [W_min, W_max]
     /// before it becomes the reference (so an idle link cannot inflate Wc).
+    ///
+    /// Both steps are computed and one is selected without a branch: which
+    /// one applies follows the path's load from ACK to ACK, and the branch
+    /// on it was mispredicted on nearly every update (cachegrind, fat-tree
+    /// HPCC: 540 K of 820 K). The selected values are the same floats.
     fn compute_wind(&mut self, update_wc: bool) {
         let max_c = self.u / self.cfg.eta;
-        let (w, stage) = if max_c >= 1.0 || self.inc_stage >= self.cfg.max_stage {
-            (self.wc / max_c + self.cfg.w_ai, 0)
-        } else {
-            (self.wc + self.cfg.w_ai, self.inc_stage + 1)
-        };
+        let multiplicative = (max_c >= 1.0) | (self.inc_stage >= self.cfg.max_stage);
+        // (A zero utilisation makes the unused quotient infinite; it is
+        // never selected.)
+        let w = std::hint::select_unpredictable(
+            multiplicative,
+            self.wc / max_c + self.cfg.w_ai,
+            self.wc + self.cfg.w_ai,
+        );
+        let stage =
+            std::hint::select_unpredictable(multiplicative, 0, self.inc_stage.saturating_add(1));
         let w = w.clamp(self.w_min, self.w_max);
         self.set_window(w);
         if update_wc {
