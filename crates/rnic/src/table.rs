@@ -7,6 +7,7 @@ use crate::qp::Qp;
 use crate::types::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 
 /// QPs by number (`BTreeMap<u32, Qp>`'s interface, as much as the RNIC uses).
 #[derive(Default)]
@@ -150,6 +151,33 @@ impl Timers {
         self.heap.push(Reverse((t, qpn)));
     }
 
+    /// Moves `qpn` from `old` to `new` (its QP's `filed` must now be
+    /// `new`). When its old entry is the first, as it is for the QP whose
+    /// retransmission timer every ACK restarts, that entry takes the new
+    /// deadline where it stands: one sift, where filing anew pushed an
+    /// entry and the next [`settle`](Self::settle) popped the stale one
+    /// (two sifts and a QP lookup per ACK; issue 12). The current entries,
+    /// and so [`first`](Self::first) and [`take_due`](Self::take_due), are
+    /// the same either way; only a stale entry goes sooner.
+    #[inline]
+    pub fn refile(&mut self, old: Option<Nanos>, new: Option<Nanos>, qpn: u32) {
+        if let Some(o) = old
+            && let Some(mut top) = self.heap.peek_mut()
+            && top.0 == (o, qpn)
+        {
+            match new {
+                Some(t) => *top = Reverse((t, qpn)),
+                None => {
+                    PeekMut::pop(top);
+                }
+            }
+            return;
+        }
+        if let Some(t) = new {
+            self.file(t, qpn);
+        }
+    }
+
     pub fn heap_bytes(&self) -> u64 {
         (self.heap.capacity() * std::mem::size_of::<Reverse<(Nanos, u32)>>()) as u64
     }
@@ -178,13 +206,16 @@ impl Timers {
         }
     }
 
-    /// Takes every current entry due at `now`, in order, each once.
+    /// Takes every current entry due at `now`, in order, each once, into
+    /// `due` (cleared first: a buffer the caller keeps, as a fresh vector
+    /// per call was an allocation per timer event; issue 12).
     pub fn take_due(
         &mut self,
         now: Nanos,
         current: impl Fn(Nanos, u32) -> bool,
-    ) -> Vec<(Nanos, u32)> {
-        let mut due: Vec<(Nanos, u32)> = Vec::new();
+        due: &mut Vec<(Nanos, u32)>,
+    ) {
+        due.clear();
         while let Some(&Reverse(e)) = self.heap.peek() {
             if e.0 > now {
                 break;
@@ -196,7 +227,6 @@ impl Timers {
                 due.push(e);
             }
         }
-        due
     }
 }
 
@@ -229,21 +259,32 @@ mod tests {
                         if let Some(old) = filed[qi] {
                             set.remove(&(old, q));
                         }
-                        filed[qi] = Some(t);
+                        // Through `refile` (in place when on top) or
+                        // `file` (the old entry left stale), as
+                        // `handle_timeout` leaves it.
+                        let old = filed[qi].replace(t);
                         set.insert((t, q));
-                        heap.file(t, q);
+                        if (x >> 50) & 1 == 0 {
+                            heap.refile(old, Some(t), q);
+                        } else {
+                            heap.file(t, q);
+                        }
                     }
                 }
                 2 => {
                     if let Some(old) = filed[qi].take() {
                         set.remove(&(old, q));
+                        if (x >> 50) & 1 == 0 {
+                            heap.refile(Some(old), None, q);
+                        }
                     }
                 }
                 _ => {
                     now += (x >> 45) % 7;
                     let f = filed.clone();
                     let cur = |t: Nanos, q: u32| f[q as usize] == Some(t);
-                    let due = heap.take_due(now, cur);
+                    let mut due = vec![(7, 7)];
+                    heap.take_due(now, cur, &mut due);
                     let want: Vec<_> = set.iter().take_while(|e| e.0 <= now).copied().collect();
                     assert_eq!(due, want);
                     for (t, q) in due {
