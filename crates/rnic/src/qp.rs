@@ -557,7 +557,10 @@ impl Qp {
             & !(ready & (self.next_send_at <= now)))
             .then_some(self.next_send_at);
         // The earliest of four optional deadlines, written out: this runs
-        // on every re-file, several times per packet.
+        // on every re-file, several times per packet. (Measured dead end:
+        // a branch-free form, absent deadlines as `Nanos::MAX`, and `&`
+        // in `idle_tx`, cut cachegrind's mispredicts on the mid-size
+        // fat5ms run by 0.8 M but cost 48 M instructions more; issue 12.)
         let min = |a: Option<Nanos>, b: Option<Nanos>| match (a, b) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
