@@ -776,7 +776,7 @@ impl<M: Memory> Rnic<M> {
         self.clock = self.clock.max(now);
     }
 
-    fn split(&mut self) -> (&mut QpTable, Ctx<'_>) {
+    fn split(&mut self) -> (&mut QpTable, Ctx<'_, M>) {
         let Rnic {
             cfg,
             mem,

@@ -491,9 +491,10 @@ fn inside(addr: u64, len: u64, base: u64, n: u64) -> bool {
 
 // The range check below runs for every packet the simulator sends or
 // receives, and its cache hit is a few compares: inlined into `read_into`
-// and `write` (which the RNIC calls through `dyn Memory`), with the tree
-// search on a miss kept apart, so a hit costs no second call (26 M fewer
-// instructions on the mid-size fat5ms run; issue 12).
+// and `write`, with the tree search on a miss kept apart, so a hit costs
+// no second call (26 M fewer instructions on the mid-size fat5ms run;
+// issue 12). The RNIC calls these directly, not through a vtable (see
+// `qp::Ctx`), so they inline into its packet paths in turn.
 impl Memory for VirtualMemory {
     fn read_into(&self, addr: u64, len: usize, out: &mut Payload) -> Result<()> {
         if !self.contains(addr, len as u64) {

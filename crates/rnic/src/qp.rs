@@ -725,9 +725,13 @@ impl Qp {
 }
 
 /// Everything a QP touches besides itself, borrowed from the RNIC for one call.
-pub(crate) struct Ctx<'a> {
+///
+/// Generic over the memory (`dyn Memory` by default) so that a driver's
+/// memory is called directly: the simulator's range checks, one or two per
+/// packet, were calls through a vtable that could not be inlined (issue 12).
+pub(crate) struct Ctx<'a, Mem: Memory + ?Sized = dyn Memory> {
     pub cfg: &'a RnicConfig,
-    pub mem: &'a mut dyn Memory,
+    pub mem: &'a mut Mem,
     pub mrs: &'a MrTable,
     pub cqs: &'a mut BTreeMap<u32, Cq>,
     /// The RNIC's count of completions waiting in `cqs`.
@@ -737,7 +741,7 @@ pub(crate) struct Ctx<'a> {
     pub counters: &'a mut Counters,
 }
 
-impl Ctx<'_> {
+impl<Mem: Memory + ?Sized> Ctx<'_, Mem> {
     /// Delivers a completion; a full CQ raises [`AsyncEvent::CqOverflow`].
     pub fn complete(&mut self, cq: CqHandle, wc: Wc) {
         match self.cqs.get_mut(&cq.0) {
