@@ -5,7 +5,7 @@
 //! in-order retirement of WQEs into completions.
 
 use crate::Transmit;
-use crate::memory::{Payload, PayloadRef};
+use crate::memory::{Memory, Payload, PayloadRef};
 use crate::qp::{Ctx, Qp, QpState, SendWqe};
 use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode, sge_pieces};
 use roce_wire::{
@@ -93,7 +93,11 @@ impl Qp {
     }
 
     /// The next requester packet, if one may leave now.
-    pub(crate) fn next_request(&mut self, now: Nanos, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+    pub(crate) fn next_request<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<Transmit> {
         self.last_poll = now;
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return None;
@@ -158,7 +162,11 @@ impl Qp {
 
     /// Starts WQE `i`: fence and credit checks, local key checks, PSNs.
     /// `Some(false)` means "not now"; `None` means the QP just failed.
-    fn start_wqe(&mut self, i: usize, ctx: &mut Ctx<'_>) -> Option<bool> {
+    fn start_wqe<Mem: Memory + ?Sized>(
+        &mut self,
+        i: usize,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<bool> {
         if self.state == QpState::Sqd {
             return Some(false);
         }
@@ -226,7 +234,13 @@ impl Qp {
     }
 
     /// Gathers `len` bytes at message offset `off` of WQE `i`.
-    fn gather(&self, i: usize, off: u64, len: u64, ctx: &mut Ctx<'_>) -> Option<Payload> {
+    fn gather<Mem: Memory + ?Sized>(
+        &self,
+        i: usize,
+        off: u64,
+        len: u64,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<Payload> {
         let w = &self.sq[i];
         if let Some(Payload::Bytes(b)) = &w.inline {
             return Some(Payload::Bytes(
@@ -245,13 +259,13 @@ impl Qp {
 
     /// Emits packet `k` of WQE `i`; a READ request asks for at most `span`
     /// response packets from there (IRN re-requests a missing range only).
-    fn emit_packet(
+    fn emit_packet<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         i: usize,
         k: u32,
         span: u32,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> Option<Transmit> {
         let mtu = u64::from(self.mtu.bytes());
         let (op, len, first_psn, npkts) = {
@@ -480,7 +494,12 @@ impl Qp {
 
     /// Moves the transmit cursor back to `psn` (go-back-N). A no-op when the
     /// cursor is already at or before `psn`: that resend is under way.
-    pub(crate) fn rewind(&mut self, now: Nanos, psn: Psn, ctx: &mut Ctx<'_>) {
+    pub(crate) fn rewind<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        psn: Psn,
+        ctx: &mut Ctx<'_, Mem>,
+    ) {
         if self.irn() {
             // IRN never goes back: resend what is missing from `psn` on.
             let end = self.max_sent.map_or(psn, Psn::next);
@@ -582,7 +601,7 @@ impl Qp {
     }
 
     /// Everything up to and including `p` is acknowledged.
-    fn ack_upto(&mut self, now: Nanos, p: Psn, ctx: &mut Ctx<'_>) {
+    fn ack_upto<Mem: Memory + ?Sized>(&mut self, now: Nanos, p: Psn, ctx: &mut Ctx<'_, Mem>) {
         // Only PSNs in [una-1, next_psn-1] can be acknowledged; others are stale.
         if !p.in_window(self.una.sub(1), self.outstanding() + 1) {
             ctx.counters.stale_acks += 1;
@@ -633,12 +652,12 @@ impl Qp {
     }
 
     /// Completer: an ACK, NAK, atomic ACK or read response arrived.
-    pub(crate) fn on_response(
+    pub(crate) fn on_response<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         if !matches!(self.state, QpState::Rts | QpState::Sqd | QpState::Rtr) {
             ctx.counters.rx_dropped_state += 1;
@@ -751,12 +770,12 @@ impl Qp {
         }
     }
 
-    fn on_read_response(
+    fn on_read_response<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         let psn = t.bth.psn;
         let Some(i) = self.sq.iter().position(|w| {
@@ -815,7 +834,7 @@ impl Qp {
     }
 
     /// Retransmission and RNR timers.
-    pub(crate) fn on_timer(&mut self, now: Nanos, ctx: &mut Ctx<'_>) {
+    pub(crate) fn on_timer<Mem: Memory + ?Sized>(&mut self, now: Nanos, ctx: &mut Ctx<'_, Mem>) {
         if self.rto_deadline.is_some_and(|d| d <= now) {
             if self.outstanding() == 0 {
                 self.rto_deadline = None;
@@ -844,7 +863,12 @@ impl Qp {
     }
 
     /// Completes the WQE holding `psn` with `status` and moves the QP to ERR.
-    fn fail_at(&mut self, psn: Psn, status: WcStatus, ctx: &mut Ctx<'_>) {
+    fn fail_at<Mem: Memory + ?Sized>(
+        &mut self,
+        psn: Psn,
+        status: WcStatus,
+        ctx: &mut Ctx<'_, Mem>,
+    ) {
         let i = self
             .sq
             .iter()
@@ -861,14 +885,19 @@ impl Qp {
     }
 
     /// Retries exhausted: the oldest unfinished WQE takes the error.
-    fn fail_oldest(&mut self, status: WcStatus, ctx: &mut Ctx<'_>) {
+    fn fail_oldest<Mem: Memory + ?Sized>(&mut self, status: WcStatus, ctx: &mut Ctx<'_, Mem>) {
         match self.sq.iter().position(|w| !w.done) {
             Some(i) => self.fail_wqe(i, status, ctx),
             None => self.enter_error(ctx),
         }
     }
 
-    pub(crate) fn fail_wqe(&mut self, i: usize, status: WcStatus, ctx: &mut Ctx<'_>) {
+    pub(crate) fn fail_wqe<Mem: Memory + ?Sized>(
+        &mut self,
+        i: usize,
+        status: WcStatus,
+        ctx: &mut Ctx<'_, Mem>,
+    ) {
         if let Some(w) = self.sq.get_mut(i) {
             w.done = true;
             w.status = status;
@@ -881,7 +910,7 @@ impl Qp {
     }
 
     /// Pops finished WQEs from the head of the SQ, in order, into completions.
-    pub(crate) fn retire(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn retire<Mem: Memory + ?Sized>(&mut self, ctx: &mut Ctx<'_, Mem>) {
         let mut failed = false;
         while self.sq.front().is_some_and(|w| w.done) {
             let Some(w) = self.sq.pop_front() else { break };
@@ -906,7 +935,7 @@ impl Qp {
 
     /// Moves the QP to ERR: every outstanding WQE completes with WR_FLUSH_ERR
     /// (IBA 10.3.1 / C10-28), receive WQEs too (SRQ WQEs stay in the SRQ).
-    pub(crate) fn enter_error(&mut self, ctx: &mut Ctx<'_>) {
+    pub(crate) fn enter_error<Mem: Memory + ?Sized>(&mut self, ctx: &mut Ctx<'_, Mem>) {
         self.state = QpState::Err;
         while let Some(w) = self.sq.pop_front() {
             let st = if w.done {
@@ -1023,7 +1052,13 @@ impl Qp {
 
     /// A PSN-sequence-error NAK under IRN: `cum` is the first PSN the
     /// responder lacks, `block` a run of PSNs above it that it holds.
-    fn irn_on_sack(&mut self, now: Nanos, cum: Psn, block: Option<(Psn, Psn)>, ctx: &mut Ctx<'_>) {
+    fn irn_on_sack<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        cum: Psn,
+        block: Option<(Psn, Psn)>,
+        ctx: &mut Ctx<'_, Mem>,
+    ) {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
             return;
         }
@@ -1083,7 +1118,11 @@ impl Qp {
     }
 
     /// The next selective retransmission of the current episode, if any.
-    fn irn_retransmit(&mut self, now: Nanos, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+    fn irn_retransmit<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<Transmit> {
         loop {
             let e = self.episode?;
             let mut next = e.next;
@@ -1176,13 +1215,13 @@ impl Qp {
 
     /// An IRN READ response: placed at its offset whatever the order;
     /// a response past a gap marks the responses before it lost.
-    fn irn_read_response(
+    fn irn_read_response<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         i: usize,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         let psn = t.bth.psn;
         let Some(first) = self.sq[i].first_psn else {
@@ -1248,12 +1287,12 @@ impl Qp {
     /// Scatters a READ response's `payload`, `off` bytes into the READ at
     /// `i`, into its local SGEs (checked for LOCAL_WRITE when the WQE
     /// started); `false` after failing the WQE with LOC_PROT_ERR.
-    fn scatter_response(
+    fn scatter_response<Mem: Memory + ?Sized>(
         &mut self,
         i: usize,
         off: u64,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> bool {
         let mut done_bytes = 0usize;
         let mut failed = false;
@@ -1275,12 +1314,12 @@ impl Qp {
     /// everything before it; acknowledging may retire WQEs ahead of it, so
     /// this returns where the READ is now (`None` if it is no longer
     /// pending).
-    fn ack_before_read(
+    fn ack_before_read<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         i: usize,
         first: Psn,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> Option<usize> {
         if i > 0 {
             self.ack_upto(now, first.sub(1), ctx);

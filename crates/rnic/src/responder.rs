@@ -4,7 +4,7 @@
 //! posted, access checks that answer with the right NAK and write nothing,
 //! ACK coalescing, and the ECN notification point (CNP generation).
 
-use crate::memory::PayloadRef;
+use crate::memory::{Memory, PayloadRef};
 use crate::mr::AccessFault;
 use crate::qp::{Ctx, InMsg, Qp, QpState, ReadJob, Resource, RespItem};
 use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus, sge_pieces};
@@ -27,7 +27,13 @@ enum Reject {
 
 impl Qp {
     /// Notes a CE mark: schedule a CNP unless one went out within the pacing interval.
-    pub(crate) fn note_ce(&mut self, now: Nanos, src: SocketAddr, src_qpn: u32, ctx: &mut Ctx<'_>) {
+    pub(crate) fn note_ce<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        src_qpn: u32,
+        ctx: &mut Ctx<'_, Mem>,
+    ) {
         ctx.counters.ce_rx += 1;
         if self
             .last_cnp
@@ -40,14 +46,14 @@ impl Qp {
     }
 
     /// Handles a request packet (SEND, WRITE, READ, ATOMIC; RC or UD).
-    pub(crate) fn on_request(
+    pub(crate) fn on_request<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
         src: SocketAddr,
         ce: bool,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         if !matches!(
             self.state,
@@ -95,12 +101,12 @@ impl Qp {
 
     /// Executes the request at the expected PSN and answers a failed check
     /// with its NAK. `false` when the request was refused.
-    fn execute_in_order(
+    fn execute_in_order<Mem: Memory + ?Sized>(
         &mut self,
         src: SocketAddr,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> bool {
         let psn = t.bth.psn;
         match self.execute(src, t, payload, ctx) {
@@ -136,12 +142,12 @@ impl Qp {
     /// packet it makes consecutive. When a gap closed, the new cumulative
     /// PSN goes out at once (IRN §3.1): as an ACK when nothing is held any
     /// more, else as a NAK for the next hole with the run above it.
-    fn irn_in_order(
+    fn irn_in_order<Mem: Memory + ?Sized>(
         &mut self,
         src: SocketAddr,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         let gap = !self.held.is_empty();
         if !self.execute_in_order(src, t, payload, ctx) {
@@ -207,7 +213,7 @@ impl Qp {
     /// Queues a SACK NAK: the first missing PSN, and the run `[first, last]`
     /// held above it (see `crate::irn` for the format). A NAK still queued
     /// for the same hole and the same run start is updated instead.
-    fn irn_sack(&mut self, first: Psn, last: Psn, ctx: &mut Ctx<'_>) {
+    fn irn_sack<Mem: Memory + ?Sized>(&mut self, first: Psn, last: Psn, ctx: &mut Ctx<'_, Mem>) {
         let cum = self.epsn;
         let Some(msn) = crate::irn::encode_sack(cum, first, last) else {
             return;
@@ -249,11 +255,11 @@ impl Qp {
     /// and were copied whole (an allocation and a copy per packet, then a
     /// second copy when the gap closed). What fits no WRITE is held whole.
     /// Returns the bytes placed.
-    fn irn_place(
+    fn irn_place<Mem: Memory + ?Sized>(
         &mut self,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> Option<u32> {
         use Opcode::*;
         let mtu = u64::from(self.mtu.bytes());
@@ -326,12 +332,12 @@ impl Qp {
     /// all BDP-FC lets a requester send) and reported by a SACK NAK when the
     /// hole set changes or the packet asks for an acknowledgement (see
     /// `crate::irn` for when and why).
-    fn irn_hold(
+    fn irn_hold<Mem: Memory + ?Sized>(
         &mut self,
         src: SocketAddr,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         let psn = t.bth.psn;
         ctx.counters.out_of_sequence += 1;
@@ -420,7 +426,7 @@ impl Qp {
         }
     }
 
-    fn take_recv(&mut self, ctx: &mut Ctx<'_>) -> Option<RecvWr> {
+    fn take_recv<Mem: Memory + ?Sized>(&mut self, ctx: &mut Ctx<'_, Mem>) -> Option<RecvWr> {
         match self.init.srq {
             None => self.rq.pop_front(),
             Some(h) => {
@@ -435,7 +441,7 @@ impl Qp {
         }
     }
 
-    fn has_recv(&self, ctx: &Ctx<'_>) -> bool {
+    fn has_recv<Mem: Memory + ?Sized>(&self, ctx: &Ctx<'_, Mem>) -> bool {
         match self.init.srq {
             None => !self.rq.is_empty(),
             Some(h) => ctx.srqs.get(&h.0).is_some_and(|s| !s.queue.is_empty()),
@@ -443,12 +449,12 @@ impl Qp {
     }
 
     /// Scatters `data` at message offset `off` into a receive WQE's SGEs.
-    fn scatter(
+    fn scatter<Mem: Memory + ?Sized>(
         &self,
         wqe: &RecvWr,
         off: u64,
         data: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> Result<(), WcStatus> {
         let cap: u64 = wqe.sg_list.iter().map(|s| u64::from(s.length)).sum();
         if off + data.len() as u64 > cap {
@@ -494,13 +500,13 @@ impl Qp {
         }
     }
 
-    fn remote_check(
+    fn remote_check<Mem: Memory + ?Sized>(
         &self,
         rkey: u32,
         va: u64,
         len: u64,
         need: Access,
-        ctx: &Ctx<'_>,
+        ctx: &Ctx<'_, Mem>,
     ) -> Result<(), Reject> {
         if !self.access.contains(need) {
             return Err(Reject::Nak(NakCode::RemoteAccessError));
@@ -511,12 +517,12 @@ impl Qp {
     }
 
     /// Executes an in-sequence RC request.
-    fn execute(
+    fn execute<Mem: Memory + ?Sized>(
         &mut self,
         src: SocketAddr,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) -> Result<(), Reject> {
         use Opcode::*;
         let op = t.bth.opcode;
@@ -743,7 +749,7 @@ impl Qp {
     }
 
     /// A request whose PSN is before the expected one (IBA 9.7.5.1.5).
-    fn duplicate(&mut self, t: &TransportRepr, ctx: &mut Ctx<'_>) {
+    fn duplicate<Mem: Memory + ?Sized>(&mut self, t: &TransportRepr, ctx: &mut Ctx<'_, Mem>) {
         let psn = t.bth.psn;
         let op = t.bth.opcode;
         if op == Opcode::RcReadRequest {
@@ -818,14 +824,14 @@ impl Qp {
     }
 
     /// UD receive: Q_Key check, 40-byte GRH area, one packet per message.
-    fn on_ud(
+    fn on_ud<Mem: Memory + ?Sized>(
         &mut self,
         src: SocketAddr,
         ce: bool,
         now: Nanos,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        ctx: &mut Ctx<'_>,
+        ctx: &mut Ctx<'_, Mem>,
     ) {
         let Some(deth) = t.deth else {
             ctx.counters.rx_malformed += 1;
@@ -868,7 +874,10 @@ impl Qp {
     }
 
     /// The next responder packet: a CNP first, then ACKs, NAKs and responses in order.
-    pub(crate) fn next_response(&mut self, ctx: &mut Ctx<'_>) -> Option<Transmit> {
+    pub(crate) fn next_response<Mem: Memory + ?Sized>(
+        &mut self,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<Transmit> {
         if let Some((dst, qpn)) = self.cnp_due.take() {
             ctx.counters.cnps_tx += 1;
             let mut t = TransportRepr::new(BthRepr {
@@ -971,7 +980,7 @@ impl Qp {
 /// The 40-byte GRH area libibverbs applications expect at the head of a UD
 /// receive buffer. For RoCEv2 the source and destination GIDs are the
 /// IPv4-mapped (or IPv6) addresses; we fill the header as an IPv6 GRH.
-fn grh_for(src: SocketAddr, _ctx: &Ctx<'_>) -> [u8; 40] {
+fn grh_for<Mem: Memory + ?Sized>(src: SocketAddr, _ctx: &Ctx<'_, Mem>) -> [u8; 40] {
     let mut g = [0u8; 40];
     g[0] = 0x60;
     g[6] = 0x1b; // next header: IBA transport

@@ -7,6 +7,7 @@ use crate::qp::Qp;
 use crate::types::Nanos;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 
 /// QPs by number (`BTreeMap<u32, Qp>`'s interface, as much as the RNIC uses).
 #[derive(Default)]
@@ -150,6 +151,33 @@ impl Timers {
         self.heap.push(Reverse((t, qpn)));
     }
 
+    /// Moves `qpn` from `old` to `new` (its QP's `filed` must now be
+    /// `new`). When its old entry is the first, as it is for the QP whose
+    /// retransmission timer every ACK restarts, that entry takes the new
+    /// deadline where it stands: one sift, where filing anew pushed an
+    /// entry and the next [`settle`](Self::settle) popped the stale one
+    /// (two sifts and a QP lookup per ACK; issue 12). The current entries,
+    /// and so [`first`](Self::first) and [`take_due`](Self::take_due), are
+    /// the same either way; only a stale entry goes sooner.
+    #[inline]
+    pub fn refile(&mut self, old: Option<Nanos>, new: Option<Nanos>, qpn: u32) {
+        if let Some(o) = old
+            && let Some(mut top) = self.heap.peek_mut()
+            && top.0 == (o, qpn)
+        {
+            match new {
+                Some(t) => *top = Reverse((t, qpn)),
+                None => {
+                    PeekMut::pop(top);
+                }
+            }
+            return;
+        }
+        if let Some(t) = new {
+            self.file(t, qpn);
+        }
+    }
+
     pub fn heap_bytes(&self) -> u64 {
         (self.heap.capacity() * std::mem::size_of::<Reverse<(Nanos, u32)>>()) as u64
     }
@@ -234,14 +262,24 @@ mod tests {
                         if let Some(old) = filed[qi] {
                             set.remove(&(old, q));
                         }
-                        filed[qi] = Some(t);
+                        // Through `refile` (in place when on top) or
+                        // `file` (the old entry left stale), as
+                        // `handle_timeout` leaves it.
+                        let old = filed[qi].replace(t);
                         set.insert((t, q));
-                        heap.file(t, q);
+                        if (x >> 50) & 1 == 0 {
+                            heap.refile(old, Some(t), q);
+                        } else {
+                            heap.file(t, q);
+                        }
                     }
                 }
                 2 => {
                     if let Some(old) = filed[qi].take() {
                         set.remove(&(old, q));
+                        if (x >> 50) & 1 == 0 {
+                            heap.refile(Some(old), None, q);
+                        }
                     }
                 }
                 _ => {
