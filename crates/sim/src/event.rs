@@ -17,7 +17,6 @@ pub type Ps = u64;
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use std::ops::Range;
 
 /// Picoseconds per nanosecond (the RNIC's time unit).
 pub const PS_PER_NS: u64 = 1_000;
@@ -216,7 +215,7 @@ impl Ord for Far {
 /// faster on the 320-host fat tree).
 const SLOT_BITS: u32 = 10;
 /// How many slots past the current one [`EventQueue::upcoming`] looks.
-pub const LOOKAHEAD: u64 = 3;
+const LOOKAHEAD: u64 = 3;
 /// Slots in the default calendar (2¹¹ × 1.02 ns = 2.1 µs ahead: a 1 µs
 /// link's delay and a frame's serialization, with room to spare).
 const DEFAULT_SLOTS: usize = 1 << 11;
@@ -710,31 +709,16 @@ impl EventQueue {
             // The slot that comes up as many slots later: start loading
             // its first entries now, so reading them then does not wait.
             prefetch_entries(&self.slots[((s + LOOKAHEAD) as usize) & self.mask]);
-            tell_entries(&self.slots[(s as usize) & self.mask], &mut tell);
+            for e in &self.slots[(s as usize) & self.mask] {
+                let tag = e.key & ((1 << TAG_BITS) - 1);
+                if tag <= TAG_TX_DONE {
+                    tell(Upcoming {
+                        node: (e.data >> (32 + PORT_BITS)) as u32,
+                        pkt: (tag == TAG_ARRIVE).then_some(e.data as u32),
+                    });
+                }
+            }
         }
-    }
-
-    /// [`upcoming`](Self::upcoming) for a look-ahead that spreads its
-    /// work over the current slot's events (see the simulator's
-    /// `stage_spread`): as the calendar moves on, tells only the slots
-    /// short of [`LOOKAHEAD`] it skipped past unseen (none while every
-    /// slot holds events), and leaves the slot [`LOOKAHEAD`] ahead to
-    /// [`upcoming_in`](Self::upcoming_in), a few events at a time.
-    pub fn upcoming_skipped(&mut self, mut tell: impl FnMut(Upcoming)) {
-        let from = self.ahead.max(self.cur) + 1;
-        let to = self.cur + LOOKAHEAD;
-        self.ahead = self.ahead.max(to);
-        for s in from..to {
-            tell_entries(&self.slots[(s as usize) & self.mask], &mut tell);
-        }
-        prefetch_entries(&self.slots[((to + LOOKAHEAD) as usize) & self.mask]);
-    }
-
-    /// What the events at `at` (positions in the slot, in the order they
-    /// were scheduled) of the slot [`LOOKAHEAD`] past the current one
-    /// read first, as [`upcoming`](Self::upcoming) tells it.
-    pub fn upcoming_in(&self, at: Range<usize>, mut tell: impl FnMut(Upcoming)) {
-        tell_entries(slice_at(self.slot_entries(LOOKAHEAD), at), &mut tell);
     }
 
     /// The current calendar slot (time >> `SLOT_BITS`): it changes when
@@ -743,44 +727,20 @@ impl EventQueue {
         self.cur
     }
 
-    /// The events of the current slot handed out so far: positions in
-    /// it below this have run.
-    pub fn slot_pos(&self) -> usize {
-        self.head
-    }
-
-    /// How many events the slot `d` past the current one holds (`d ==
-    /// 0`: the current slot, the events handed out included). Events
-    /// beyond the calendar are not counted.
-    pub fn slot_len(&self, d: u64) -> usize {
-        self.slot_entries(d).len()
-    }
-
-    fn slot_entries(&self, d: u64) -> &[Entry] {
-        if d == 0 {
-            &self.current
+    /// The events of the slot `d` slots past the current one (unordered),
+    /// or with `d == 0` those of the current slot not yet handed out: a
+    /// later look at the events [`upcoming`](Self::upcoming) gave out,
+    /// once what they read first has loaded, to prefetch what that
+    /// leads to. Events beyond the calendar are not included.
+    pub fn pending_in(&self, d: u64) -> impl Iterator<Item = Event> + '_ {
+        let v = if d == 0 {
+            &self.current[self.head..]
         } else if d <= self.mask as u64 {
-            &self.slots[((self.cur + d) as usize) & self.mask]
+            &self.slots[((self.cur + d) as usize) & self.mask][..]
         } else {
-            &[]
-        }
-    }
-
-    /// The events at positions `at` of the slot `d` slots past the
-    /// current one (in the order they were scheduled), or with `d == 0`
-    /// those of the current slot (in order) not yet handed out: a later
-    /// look at the events [`upcoming`](Self::upcoming) gave out, once
-    /// what they read first has loaded, to prefetch what that leads to.
-    /// Events beyond the calendar are not included.
-    pub fn pending_in(&self, d: u64, at: Range<usize>) -> impl Iterator<Item = Event> + '_ {
-        let at = if d == 0 {
-            at.start.max(self.head)..at.end
-        } else {
-            at
+            &[][..]
         };
-        slice_at(self.slot_entries(d), at)
-            .iter()
-            .map(move |e| self.unpack(e.key, e.data))
+        v.iter().map(move |e| self.unpack(e.key, e.data))
     }
 
     /// Most events ever pending at once. Pending events grow only by a
@@ -944,28 +904,6 @@ impl EventQueue {
                 data: e.data,
             },
         ))
-    }
-}
-
-/// `v[at]`, cut to `v`'s length.
-fn slice_at<T>(v: &[T], at: Range<usize>) -> &[T] {
-    let end = at.end.min(v.len());
-    &v[at.start.min(end)..end]
-}
-
-/// Tells `tell` what each arrival and finished transmission in `v` reads
-/// first (read straight from their packed form, without making an
-/// [`Event`]).
-#[inline(always)]
-fn tell_entries(v: &[Entry], tell: &mut impl FnMut(Upcoming)) {
-    for e in v {
-        let tag = e.key & ((1 << TAG_BITS) - 1);
-        if tag <= TAG_TX_DONE {
-            tell(Upcoming {
-                node: (e.data >> (32 + PORT_BITS)) as u32,
-                pkt: (tag == TAG_ARRIVE).then_some(e.data as u32),
-            });
-        }
     }
 }
 

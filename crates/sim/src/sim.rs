@@ -11,7 +11,7 @@ pub use crate::baseline::ideal_fct;
 use crate::cc::{CcConfig, CcPlan};
 use crate::ecmp::{self, EcmpMode, FiveTuple};
 use crate::ecn::EcnConfig;
-use crate::event::{Event, EventQueue, Kind, LOOKAHEAD, PS_PER_NS, Packed, Ps, Upcoming, ser_ps};
+use crate::event::{Event, EventQueue, Kind, PS_PER_NS, Packed, Ps, ser_ps};
 use crate::fib::Fib;
 use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
@@ -32,7 +32,6 @@ use roce_rnic::{
 };
 use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::ops::Range;
 
 mod footprint;
 mod host_io;
@@ -393,10 +392,6 @@ pub struct Simulator {
     /// The calendar slot for which [`Simulator::prefetch_upcoming`] last
     /// ran its stages.
     staged_slot: u64,
-    /// How far [`Simulator::stage_spread`] has got in this slot: for each
-    /// stage (indexed by how many slots ahead it looks), the position in
-    /// that slot's events up to which it has run.
-    stage_at: [usize; LOOKAHEAD as usize + 1],
     /// Run the later prefetch stages ([`Simulator::prefetch_stage`]): only
     /// in fabrics whose ports outgrow a core's cache (see
     /// [`DEEP_PREFETCH_PORT_BYTES`]).
@@ -417,29 +412,6 @@ const KIND_OTHER: usize = 5;
 /// at 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more
 /// (about 10 % less CPU). At 1,024 hosts (7.5 MB) it is even.
 const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
-
-/// How many events ahead in the current slot
-/// [`Simulator::stage_spread`] runs the last stage.
-const STAGE0_AHEAD: usize = 8;
-
-/// The first stage of the look-ahead for one upcoming event: an
-/// arrival's headers and transport headers alike (a packet is 32 bytes,
-/// aligned to 32, one line), and the event's node.
-///
-/// Choosing the packet's line or the node's again without a branch (an
-/// arrival or not is a toss-up for the predictor) saved 0.4-1.7 M of
-/// cachegrind's simulated mispredicts on the mid-size fat5ms run but
-/// cost 95 M instructions (11 an event), and 1.3 % more user time on
-/// the full DCQCN run (three interleaved pairs, session 18).
-#[inline(always)]
-fn tell_upcoming(nodes: &[NodeState], packets: &Slab<Packet>, up: Upcoming) {
-    if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
-        prefetch_line(p);
-    }
-    if let Some(n) = nodes.get(up.node as usize) {
-        prefetch_line(n);
-    }
-}
 
 /// Tells the queue-length monitor every switch queue's length now, as it
 /// stands at the window's first sample.
@@ -692,7 +664,6 @@ impl Simulator {
             qlen_open_at: Ps::MAX,
             qlen_until: 0,
             staged_slot: u64::MAX,
-            stage_at: [0; LOOKAHEAD as usize + 1],
             deep_prefetch: false,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
@@ -888,77 +859,50 @@ impl Simulator {
     /// until then.
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
-        if self.deep_prefetch {
-            self.stage_spread();
-        } else if self.q.slot() != self.staged_slot {
+        if self.q.slot() != self.staged_slot {
             self.stage_slot();
         }
     }
 
     /// [`prefetch_upcoming`](Self::prefetch_upcoming) for a slot the
-    /// queue just moved to, with only the first stage (fabrics whose
-    /// state fits in cache).
+    /// queue just moved to.
     #[inline(never)]
     fn stage_slot(&mut self) {
         self.staged_slot = self.q.slot();
         let (nodes, packets) = (&self.nodes, &self.packets);
-        self.q.upcoming(|up| tell_upcoming(nodes, packets, up));
-    }
-
-    /// All the stages of [`prefetch_upcoming`](Self::prefetch_upcoming),
-    /// a share of each slot's events at every event, not each slot's all
-    /// at once as the calendar moves on: at 8,192 hosts a 1 ns slot holds
-    /// about 80 events, and a burst of several hundred prefetches found
-    /// the core's few outstanding misses taken, stalling on the
-    /// look-ahead's own loads (about 15 % of `step`'s samples sat after
-    /// its prefetches). Each slot ahead is paced to be done by the
-    /// current slot's last event (what is left when an event turns out
-    /// to be the last goes in one go); the current slot's own events,
-    /// in the order they run, [`STAGE0_AHEAD`] events ahead.
-    #[inline(never)]
-    fn stage_spread(&mut self) {
-        if self.q.slot() != self.staged_slot {
-            self.staged_slot = self.q.slot();
-            self.stage_at = [0; LOOKAHEAD as usize + 1];
-            let (nodes, packets) = (&self.nodes, &self.packets);
-            self.q
-                .upcoming_skipped(|up| tell_upcoming(nodes, packets, up));
-        }
-        let pos = self.q.slot_pos();
-        let n = self.q.slot_len(0);
-        // Events left in the current slot, this one included.
-        let left = (n + 1).saturating_sub(pos).max(1);
-        for d in (1..=LOOKAHEAD).rev() {
-            let (len, at) = (self.q.slot_len(d), self.stage_at[d as usize]);
-            if at >= len {
-                continue;
+        self.q.upcoming(|up| {
+            // An arrival's headers and transport headers alike: a packet
+            // is 32 bytes, aligned to 32, one line.
+            //
+            // Choosing the packet's line or the node's again without a
+            // branch (an arrival or not is a toss-up for the predictor)
+            // saved 0.4-1.7 M of cachegrind's simulated mispredicts on
+            // the mid-size fat5ms run but cost 95 M instructions (11 an
+            // event), and 1.3 % more user time on the full DCQCN run
+            // (three interleaved pairs, session 18).
+            if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
+                prefetch_line(p);
             }
-            let to = at + (len - at).div_ceil(left);
-            self.stage_at[d as usize] = to;
-            if d == LOOKAHEAD {
-                let (nodes, packets) = (&self.nodes, &self.packets);
-                self.q
-                    .upcoming_in(at..to, |up| tell_upcoming(nodes, packets, up));
-            } else {
-                self.prefetch_stage(d, at..to);
+            if let Some(n) = nodes.get(up.node as usize) {
+                prefetch_line(n);
             }
-        }
-        let (from, to) = (self.stage_at[0].max(pos), (pos + STAGE0_AHEAD).min(n));
-        if from < to {
-            self.stage_at[0] = to;
-            self.prefetch_stage(0, from..to);
+        });
+        if self.deep_prefetch {
+            for d in [2, 1, 0] {
+                self.prefetch_stage(d);
+            }
         }
     }
 
     /// The stage of [`prefetch_upcoming`](Self::prefetch_upcoming) for
     /// the events `d` slots past the current one.
-    fn prefetch_stage(&self, d: u64, at: Range<usize>) {
+    fn prefetch_stage(&self, d: u64) {
         let (data, control) = (
             usize::from(self.cfg.data_prio & 7),
             usize::from(self.cfg.control_prio & 7),
         );
         let hash = matches!(self.cfg.ecmp, EcmpMode::Hash);
-        for ev in self.q.pending_in(d, at) {
+        for ev in self.q.pending_in(d) {
             match ev {
                 Event::Arrive { node, port, pkt } => {
                     let Some(ns) = self.nodes.get(node as usize) else {
