@@ -406,12 +406,15 @@ const KIND_HOST_TIMER: usize = 4;
 const KIND_OTHER: usize = 5;
 
 /// Port state beyond which the later prefetch stages pay. They look at
-/// every event three more times and route arrivals twice more; where the
-/// ports fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216
-/// bytes take 1.2 MB) that is pure cost (about 20 % more CPU there), while
-/// at 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more
-/// (about 10 % less CPU). At 1,024 hosts (7.5 MB) it is even.
-const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
+/// every event twice more and route arrivals once more; where the ports
+/// fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216 bytes
+/// take 1.2 MB) that is pure cost (about 20 % more CPU there), while at
+/// 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more (about
+/// 10 % less CPU). At 1,024 hosts (7.5 MB) they cost 2-4 % more user
+/// time (the k=16 tree cut at 2 ms, three interleaved pairs, session 19:
+/// the threshold was 4 MB before), hence above that; with them on, the
+/// 320-host tree cut at 2 ms took 30 % more.
+const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 
 /// Tells the queue-length monitor every switch queue's length now, as it
 /// stands at the window's first sample.
