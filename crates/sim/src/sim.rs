@@ -406,12 +406,15 @@ const KIND_HOST_TIMER: usize = 4;
 const KIND_OTHER: usize = 5;
 
 /// Port state beyond which the later prefetch stages pay. They look at
-/// every event three more times and route arrivals twice more; where the
-/// ports fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216
-/// bytes take 1.2 MB) that is pure cost (about 20 % more CPU there), while
-/// at 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more
-/// (about 10 % less CPU). At 1,024 hosts (7.5 MB) it is even.
-const DEEP_PREFETCH_PORT_BYTES: usize = 4 << 20;
+/// every event twice more and route arrivals once more; where the ports
+/// fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216 bytes
+/// take 1.2 MB) that is pure cost (about 20 % more CPU there), while at
+/// 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more (about
+/// 10 % less CPU). At 1,024 hosts (7.5 MB) they cost 2-4 % more user
+/// time (the k=16 tree cut at 2 ms, three interleaved pairs, session 19:
+/// the threshold was 4 MB before), hence above that; with them on, the
+/// 320-host tree cut at 2 ms took 30 % more.
+const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 
 /// Tells the queue-length monitor every switch queue's length now, as it
 /// stands at the window's first sample.
@@ -848,15 +851,36 @@ impl Simulator {
     /// forwarding-table entry and the ingress buffer account; at a host,
     /// its record; a finishing port's serializer and queue lengths. One
     /// ahead: an arrival's egress port lines (its table entry has loaded),
-    /// a finishing port's head frames. The current slot: the tail an
-    /// arrival is queued at, the ingress account a head frame is released
-    /// from. At 8,192 hosts (1,280 switches, 41,000 ports, millions of
+    /// a finishing port's head frames. At 8,192 hosts (1,280 switches, 41,000 ports, millions of
     /// packets) each was a miss per packet per hop; none changes anything
     /// the simulation computes.
     ///
     /// Called at every event, it works once per calendar slot (as the
     /// queue moves to the next one): every stage's events are the same
     /// until then.
+    ///
+    /// In one burst per slot (about 100 events at 8,192 hosts), not
+    /// spread over the slot's events. A perf sample at k=32 puts many of
+    /// the look-ahead's samples right after its prefetches, so spreading
+    /// was tried (session 19): cursors into each stage's slot, paced to
+    /// finish by the current slot's last event, the current slot's own
+    /// events a few ahead of the one running. The events' handlers did
+    /// get faster (`step`'s own samples fell by a third), but the stages,
+    /// run a few events at a time, stalled more on their own loads than
+    /// the handlers gained: user time on the k=32 fat tree cut at 500 µs
+    /// (51.7 M events) was 10.2-10.7 s in one burst against 12.3-13.2 s
+    /// spread one event per stage per event, 11.5 s in chunks of 4, 11.0-
+    /// 11.3 s in chunks of 16 (interleaved, same binary, load 1-2); on the
+    /// k=16 tree cut at 2 ms, 6.3-6.7 s against 8.3-8.6 s. Spreading only
+    /// the last stage or only the first cost 3-6 %; the order of the
+    /// stages in a burst made no difference.
+    ///
+    /// There is no last stage for the slot being run (the tail an arrival
+    /// is queued at, the ingress account a head frame is released from,
+    /// the QP a host's event serves): loaded as the slot came up, it came
+    /// too late for the slot's first events, and cost about 3 % of user
+    /// time at k=32 (seven interleaved pairs, same binary: 0.95-1.01,
+    /// mean 0.97 without it) while being even at k=16.
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
@@ -888,14 +912,14 @@ impl Simulator {
             }
         });
         if self.deep_prefetch {
-            for d in [2, 1, 0] {
+            for d in [2, 1] {
                 self.prefetch_stage(d);
             }
         }
     }
 
     /// The stage of [`prefetch_upcoming`](Self::prefetch_upcoming) for
-    /// the events `d` slots past the current one.
+    /// the events `d` (2 or 1) slots past the current one.
     fn prefetch_stage(&self, d: u64) {
         let (data, control) = (
             usize::from(self.cfg.data_prio & 7),
@@ -910,8 +934,8 @@ impl Simulator {
                     };
                     if ns.host {
                         // The receiving host: its record and RNIC, then
-                        // the QP's slots, then the QP (see
-                        // `roce_rnic`'s `prefetch` module).
+                        // the QP's slots (see `roce_rnic`'s `prefetch`
+                        // module).
                         let Some(h) = self.hosts.get(ns.index as usize) else {
                             continue;
                         };
@@ -928,16 +952,12 @@ impl Simulator {
                         else {
                             continue;
                         };
-                        if d == 1 {
-                            h.rnic.prefetch_tables(prefetch_addr, Some(qpn));
-                            if let Some(s) = qpn
-                                .checked_sub(h.qpn_base)
-                                .and_then(|i| h.qp_flow.get(i as usize))
-                            {
-                                prefetch_line(s);
-                            }
-                        } else {
-                            h.rnic.prefetch_qp(prefetch_addr, Some(qpn));
+                        h.rnic.prefetch_tables(prefetch_addr, Some(qpn));
+                        if let Some(s) = qpn
+                            .checked_sub(h.qpn_base)
+                            .and_then(|i| h.qp_flow.get(i as usize))
+                        {
+                            prefetch_line(s);
                         }
                         continue;
                     }
@@ -967,12 +987,8 @@ impl Simulator {
                     }
                     let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
-                        if d == 1 {
-                            prefetch_line(o);
-                            prefetch_line(&o.q[prio]);
-                        } else if let Some(t) = o.tail(prio) {
-                            prefetch_line(t);
-                        }
+                        prefetch_line(o);
+                        prefetch_line(&o.q[prio]);
                     }
                 }
                 Event::TxDone { node, port } => {
@@ -997,46 +1013,21 @@ impl Simulator {
                         continue;
                     }
                     // A host's port finishing a frame polls its RNIC: the
-                    // ready set and QP table, then the QP it serves.
+                    // ready set and QP table.
                     if ns.host
                         && let Some(h) = self.hosts.get(ns.index as usize)
                     {
-                        if d == 1 {
-                            h.rnic.prefetch_tables(prefetch_addr, None);
-                        } else {
-                            h.rnic.prefetch_qp(prefetch_addr, None);
-                        }
+                        h.rnic.prefetch_tables(prefetch_addr, None);
                     }
-                    for prio in [data, control] {
-                        // The control queue a stage late, and only when it
-                        // holds a frame: at most wake-ups it is empty, and
-                        // loading its line for every one was a fetch for
-                        // nothing.
-                        let late = prio != data;
-                        if late && !p.holds(prio) {
-                            continue;
-                        }
-                        if late && d == 1 {
-                            prefetch_line(&p.q[prio]);
-                            continue;
-                        }
-                        let Some(e) = p.head(prio) else { continue };
-                        if d == 1 || late {
-                            prefetch_line(e);
-                        } else if !ns.host
-                            && let Some(sw) = self.switches.get(ns.index as usize)
-                        {
-                            sw.mmu.prefetch(usize::from(e.ingress), prio as u8);
-                            // A frame leaving a queue above kmin may be
-                            // marked: its thresholds and its packet (which
-                            // nothing else on the way out reads).
-                            if e.markable()
-                                && p.prefetch_marking(prio)
-                                && let Some(pk) = self.packets.get(e.pkt as usize)
-                            {
-                                prefetch_line(pk);
-                            }
-                        }
+                    // The data queue's head frame; the control queue's
+                    // line only when it holds a frame (at most wake-ups it
+                    // is empty, and loading its line for every one was a
+                    // fetch for nothing).
+                    if let Some(e) = p.head(data) {
+                        prefetch_line(e);
+                    }
+                    if p.holds(control) {
+                        prefetch_line(&p.q[control]);
                     }
                 }
                 _ => {}
