@@ -5,15 +5,17 @@
 //! finds its RNIC's state out of cache: at 8,192 hosts the device's first
 //! lines, its ready set and QP table, and the QP's hot lines were each a
 //! miss per packet sent or received (issue 12, most of `poll_transmit`'s
-//! time). The hints come in three stages, each reading only what the one
-//! before started to load, so a driver can issue them a few events ahead:
-//! [`Rnic::prefetch_device`], then [`Rnic::prefetch_tables`], then
-//! [`Rnic::prefetch_qp`]. They change nothing; each hands the addresses
-//! to start loading to the driver's [`Hint`].
+//! time). The hints come in two stages, the second reading only what the
+//! first started to load, so a driver can issue them a few events ahead:
+//! [`Rnic::prefetch_device`], then [`Rnic::prefetch_tables`]. (A third,
+//! for the QP's own hot lines, was dropped with the simulator's stage for
+//! the slot being run: issued as the slot came up, its loads landed after
+//! the slot's first events had already waited for them; session 18.)
+//! They change nothing; each hands the addresses to start loading to the
+//! driver's [`Hint`].
 
 use crate::Rnic;
 use crate::memory::Memory;
-use crate::qp::Qp;
 use std::mem::offset_of;
 
 /// Most lines one hint loads (a bound on what a look-ahead issues).
@@ -34,15 +36,6 @@ fn lines<T: ?Sized>(hint: Hint, x: &T, bytes: usize) {
     let p = x as *const T as *const u8;
     for i in 0..bytes.div_ceil(64).min(MAX_LINES) {
         hint(p.wrapping_add(i * 64));
-    }
-}
-
-impl Qp {
-    /// Starts loading the lines every packet sent or received reads
-    /// (`repr(C)` puts them first, up to the seldom-touched attributes).
-    #[inline]
-    pub(crate) fn prefetch_hot(&self, hint: Hint) {
-        lines(hint, self, offset_of!(Qp, qkey));
     }
 }
 
@@ -80,33 +73,11 @@ impl<M: Memory> Rnic<M> {
             lines(hint, cc, std::mem::size_of_val(cc).min(CC_LINES * 64));
         }
     }
-
-    /// Stage 3 (after [`prefetch_tables`](Self::prefetch_tables)): the hot
-    /// lines of QP `qpn`, or with `None` of the QP the next poll serves.
-    #[inline]
-    pub fn prefetch_qp(&self, hint: Hint, qpn: Option<u32>) {
-        let q = match qpn {
-            Some(q) => Some(q),
-            None => self.ready.next_from(self.rr_next),
-        };
-        if let Some(qp) = q.and_then(|q| self.qps.get(&q)) {
-            qp.prefetch_hot(hint);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use crate::qp::Qp;
     use std::mem::offset_of;
-
-    #[test]
-    fn a_qps_hot_part_fits_the_hint() {
-        // The hint stops at `MAX_LINES`: a hot part grown past it would
-        // silently go unloaded.
-        let hot = offset_of!(Qp, qkey);
-        assert!(hot.div_ceil(64) <= super::MAX_LINES, "{hot} hot bytes");
-    }
 
     #[test]
     fn a_devices_hot_part_fits_the_hint() {

@@ -259,20 +259,6 @@ impl Port {
         }
     }
 
-    /// Starts loading the ECN thresholds (a line apart from the packet
-    /// path's) if queue `prio` is long enough that its next frame may be
-    /// marked, and says whether it is. A prefetch hint only: at 8,192
-    /// hosts the thresholds' line missed the cache at every marking.
-    #[inline]
-    pub fn prefetch_marking(&self, prio: usize) -> bool {
-        if self.q[prio & (NPRIO - 1)].bytes > self.ecn_kmin {
-            crate::sim::prefetch_line(&self.ecn);
-            true
-        } else {
-            false
-        }
-    }
-
     /// Bytes queued at `prio`.
     #[inline]
     pub fn qbytes(&self, prio: usize) -> u64 {
@@ -321,13 +307,6 @@ impl Port {
     #[inline]
     pub fn head(&self, prio: usize) -> Option<&QEntry> {
         self.q.get(prio)?.queue.front()
-    }
-
-    /// The tail of queue `prio`, where the next frame is appended (for
-    /// prefetching).
-    #[inline]
-    pub fn tail(&self, prio: usize) -> Option<&QEntry> {
-        self.q.get(prio)?.queue.back()
     }
 
     /// A frame for `prio` would leave at once with strict priority: the
