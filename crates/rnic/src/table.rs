@@ -158,7 +158,9 @@ impl Timers {
     /// entry and the next [`settle`](Self::settle) popped the stale one
     /// (two sifts and a QP lookup per ACK; issue 12). The current entries,
     /// and so [`first`](Self::first) and [`take_due`](Self::take_due), are
-    /// the same either way; only a stale entry goes sooner.
+    /// the same either way; only a stale entry goes sooner. As after
+    /// [`file`](Self::file), the top may now be stale: call
+    /// [`settle`](Self::settle) before reading [`first`](Self::first).
     #[inline]
     pub fn refile(&mut self, old: Option<Nanos>, new: Option<Nanos>, qpn: u32) {
         if let Some(o) = old
@@ -236,6 +238,58 @@ impl Timers {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn refile_moves_the_first_entry_in_place() {
+        // `filed[q]` plays the QPs' `filed`; `current` reads it.
+        let mut filed: Vec<Option<Nanos>> = vec![None; 4];
+        let mut t = Timers::default();
+        for (q, d) in [(1u32, 10), (2, 20), (3, 30)] {
+            filed[q as usize] = Some(d);
+            t.file(d, q);
+        }
+        let settle = |t: &mut Timers, filed: &[Option<Nanos>]| {
+            t.settle(3, |d, q| filed[q as usize] == Some(d));
+            t.first()
+        };
+        // QP 1, first, moves later: in place (no entry added), and QP 2
+        // comes first.
+        filed[1] = Some(25);
+        t.refile(Some(10), Some(25), 1);
+        assert_eq!(t.heap.len(), 3);
+        assert_eq!(settle(&mut t, &filed), Some(20));
+        // QP 2, first, moves earlier: still first.
+        filed[2] = Some(5);
+        t.refile(Some(20), Some(5), 2);
+        assert_eq!(t.heap.len(), 3);
+        assert_eq!(settle(&mut t, &filed), Some(5));
+        // QP 2, first, leaves the timers: its entry goes.
+        filed[2] = None;
+        t.refile(Some(5), None, 2);
+        assert_eq!(t.heap.len(), 2);
+        assert_eq!(settle(&mut t, &filed), Some(25));
+        // QP 3, not first, moves earlier: filed anew, its old entry left
+        // stale until it comes up.
+        filed[3] = Some(12);
+        t.refile(Some(30), Some(12), 3);
+        assert_eq!(t.heap.len(), 3);
+        assert_eq!(settle(&mut t, &filed), Some(12));
+        // QP 3, now first, leaves: in place.
+        filed[3] = None;
+        t.refile(Some(12), None, 3);
+        assert_eq!(settle(&mut t, &filed), Some(25));
+        // QP 1, first, filed twice under 25 (as after moving away and
+        // back): moving the first copy leaves the other one stale, never
+        // due.
+        t.file(25, 1);
+        filed[1] = Some(50);
+        t.refile(Some(25), Some(50), 1);
+        assert_eq!(settle(&mut t, &filed), Some(50));
+        let mut due = Vec::new();
+        t.take_due(100, |d, q| filed[q as usize] == Some(d), &mut due);
+        assert_eq!(due, [(50, 1)]);
+        assert_eq!(t.first(), None);
+    }
 
     #[test]
     fn timers_match_a_btreeset() {

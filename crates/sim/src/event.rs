@@ -533,6 +533,12 @@ impl EventQueue {
     pub fn take(&mut self, p: Packed) -> Event {
         let event = self.unpack(p.tag, p.data);
         if p.tag == TAG_SPILLED {
+            // Taken twice, the place would be handed to two live events.
+            debug_assert!(
+                !self.spill_free.contains(&(p.data as u32)),
+                "spilled event {} taken twice",
+                p.data
+            );
             self.spill_free.push(p.data as u32);
         }
         event
@@ -680,8 +686,9 @@ impl EventQueue {
     }
 
     /// Tells `tell` what the events of the calendar slots up to
-    /// [`LOOKAHEAD`] past the current one will read first (unordered; only slots not told
-    /// before, so none until the calendar moves on), for prefetching: far
+    /// [`LOOKAHEAD`] past the current one will read first (unordered;
+    /// only slots not told before, so none until the calendar moves on),
+    /// for prefetching: far
     /// enough ahead for the loads to land before they run, and each event
     /// once. Called once per slot the calendar settles on: in a busy
     /// fabric that is one more slot each time. Only arrivals and finished
@@ -871,8 +878,10 @@ impl EventQueue {
     }
 
     /// [`pop_until`](Self::pop_until), handing the event out as the queue
-    /// keeps it (see [`Packed`]); a [`Kind::Spilled`] one must be
-    /// [`take`](Self::take)n.
+    /// keeps it (see [`Packed`]). Only arrivals and finished transmissions
+    /// can be read packed; any other kind is read through
+    /// [`take`](Self::take), which a [`Kind::Spilled`] one needs anyway to
+    /// free its place.
     #[inline]
     pub fn pop_packed_until(&mut self, limit: Ps) -> Option<(Ps, Packed)> {
         let e = match self.current.get(self.head) {
@@ -1074,6 +1083,7 @@ fn rank_sort<const L: usize>(v: &mut [Entry]) {
     // indices, no branch); see the write-back below for why that is
     // harmless.
     let n = v.len();
+    debug_assert!(n > 0, "an empty slot is never sorted");
     let last = n - 1;
     let mut k = [i16::MAX; L];
     // The events, read once (then written back by rank).
@@ -1570,6 +1580,9 @@ mod tests {
             }
             proptest::prop_assert_eq!(q.pop(), None);
             proptest::prop_assert_eq!(q.peak_len(), peak);
+            // Every spilled place was freed once: none leaked (an event
+            // popped packed and never taken) or was freed twice.
+            proptest::prop_assert_eq!(q.spill_free.len(), q.spilled.len());
         }
     }
 
@@ -1716,7 +1729,8 @@ mod tests {
         q.pop();
         assert_eq!(told(&mut q), [up(5, None)]);
         // A calendar that jumps several slots is told of each new slot
-        // once: slots 8 to 10 (5 to 7 were told or empty) after a jump
+        // once: slots 8 to 10 (5 and 6 were empty; 7, the current slot, is
+        // never told) after a jump
         // from slot 4 to slot 7.
         while q.pop().is_some() {}
         assert_eq!(q.now(), slot(4));

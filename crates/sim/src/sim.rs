@@ -408,12 +408,12 @@ const KIND_OTHER: usize = 5;
 /// Port state beyond which the later prefetch stages pay. They look at
 /// every event twice more and route arrivals once more; where the ports
 /// fit in a core's L2 (the 320-host fat tree's 960 ports of 1,216 bytes
-/// take 1.2 MB) that is pure cost (about 20 % more CPU there), while at
-/// 8,192 hosts (49,152 ports, 60 MB) the misses it hides cost more (about
-/// 10 % less CPU). At 1,024 hosts (7.5 MB) they cost 2-4 % more user
-/// time (the k=16 tree cut at 2 ms, three interleaved pairs, session 19:
-/// the threshold was 4 MB before), hence above that; with them on, the
-/// 320-host tree cut at 2 ms took 30 % more.
+/// take 1.2 MB) that is pure cost: with them on, the 320-host tree cut at
+/// 2 ms took 30 % more user time (session 18), while at 8,192 hosts
+/// (49,152 ports, 60 MB) the misses they hide cost more (about 10 % less
+/// CPU). At 1,024 hosts (7.5 MB) they cost 2-4 % more user time (the k=16
+/// tree cut at 2 ms, three interleaved pairs, session 18: the threshold
+/// was 4 MB before), hence above that.
 const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 
 /// Tells the queue-length monitor every switch queue's length now, as it
@@ -851,9 +851,9 @@ impl Simulator {
     /// forwarding-table entry and the ingress buffer account; at a host,
     /// its record; a finishing port's serializer and queue lengths. One
     /// ahead: an arrival's egress port lines (its table entry has loaded),
-    /// a finishing port's head frames. At 8,192 hosts (1,280 switches, 41,000 ports, millions of
-    /// packets) each was a miss per packet per hop; none changes anything
-    /// the simulation computes.
+    /// a finishing port's head frames. At 8,192 hosts (1,280 switches,
+    /// 41,000 ports, millions of packets) each was a miss per packet per
+    /// hop; none changes anything the simulation computes.
     ///
     /// Called at every event, it works once per calendar slot (as the
     /// queue moves to the next one): every stage's events are the same
@@ -862,7 +862,7 @@ impl Simulator {
     /// In one burst per slot (about 100 events at 8,192 hosts), not
     /// spread over the slot's events. A perf sample at k=32 puts many of
     /// the look-ahead's samples right after its prefetches, so spreading
-    /// was tried (session 19): cursors into each stage's slot, paced to
+    /// was tried (session 18): cursors into each stage's slot, paced to
     /// finish by the current slot's last event, the current slot's own
     /// events a few ahead of the one running. The events' handlers did
     /// get faster (`step`'s own samples fell by a third), but the stages,

@@ -260,8 +260,9 @@ impl Hpcc {
     fn compute_wind(&mut self, update_wc: bool) {
         let max_c = self.u / self.cfg.eta;
         let multiplicative = (max_c >= 1.0) | (self.inc_stage >= self.cfg.max_stage);
-        // (A zero utilisation makes the unused quotient infinite; it is
-        // never selected.)
+        // (A zero utilisation makes the quotient infinite. It is selected
+        // only once `max_stage` additive steps are done, and the clamp
+        // below takes it to W_max, as the branch did.)
         let w = std::hint::select_unpredictable(
             multiplicative,
             self.wc / max_c + self.cfg.w_ai,
