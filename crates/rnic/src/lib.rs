@@ -411,7 +411,7 @@ impl<M: Memory> Rnic<M> {
         f.tables = self.qps.heap_bytes()
             + self.ready.heap_bytes()
             + self.timers.heap_bytes()
-            + (self.due.capacity() * std::mem::size_of::<(Nanos, u32)>()) as u64
+            + footprint::vec(&self.due)
             + self.mrs.heap_bytes()
             + self.cqs.values().map(Cq::heap_bytes).sum::<u64>()
             + footprint::tree(&self.cqs)

@@ -252,39 +252,32 @@ mod tests {
             t.settle(3, |d, q| filed[q as usize] == Some(d));
             t.first()
         };
+        // Re-files QP `q` to `new`; then the heap holds `len` entries, and
+        // once settled the first deadline is `first`.
+        let mut move_to = |t: &mut Timers, q: u32, new: Option<Nanos>, len, first| {
+            let old = std::mem::replace(&mut filed[q as usize], new);
+            t.refile(old, new, q);
+            assert_eq!(t.heap.len(), len, "entries after moving QP {q}");
+            assert_eq!(settle(t, &filed), first, "first after moving QP {q}");
+        };
         // QP 1, first, moves later: in place (no entry added), and QP 2
         // comes first.
-        filed[1] = Some(25);
-        t.refile(Some(10), Some(25), 1);
-        assert_eq!(t.heap.len(), 3);
-        assert_eq!(settle(&mut t, &filed), Some(20));
+        move_to(&mut t, 1, Some(25), 3, Some(20));
         // QP 2, first, moves earlier: still first.
-        filed[2] = Some(5);
-        t.refile(Some(20), Some(5), 2);
-        assert_eq!(t.heap.len(), 3);
-        assert_eq!(settle(&mut t, &filed), Some(5));
+        move_to(&mut t, 2, Some(5), 3, Some(5));
         // QP 2, first, leaves the timers: its entry goes.
-        filed[2] = None;
-        t.refile(Some(5), None, 2);
-        assert_eq!(t.heap.len(), 2);
-        assert_eq!(settle(&mut t, &filed), Some(25));
+        move_to(&mut t, 2, None, 2, Some(25));
         // QP 3, not first, moves earlier: filed anew, its old entry left
         // stale until it comes up.
-        filed[3] = Some(12);
-        t.refile(Some(30), Some(12), 3);
-        assert_eq!(t.heap.len(), 3);
-        assert_eq!(settle(&mut t, &filed), Some(12));
-        // QP 3, now first, leaves: in place.
-        filed[3] = None;
-        t.refile(Some(12), None, 3);
-        assert_eq!(settle(&mut t, &filed), Some(25));
+        move_to(&mut t, 3, Some(12), 3, Some(12));
+        // QP 3, now first, leaves: in place (its stale entry under 30
+        // stays until it comes up).
+        move_to(&mut t, 3, None, 2, Some(25));
         // QP 1, first, filed twice under 25 (as after moving away and
         // back): moving the first copy leaves the other one stale, never
         // due.
         t.file(25, 1);
-        filed[1] = Some(50);
-        t.refile(Some(25), Some(50), 1);
-        assert_eq!(settle(&mut t, &filed), Some(50));
+        move_to(&mut t, 1, Some(50), 3, Some(50));
         let mut due = Vec::new();
         t.take_due(100, |d, q| filed[q as usize] == Some(d), &mut due);
         assert_eq!(due, [(50, 1)]);
