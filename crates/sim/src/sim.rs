@@ -670,7 +670,7 @@ impl Simulator {
             deep_prefetch: false,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
-        sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
+        sim.set_deep_prefetch(ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES);
         if sim.cfg.int {
             // The first INT record is the switches' scratch (`INT_SCRATCH`),
             // never handed to a packet.
@@ -881,11 +881,38 @@ impl Simulator {
     /// too late for the slot's first events, and cost about 3 % of user
     /// time at k=32 (seven interleaved pairs, same binary: 0.95-1.01,
     /// mean 0.97 without it) while being even at k=16.
+    ///
+    /// What the look-ahead is worth at k=32 (cut at 500 µs, one binary
+    /// with the stages switched off one at a time, session 19, load 5-7):
+    /// 11.9 s of user time with all of it, 12.9-13.0 s without the later
+    /// stages, 12.5 s without the arrival's egress port lines, 12.6 s
+    /// without the ingress account, 17.1 s with no look-ahead at all. A
+    /// perf profile puts nearly all of the stages' samples on the
+    /// instruction right after a prefetch, not after the loads that form
+    /// its address: the stages wait for room to start misses, not on
+    /// dependent loads, so keeping what a stage needs elsewhere would not
+    /// help. Two measured dead ends (session 19, same runs, interleaved):
+    /// hinting every look-ahead line into L2 only (`_MM_HINT_T1`), though
+    /// a burst of 800 such prefetches over 256 MB ran at 19 ns a line
+    /// against 26 with `T0` on this machine, made no difference (user
+    /// time 11.0-12.5 s with `T0`, 11.0-13.2 s with `T1`, six runs each);
+    /// a stage more (looking four slots ahead: packet and node, then
+    /// table and ingress account, then egress port, then the ingress
+    /// account a head frame is released from, and optionally the
+    /// egress queue's tail) was slower in every pair: 13.1-15.2 s with
+    /// the released account, 13.4-14.1 s without it, 12.8-14.4 s with the
+    /// tail too, against 12.3-12.8 s (load 5).
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
             self.stage_slot();
         }
+    }
+
+    /// Turns the later look-ahead stages on or off (before the run; the
+    /// test below runs a small fabric both ways).
+    fn set_deep_prefetch(&mut self, on: bool) {
+        self.deep_prefetch = on;
     }
 
     /// [`prefetch_upcoming`](Self::prefetch_upcoming) for a slot the
@@ -3018,6 +3045,30 @@ sample_us = 5
         );
         let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         crate::scenario::Scenario::parse(&src, "t.toml", &base, None).unwrap()
+    }
+
+    /// The look-ahead's later stages only read (they run above 16 MB of
+    /// port state, so no other test reaches them): with them on, a small
+    /// fat tree runs the same events in the same order and reports the
+    /// same, to the picosecond.
+    #[test]
+    fn deep_prefetch_changes_nothing() {
+        for cc in ["dcqcn", "hpcc"] {
+            let sc = small_fat_tree(cc);
+            let run = |deep: bool| {
+                let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                assert!(!sim.deep_prefetch, "{cc}: a small fabric");
+                sim.set_deep_prefetch(deep);
+                sim.trace = Some(Vec::new());
+                sim.run().unwrap();
+                let trace = sim.trace.take().unwrap_or_default();
+                (format!("{:?}", sim.report()), trace)
+            };
+            let ((off, off_trace), (on, on_trace)) = (run(false), run(true));
+            assert!(!off_trace.is_empty(), "{cc}");
+            assert!(off_trace == on_trace, "{cc}: event order");
+            assert_eq!(off, on, "{cc}");
+        }
     }
 
     /// Skipping the host `TxDone`s that would find nothing to do (their
