@@ -901,7 +901,12 @@ impl Simulator {
     /// account a head frame is released from, and optionally the
     /// egress queue's tail) was slower in every pair: 13.1-15.2 s with
     /// the released account, 13.4-14.1 s without it, 12.8-14.4 s with the
-    /// tail too, against 12.3-12.8 s (load 5).
+    /// tail too, against 12.3-12.8 s (load 5). The other way, looking
+    /// only two slots ahead and running both later stages over the next
+    /// slot in one burst (the second after the first, whose loads have
+    /// landed by the time it comes back to an event), was even: 11.5-13.6 s
+    /// against 11.7-13.3 s, six interleaved pairs at load 6-7, ratios
+    /// 0.93-1.05, mean 0.99.
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
