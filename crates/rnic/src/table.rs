@@ -47,9 +47,6 @@ impl QpTable {
             hint(s as *const _ as *const u8);
         }
     }
-    pub fn contains_key(&self, qpn: &u32) -> bool {
-        self.get(qpn).is_some()
-    }
     pub fn len(&self) -> usize {
         self.len
     }

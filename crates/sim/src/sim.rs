@@ -1472,7 +1472,19 @@ impl Simulator {
 
     fn host_rx(&mut self, host: u32, pkt: u32) {
         let now = self.q.now();
-        if self.hosts[host as usize].path.is_some() && !self.host_rx_admit(host, pkt) {
+        let h = &self.hosts[host as usize];
+        // The host port's frame end, which `after_host` reads once the
+        // RNIC is done: start loading it now, under the RNIC's work (the
+        // node's line is the calendar's look-ahead's; the port's, in an
+        // allocation of its own, was a stall there, perf on fat-tree HPCC).
+        if let Some(p) = self
+            .nodes
+            .get(h.node as usize)
+            .and_then(|n| n.ports.first())
+        {
+            prefetch_line(&p.busy_until);
+        }
+        if h.path.is_some() && !self.host_rx_admit(host, pkt) {
             return;
         }
         let p = self.take_packet(pkt);

@@ -307,6 +307,11 @@ impl CongestionControl for Hpcc {
     fn counts_sends(&self) -> bool {
         false
     }
+    fn acks_move_readings(&self) -> bool {
+        // An ACK only notes `sent` and `acked`; W (window and rate) moves
+        // on INT, and HPCC never ticks.
+        false
+    }
     fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
         self.sent = fb.send_point;
         self.acked = fb.snd_una;

@@ -55,6 +55,15 @@ pub trait CongestionControl: Send {
     fn reads_acks(&self) -> bool {
         true
     }
+    /// False when [`on_ack`](Self::on_ack) and
+    /// [`on_ack_feedback`](Self::on_ack_feedback) never change what
+    /// [`readings`](Self::readings) answers (HPCC only notes the sequence
+    /// space there; its window moves on INT): the RNIC then does not read
+    /// them again after each ACK (true by default, as
+    /// [`counts_sends`](Self::counts_sends)).
+    fn acks_move_readings(&self) -> bool {
+        true
+    }
     /// An ACK moved the acknowledged point; `rtt` is its Karn-filtered sample.
     fn on_ack(&mut self, _now: Nanos, _acked_bytes: u64, _rtt: Option<Nanos>) {}
     /// The same ACK in full (called right after [`on_ack`](Self::on_ack)).
@@ -131,17 +140,21 @@ pub(crate) struct Controller {
     sends: bool,
     /// [`CongestionControl::reads_acks`], as of creation.
     acks: bool,
+    /// [`CongestionControl::acks_move_readings`], as of creation.
+    ack_view: bool,
 }
 
 impl Controller {
     pub fn new(cc: Box<dyn CongestionControl>) -> Controller {
         let view = View::of(&*cc);
         let (sends, acks) = (cc.counts_sends(), cc.reads_acks());
+        let ack_view = cc.acks_move_readings();
         Controller {
             cc,
             view,
             sends,
             acks,
+            ack_view,
         }
     }
 
@@ -156,6 +169,7 @@ impl Controller {
         self.view = View::of(&*self.cc);
         self.sends = self.cc.counts_sends();
         self.acks = self.cc.reads_acks();
+        self.ack_view = self.cc.acks_move_readings();
         cc
     }
 
@@ -178,15 +192,22 @@ impl Controller {
     }
     /// An ACK that moved the acknowledged point: `on_ack`, then
     /// `on_ack_feedback`, as the trait documents (skipped for a controller
-    /// that reads neither, like `on_send`).
+    /// that reads neither, like `on_send`). The readings are read again
+    /// only if an ACK may move them: under HPCC, an ACK per packet, its
+    /// INT right after does (a virtual call an ACK saved).
     pub fn on_ack(&mut self, now: Nanos, fb: &AckFeedback) {
         if !self.acks {
             return;
         }
-        self.update(|c| {
+        let ack = |c: &mut dyn CongestionControl| {
             c.on_ack(now, fb.acked_bytes, fb.rtt.map(|s| s.rtt));
             c.on_ack_feedback(now, fb)
-        })
+        };
+        if self.ack_view {
+            self.update(ack)
+        } else {
+            ack(&mut *self.cc)
+        }
     }
     pub fn on_cnp(&mut self, now: Nanos) {
         self.update(|c| c.on_cnp(now))
@@ -259,6 +280,10 @@ impl CongestionControl for RateLimit {
     }
     fn reads_acks(&self) -> bool {
         self.inner.reads_acks()
+    }
+    fn acks_move_readings(&self) -> bool {
+        // The cap is fixed: only the inner controller's readings move.
+        self.inner.acks_move_readings()
     }
     fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
         self.inner.on_ack(now, acked_bytes, rtt)
@@ -401,5 +426,16 @@ mod tests {
         assert!(limited.counts_sends());
         assert!(!limited.reads_acks(), "DCQCN reads no ACKs");
         assert!(Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000).reads_acks());
+        // Only HPCC's readings stay put over an ACK (the test above
+        // checks they are then still right); the others' are read again.
+        assert!(
+            !Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000)
+                .acks_move_readings()
+        );
+        assert!(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000).acks_move_readings());
+        assert!(
+            Timely::new(TimelyConfig::default(), 100_000_000_000).acks_move_readings(),
+            "a delay-based controller moves its rate on an ACK"
+        );
     }
 }

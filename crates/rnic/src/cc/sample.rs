@@ -236,18 +236,33 @@ impl SentLog {
         let mut newest: Option<Sent> = None;
         if self.spans == 0 {
             // One PSN per record: those before `una` are the first
-            // `una - front` (the loop below, without its per-record PSNs).
+            // `una - front` (what `retire_spanned` finds, without its
+            // per-record PSNs; run after them, it would stop at once, at
+            // the record of `una` or on an empty log). Popped one by one:
+            // with an ACK per packet there is one, and `drain`'s set-up and
+            // its drop's bookkeeping cost about 50 instructions an ACK
+            // around that one record (cachegrind, fat-tree HPCC).
             let n = if una.after(self.front) {
                 (una.distance_from(self.front) as usize).min(self.recs.len())
             } else {
                 0
             };
-            for r in self.recs.drain(..n) {
-                acked += u64::from(r.info & Sent::LOW);
-                newest = Some(r);
+            for _ in 0..n {
+                if let Some(r) = self.recs.pop_front() {
+                    acked += u64::from(r.info & Sent::LOW);
+                    newest = Some(r);
+                }
             }
             self.front = self.front.add(n as u32);
+        } else {
+            self.retire_spanned(una, &mut acked, &mut newest);
         }
+        self.ack_tail(acked, newest, now)
+    }
+
+    /// [`acked_before`](Self::acked_before) over a log holding records
+    /// of more than one PSN: each record's PSNs are counted from `front`.
+    fn retire_spanned(&mut self, una: Psn, acked: &mut u64, newest: &mut Option<Sent>) {
         while let Some(r) = self.recs.front().copied() {
             let span = r.span();
             // The record's last PSN.
@@ -258,12 +273,18 @@ impl SentLog {
             if r.spanned() {
                 self.spans -= 1;
             }
-            acked += r.bytes();
+            *acked += r.bytes();
             if !r.gap() {
-                newest = Some(r);
+                *newest = Some(r);
             }
             self.recs.pop_front();
         }
+    }
+
+    /// The end of [`acked_before`](Self::acked_before): `acked` bytes
+    /// retired, the newest of them `newest`.
+    #[inline]
+    fn ack_tail(&mut self, acked: u64, newest: Option<Sent>, now: Nanos) -> AckFeedback {
         // A burst that once filled the log (16,384 packets without
         // congestion control) leaves its capacity behind for the QP's
         // life; give back half once three quarters stand empty, so
@@ -289,6 +310,14 @@ impl SentLog {
             snd_una: self.snd_una,
             snd_nxt: self.snd_nxt,
             send_point: self.snd_nxt,
+        }
+    }
+
+    /// Hints the oldest record's line (see [`crate::prefetch`]).
+    #[inline]
+    pub(crate) fn prefetch_front(&self, hint: crate::prefetch::Hint) {
+        if let Some(r) = self.recs.front() {
+            hint((r as *const Sent).cast());
         }
     }
 
