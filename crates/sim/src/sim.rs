@@ -19,7 +19,7 @@ use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
     INT_SCRATCH, IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
 };
-use crate::pfc::{Admit, BufferConfig, Mmu};
+use crate::pfc::{BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
 use crate::topology::{NodeKind, Topology};
@@ -1899,19 +1899,14 @@ impl Simulator {
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        {
-            // A busy serializer is woken when it finishes — but only if
-            // there is something to do then, so an idle link costs one
-            // event per packet, not two.
-            let p = &mut ns.ports[usize::from(port)];
-            if p.busy_until > now {
-                if !p.wake_pending {
-                    p.wake_pending = true;
-                    let at = p.busy_until;
-                    self.q.schedule(at, Event::TxDone { node, port });
-                }
-                return;
-            }
+        if defer_if_busy(
+            &mut self.q,
+            &mut ns.ports[usize::from(port)],
+            node,
+            port,
+            now,
+        ) {
+            return;
         }
         if ns.host {
             let host = ns.index;
@@ -1966,7 +1961,7 @@ impl Simulator {
             if p.idle_for(prio, now) {
                 // Picked and taken at once: skip the queue (see
                 // `switch_rx`; a host's port keeps no counts of it).
-                self.send_frame(node, 0, prio, e);
+                self.send_frame(node, 0, prio, e, false);
                 break;
             }
             p.enqueue(prio, e);
@@ -1977,29 +1972,32 @@ impl Simulator {
 
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
     ///
-    /// The port is looked up twice, not at every use: once for the
-    /// dequeue and the buffer release, and again after an XON (which may
-    /// need the whole simulator) for marking, INT and the serializer.
+    /// The port is looked up once more in `send_frame`, and again only
+    /// after an XON (which may need the whole simulator).
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
         let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
             return;
         };
-        self.send_frame(node, port, prio, e);
+        self.send_frame(node, port, prio, e, false);
     }
 
     /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
     /// (or passed straight through it, see [`Port::idle_for`]), on the
     /// wire: the buffer release, PFC, ECN, INT and the serializer.
     #[inline(always)]
-    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry) {
+    ///
+    /// `passed`: the frame skipped the queue (`switch_rx`'s pass-through),
+    /// so the port was never counted as holding a packet and is not
+    /// uncounted here.
+    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry, passed: bool) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
-        let p = &mut ns.ports[pi];
+        let mut p = &mut ns.ports[pi];
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
-            if p.queued_pkts() == 0 {
+            if !passed && p.queued_pkts() == 0 {
                 self.switch_ports_queued[sw] -= 1;
             }
             if now < self.qlen_until
@@ -2008,21 +2006,25 @@ impl Simulator {
                 m.record(now, sw, pi, p.queued_bytes());
             }
             let mmu = &mut self.switches[sw].mmu;
-            mmu.release(usize::from(ingress), prio as u8, frame);
-            if mmu.check_xon(usize::from(ingress), prio as u8) {
+            if mmu.release_check_xon(usize::from(ingress), prio as u8, frame) {
+                // The XON may need the whole simulator: the port is
+                // looked up again after it (only then).
                 self.send_pfc(node, ingress, prio as u8, false);
+                p = &mut self.nodes[node as usize].ports[pi];
             }
         }
-        let p = &mut self.nodes[node as usize].ports[pi];
         if !is_host {
             // ECN on the queue the packet leaves behind (RED on egress).
             let qlen = p.qbytes(prio);
+            // The probability is computed once, for both the test that
+            // decides whether to draw and the draw's verdict.
             if markable
                 && let Some(e) = p.ecn_above_kmin(prio, qlen)
-                && e.probability(qlen) > 0.0
+                && let pr = e.probability(qlen)
+                && pr > 0.0
             {
                 let u = crate::workload::uniform(&mut self.rng);
-                if e.mark(qlen, u) {
+                if EcnConfig::mark_at(pr, u) {
                     self.packets[id as usize].set_ce();
                     self.counters.ecn_marks += 1;
                 }
@@ -2145,38 +2147,44 @@ impl Simulator {
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
-        // The egress port's serializer line and its queue's line (which
-        // the calendar's look-ahead prefetches only in large fabrics):
-        // start loading them while the buffer admits the packet.
-        if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
-            prefetch_line(o);
-            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
-        }
-        let mmu = &mut self.switches[sw].mmu;
-        if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
-            self.drop_packet(pkt, "buffer");
-            return;
-        }
-        if self.switches[sw].mmu.check_xoff(usize::from(port), prio) {
-            self.send_pfc(node, port, prio, true);
-        }
-        let p = &mut self.nodes[node as usize].ports[usize::from(out)];
+        // The egress port, looked up once (again only after an XOFF,
+        // which may need the whole simulator). Its serializer line and
+        // its queue's line (which the calendar's look-ahead prefetches
+        // only in large fabrics): start loading them while the buffer
+        // admits the packet.
         let pi = usize::from(prio);
+        let mut p = &mut self.nodes[node as usize].ports[usize::from(out)];
+        prefetch_line(p);
+        prefetch_line(&p.q[pi & (NPRIO - 1)]);
+        match self.switches[sw]
+            .mmu
+            .admit_check_xoff(usize::from(port), prio, frame)
+        {
+            None => {
+                self.drop_packet(pkt, "buffer");
+                return;
+            }
+            Some(true) => {
+                self.send_pfc(node, port, prio, true);
+                p = &mut self.nodes[node as usize].ports[usize::from(out)];
+            }
+            Some(false) => {}
+        }
         let e = QEntry::new(pkt, frame as u32, port, markable);
         let now = self.q.now();
         if matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
             // The frame would be queued, picked and taken at once: skip
             // the queue, with every count as that would leave it (the
-            // port counted as holding a packet, which `send_frame`
-            // undoes; the monitor sees the queue hold it, then not).
+            // monitor sees the queue hold it, then not; the count of
+            // ports holding a packet would go up and down again, and is
+            // left alone).
             p.pass_through(pi, frame as u32);
-            self.switch_ports_queued[sw] += 1;
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
             {
                 m.record(now, sw, usize::from(out), frame);
             }
-            self.send_frame(node, out, pi, e);
+            self.send_frame(node, out, pi, e, true);
             return;
         }
         p.enqueue(pi, e);
@@ -2190,7 +2198,12 @@ impl Simulator {
         {
             m.record(now, sw, usize::from(out), p.queued_bytes());
         }
-        self.kick(node, out);
+        // `kick` with what is known here: a switch's port, held.
+        if !defer_if_busy(&mut self.q, p, node, out, now)
+            && let Some(prio) = p.pick(now, &self.cfg.scheduler)
+        {
+            self.start_tx(node, out, prio);
+        }
     }
 
     fn drop_packet(&mut self, pkt: u32, _why: &str) {
@@ -2555,6 +2568,23 @@ fn tuple_of(p: &Packet) -> FiveTuple {
         dst_port: ROCE_PORT,
         protocol: 17,
     }
+}
+
+/// If the serializer of `p` (`port` of `node`) is busy at `now`, makes
+/// sure it is woken when it finishes and says so: a busy serializer is
+/// woken then — but only if there is something to do then (the
+/// `TxDone` is scheduled when a frame is queued behind it, not for
+/// every frame), so an idle link costs one event per packet, not two.
+#[inline(always)]
+fn defer_if_busy(q: &mut EventQueue, p: &mut Port, node: u32, port: u16, now: Ps) -> bool {
+    if p.busy_until > now {
+        if !p.wake_pending {
+            p.wake_pending = true;
+            q.schedule(p.busy_until, Event::TxDone { node, port });
+        }
+        return true;
+    }
+    false
 }
 
 /// Hints the CPU to start loading the cache line holding the start of `x`.
