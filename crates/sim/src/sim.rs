@@ -1088,17 +1088,24 @@ impl Simulator {
     /// `node`'s `port` finished serializing a frame.
     #[inline(always)]
     fn on_tx_done(&mut self, node: u32, port: u16) {
+        let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        self.by_kind[KIND_SWITCH_TX_DONE + usize::from(ns.host)] += 1;
+        let (host, index) = (ns.host, ns.index);
+        self.by_kind[KIND_SWITCH_TX_DONE + usize::from(host)] += 1;
         let p = &mut ns.ports[usize::from(port)];
         // A wake-up from an earlier busy period: the serializer has
         // started another frame since, and that frame's wake-up (if one
         // is needed) is already scheduled.
-        if self.q.now() < p.busy_until {
+        if now < p.busy_until {
             return;
         }
         p.wake_pending = false;
-        self.kick(node, port);
+        // `kick` at a free serializer, with the port in hand.
+        if host {
+            self.kick_host(node, index, now);
+        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
+            self.start_tx(node, port, prio);
+        }
     }
 
     /// Runs `p`, of a kind [`dispatch`](Self::dispatch) does not read
@@ -1899,13 +1906,9 @@ impl Simulator {
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        if defer_if_busy(
-            &mut self.q,
-            &mut ns.ports[usize::from(port)],
-            node,
-            port,
-            now,
-        ) {
+        let p = &mut ns.ports[usize::from(port)];
+        if p.busy_until > now {
+            wake_when_free(&mut self.q, p, node, port);
             return;
         }
         if ns.host {
@@ -2172,7 +2175,9 @@ impl Simulator {
         }
         let e = QEntry::new(pkt, frame as u32, port, markable);
         let now = self.q.now();
-        if matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
+        // Read once: queueing the frame does not change it.
+        let busy = p.busy_until > now;
+        if !busy && matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
             // The frame would be queued, picked and taken at once: skip
             // the queue, with every count as that would leave it (the
             // monitor sees the queue hold it, then not; the count of
@@ -2198,10 +2203,11 @@ impl Simulator {
         {
             m.record(now, sw, usize::from(out), p.queued_bytes());
         }
-        // `kick` with what is known here: a switch's port, held.
-        if !defer_if_busy(&mut self.q, p, node, out, now)
-            && let Some(prio) = p.pick(now, &self.cfg.scheduler)
-        {
+        // `kick` with what is known here: a switch's port, held, and
+        // whether its serializer is busy.
+        if busy {
+            wake_when_free(&mut self.q, p, node, out);
+        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
             self.start_tx(node, out, prio);
         }
     }
@@ -2570,21 +2576,16 @@ fn tuple_of(p: &Packet) -> FiveTuple {
     }
 }
 
-/// If the serializer of `p` (`port` of `node`) is busy at `now`, makes
-/// sure it is woken when it finishes and says so: a busy serializer is
-/// woken then — but only if there is something to do then (the
-/// `TxDone` is scheduled when a frame is queued behind it, not for
-/// every frame), so an idle link costs one event per packet, not two.
+/// Makes sure the busy serializer of `p` (`port` of `node`) is woken
+/// when it finishes: called when a frame waits behind it, so an idle
+/// link costs one event per packet, not two (the `TxDone` is scheduled
+/// when there is something to do then, not for every frame).
 #[inline(always)]
-fn defer_if_busy(q: &mut EventQueue, p: &mut Port, node: u32, port: u16, now: Ps) -> bool {
-    if p.busy_until > now {
-        if !p.wake_pending {
-            p.wake_pending = true;
-            q.schedule(p.busy_until, Event::TxDone { node, port });
-        }
-        return true;
+fn wake_when_free(q: &mut EventQueue, p: &mut Port, node: u32, port: u16) {
+    if !p.wake_pending {
+        p.wake_pending = true;
+        q.schedule(p.busy_until, Event::TxDone { node, port });
     }
-    false
 }
 
 /// Hints the CPU to start loading the cache line holding the start of `x`.
