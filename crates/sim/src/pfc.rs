@@ -403,7 +403,10 @@ impl Mmu {
     /// [`check_xoff`](Self::check_xoff)'s answer.
     #[inline(always)]
     fn admit_then(&mut self, port: usize, prio: u8, size: u64, check: bool) -> (Admit, bool) {
-        let (pool, threshold, alpha) = (self.shared_pool, self.threshold, &self.alpha);
+        // The threshold's configuration and the alphas (the struct's second
+        // line) only by reference: read only for a packet that needs the
+        // shared pool or may pause.
+        let (pool, threshold, alpha) = (self.shared_pool, &self.threshold, &self.alpha);
         let q = &mut self.q[port * NPRIO + usize::from(prio)];
         // A packet that crosses the end of the reserve fills it and puts
         // only the rest in the shared pool.
@@ -416,7 +419,7 @@ impl Mmu {
             Admit::Reserve
         } else if q.shared + to_shared
             <= threshold_of(
-                threshold,
+                *threshold,
                 || alpha[port],
                 pool.saturating_sub(self.shared_used),
             )
@@ -439,7 +442,7 @@ impl Mmu {
         }
         let used = self.shared_used;
         let xoff = q.xoff_due(used < self.zero_from, || {
-            threshold_of(threshold, || alpha[port], pool.saturating_sub(used))
+            threshold_of(*threshold, || alpha[port], pool.saturating_sub(used))
         });
         q.xoff |= xoff;
         (at, xoff)
@@ -479,10 +482,11 @@ impl Mmu {
         if !check {
             return false;
         }
-        let (threshold, alpha) = (self.threshold, &self.alpha);
+        // The second line only if an XON may be due (see `admit_then`).
+        let (threshold, alpha) = (&self.threshold, &self.alpha);
         let free = self.shared_pool.saturating_sub(self.shared_used);
         let xon = q.xon_due(self.xon_offset_bytes, || {
-            threshold_of(threshold, || alpha[port], free)
+            threshold_of(*threshold, || alpha[port], free)
         });
         q.xoff &= !xon;
         xon
