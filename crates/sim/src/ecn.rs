@@ -29,7 +29,14 @@ impl EcnConfig {
 
     /// Whether to mark, given a uniform draw `u` in [0, 1).
     pub fn mark(&self, qlen: u64, u: f64) -> bool {
-        let p = self.probability(qlen);
+        Self::mark_at(self.probability(qlen), u)
+    }
+
+    /// [`mark`](Self::mark) with the queue's probability `p` already
+    /// computed (the switch computes it once: it also decides whether a
+    /// draw is taken at all).
+    #[inline]
+    pub fn mark_at(p: f64, u: f64) -> bool {
         p >= 1.0 || (p > 0.0 && u < p)
     }
 }
@@ -52,5 +59,14 @@ mod tests {
         assert!(e.mark(400, 0.99));
         assert!(!e.mark(200, 0.5));
         assert!(e.mark(200, 0.05));
+        for (q, u) in [
+            (50, 0.0),
+            (150, 0.01),
+            (200, 0.09),
+            (200, 0.11),
+            (400, 0.999),
+        ] {
+            assert_eq!(EcnConfig::mark_at(e.probability(q), u), e.mark(q, u));
+        }
     }
 }

@@ -179,21 +179,87 @@ struct Ingress {
     xoff: bool,
     /// The priority's configuration, copied into the account's padding
     /// so that admitting a packet reads no configuration line: whether
-    /// it is lossless, and how its threshold's zero test is made.
+    /// it is lossless.
     lossless: bool,
-    zero: ZeroTest,
 }
 
-/// Whether an ingress queue's shared threshold can be zero now (see
-/// [`Mmu::threshold_above_zero`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum ZeroTest {
-    /// The dynamic threshold: the smallest alpha times the free pool.
-    #[default]
-    Dynamic,
-    /// A static threshold of this many bytes: above zero or never.
-    StaticAbove,
-    StaticZero,
+impl Ingress {
+    /// XOFF is due (see [`Mmu::check_xoff`]): `above_zero` tells whether
+    /// every port's threshold is at least a byte now, `threshold` gives
+    /// this port's (computed only when needed).
+    #[inline(always)]
+    fn xoff_due(&self, above_zero: bool, threshold: impl FnOnce() -> u64) -> bool {
+        if !self.lossless || self.xoff {
+            return false;
+        }
+        // An empty share is at the threshold only when that is zero, which
+        // the smallest alpha rules out without reading this port's.
+        let over = self.shared > 0 || !above_zero;
+        self.hdrm > 0 || (over && self.shared >= threshold())
+    }
+
+    /// XON is due (see [`Mmu::check_xon`]).
+    #[inline(always)]
+    fn xon_due(&self, xon_offset: u64, threshold: impl FnOnce() -> u64) -> bool {
+        if !self.xoff || self.hdrm > 0 {
+            return false;
+        }
+        self.shared == 0 || self.shared + xon_offset <= threshold()
+    }
+}
+
+/// `threshold`'s limit for a port of `alpha` with `free` shared bytes
+/// (see [`Mmu::threshold`]).
+#[inline(always)]
+fn threshold_of(threshold: Threshold, alpha: impl FnOnce() -> f64, free: u64) -> u64 {
+    match threshold {
+        Threshold::Dynamic { .. } => {
+            let alpha = alpha();
+            // `(alpha × free as f64) as u64`, through the signed
+            // conversions (one instruction each) wherever they give
+            // the same value: `free` below 2⁶³ and the product below
+            // 2⁶³ (a negative product is 0 either way).
+            if free < 1 << 63 {
+                let x = alpha * free as i64 as f64;
+                if x < 9_223_372_036_854_775_808.0 {
+                    return (x as i64).max(0) as u64;
+                }
+            }
+            (alpha * free as f64) as u64
+        }
+        Threshold::Static { bytes } => bytes,
+    }
+}
+
+/// The smallest `shared_used` at which some port's threshold may be zero
+/// bytes (see [`Mmu::zero_from`]): with the dynamic threshold, where
+/// `min_alpha × (pool - used) as f64 >= 1.0` stops holding — the product
+/// never falls as the free pool grows (a conversion and a multiplication
+/// by a number not below zero both round monotonically), so the free
+/// pools where it holds are those from the smallest one, found by
+/// bisection with the very same expression; a static threshold is above
+/// zero always (`u64::MAX`) or never (0).
+fn zero_from(threshold: Threshold, min_alpha: f64, pool: u64) -> u64 {
+    if let Threshold::Static { bytes } = threshold {
+        return if bytes > 0 { u64::MAX } else { 0 };
+    }
+    let above = |free: u64| min_alpha * free as f64 >= 1.0;
+    if !above(pool) {
+        return 0;
+    }
+    // `above(hi)` holds, `above(lo)` does not (nothing is at a free pool
+    // of 0: the product is 0 or NaN).
+    let (mut lo, mut hi) = (0u64, pool);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if above(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    // Above zero while `pool - used >= hi`, i.e. `used <= pool - hi`.
+    pool - hi + 1
 }
 
 /// Per-switch buffer state.
@@ -222,8 +288,11 @@ pub struct Mmu {
     pub used: u64,
     /// Most bytes ever held.
     pub peak: u64,
-    /// The smallest of `alpha` (see [`Mmu::check_xoff`]).
-    min_alpha: f64,
+    /// Every port's threshold is at least one byte while `shared_used`
+    /// is below this (see [`zero_from`]): the zero test of an empty
+    /// share's XOFF check (see [`Mmu::check_xoff`]) as one comparison,
+    /// not a conversion and a multiplication per packet.
+    zero_from: u64,
     /// Dynamic-threshold alpha of each port.
     alpha: Box<[f64]>,
     /// `cfg`'s `threshold` and `xon_offset_bytes`.
@@ -258,25 +327,24 @@ impl Mmu {
                 .collect(),
             Threshold::Static { .. } => vec![0.0; n],
         };
-        let zero = match cfg.threshold {
-            Threshold::Dynamic { .. } => ZeroTest::Dynamic,
-            Threshold::Static { bytes: 0 } => ZeroTest::StaticZero,
-            Threshold::Static { .. } => ZeroTest::StaticAbove,
-        };
         let q = (0..n * NPRIO)
             .map(|i| Ingress {
                 lossless: cfg.lossless & (1 << (i % NPRIO)) != 0,
-                zero,
                 ..Ingress::default()
             })
             .collect();
+        let min_alpha =
+            (alpha.iter().copied()).fold(
+                f64::INFINITY,
+                |m, a| {
+                    if a.is_nan() { 0.0 } else { m.min(a) }
+                },
+            );
         Mmu {
             threshold: cfg.threshold,
             reserve_bytes: cfg.reserve_bytes,
             xon_offset_bytes: cfg.xon_offset_bytes,
-            min_alpha: (alpha.iter().copied()).fold(f64::INFINITY, |m, a| {
-                if a.is_nan() { 0.0 } else { m.min(a) }
-            }),
+            zero_from: zero_from(cfg.threshold, min_alpha, shared_pool),
             cfg,
             headroom,
             alpha: alpha.into_boxed_slice(),
@@ -301,80 +369,104 @@ impl Mmu {
     /// The current per-queue shared limit of ingress `port`.
     #[inline]
     pub fn threshold(&self, port: usize) -> u64 {
-        match self.threshold {
-            Threshold::Dynamic { .. } => {
-                let alpha = self.alpha[port];
-                let free = self.shared_pool.saturating_sub(self.shared_used);
-                // `(alpha × free as f64) as u64`, through the signed
-                // conversions (one instruction each) wherever they give
-                // the same value: `free` below 2⁶³ and the product below
-                // 2⁶³ (a negative product is 0 either way).
-                if free < 1 << 63 {
-                    let x = alpha * free as i64 as f64;
-                    if x < 9_223_372_036_854_775_808.0 {
-                        return (x as i64).max(0) as u64;
-                    }
-                }
-                (alpha * free as f64) as u64
-            }
-            Threshold::Static { bytes } => bytes,
-        }
+        let free = self.shared_pool.saturating_sub(self.shared_used);
+        threshold_of(self.threshold, || self.alpha[port], free)
     }
 
     /// True when every port's threshold is at least one byte now (for
     /// the dynamic threshold: the smallest alpha times the free pool is,
-    /// and a product rounds no lower for a larger alpha). `zero` is the
-    /// test of the queue asking (the same for every queue).
+    /// and a product rounds no lower for a larger alpha).
     #[inline]
-    fn threshold_above_zero(&self, zero: ZeroTest) -> bool {
-        match zero {
-            ZeroTest::Dynamic => {
-                let free = self.shared_pool.saturating_sub(self.shared_used);
-                self.min_alpha * free as f64 >= 1.0
-            }
-            ZeroTest::StaticAbove => true,
-            ZeroTest::StaticZero => false,
-        }
+    fn threshold_above_zero(&self) -> bool {
+        self.shared_used < self.zero_from
     }
 
     /// Admits (or refuses) `size` bytes arriving on `port` at `prio`.
     #[inline]
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
-        let i = port * NPRIO + usize::from(prio);
-        let lossless = self.q[i].lossless;
+        self.admit_then(port, prio, size, false).0
+    }
+
+    /// [`admit`](Self::admit) and, for an admitted packet,
+    /// [`check_xoff`](Self::check_xoff) in one look at the queue's
+    /// account (a switch asks both of every packet it receives): `None`
+    /// when the packet is dropped, else whether to send XOFF now.
+    #[inline]
+    pub fn admit_check_xoff(&mut self, port: usize, prio: u8, size: u64) -> Option<bool> {
+        match self.admit_then(port, prio, size, true) {
+            (Admit::Drop, _) => None,
+            (_, xoff) => Some(xoff),
+        }
+    }
+
+    /// [`admit`](Self::admit), then (with `check`, if admitted)
+    /// [`check_xoff`](Self::check_xoff)'s answer.
+    #[inline(always)]
+    fn admit_then(&mut self, port: usize, prio: u8, size: u64, check: bool) -> (Admit, bool) {
+        // The threshold's configuration and the alphas (the struct's second
+        // line) only by reference: read only for a packet that needs the
+        // shared pool or may pause.
+        let (pool, threshold, alpha) = (self.shared_pool, &self.threshold, &self.alpha);
+        let q = &mut self.q[port * NPRIO + usize::from(prio)];
         // A packet that crosses the end of the reserve fills it and puts
         // only the rest in the shared pool.
-        let to_rsv = self.reserve_bytes.saturating_sub(self.q[i].rsv).min(size);
+        let to_rsv = self.reserve_bytes.saturating_sub(q.rsv).min(size);
         let to_shared = size - to_rsv;
         // The dynamic threshold only for a packet that needs the shared
         // pool (most fit in their queue's reserve).
-        let fits_shared = to_shared > 0
-            && self.q[i].shared + to_shared <= self.threshold(port)
-            && self.shared_used + to_shared <= self.shared_pool;
-        let q = &mut self.q[i];
         let at = if to_shared == 0 {
             q.rsv += size;
             Admit::Reserve
-        } else if fits_shared {
+        } else if q.shared + to_shared
+            <= threshold_of(
+                *threshold,
+                || alpha[port],
+                pool.saturating_sub(self.shared_used),
+            )
+            && self.shared_used + to_shared <= pool
+        {
             q.rsv += to_rsv;
             q.shared += to_shared;
             self.shared_used += to_shared;
             Admit::Shared
-        } else if lossless && q.hdrm + size <= self.headroom[port] {
+        } else if q.lossless && q.hdrm + size <= self.headroom[port] {
             q.hdrm += size;
             Admit::Headroom
         } else {
-            return Admit::Drop;
+            return (Admit::Drop, false);
         };
         self.used += size;
         self.peak = self.peak.max(self.used);
-        at
+        if !check {
+            return (at, false);
+        }
+        let used = self.shared_used;
+        let xoff = q.xoff_due(used < self.zero_from, || {
+            threshold_of(*threshold, || alpha[port], pool.saturating_sub(used))
+        });
+        q.xoff |= xoff;
+        (at, xoff)
     }
 
     /// Releases `size` bytes of the ingress queue (`port`, `prio`) when the
     /// packet leaves: headroom first, then shared, then reserve.
     #[inline(always)]
     pub fn release(&mut self, port: usize, prio: u8, size: u64) {
+        self.release_then(port, prio, size, false);
+    }
+
+    /// [`release`](Self::release), then [`check_xon`](Self::check_xon)
+    /// in the same look at the queue's account (a switch asks both of
+    /// every frame it sends): whether to send XON now.
+    #[inline(always)]
+    pub fn release_check_xon(&mut self, port: usize, prio: u8, size: u64) -> bool {
+        self.release_then(port, prio, size, true)
+    }
+
+    /// [`release`](Self::release), then (with `check`)
+    /// [`check_xon`](Self::check_xon)'s answer.
+    #[inline(always)]
+    fn release_then(&mut self, port: usize, prio: u8, size: u64, check: bool) -> bool {
         let q = &mut self.q[port * NPRIO + usize::from(prio)];
         let mut left = size;
         let h = q.hdrm.min(left);
@@ -387,6 +479,17 @@ impl Mmu {
         let r = q.rsv.min(left);
         q.rsv -= r;
         self.used = self.used.saturating_sub(size);
+        if !check {
+            return false;
+        }
+        // The second line only if an XON may be due (see `admit_then`).
+        let (threshold, alpha) = (&self.threshold, &self.alpha);
+        let free = self.shared_pool.saturating_sub(self.shared_used);
+        let xon = q.xon_due(self.xon_offset_bytes, || {
+            threshold_of(*threshold, || alpha[port], free)
+        });
+        q.xoff &= !xon;
+        xon
     }
 
     /// Starts loading the accounts [`admit`](Self::admit) and
@@ -406,33 +509,21 @@ impl Mmu {
     /// True when (`port`, `prio`) should send XOFF now (and records it).
     #[inline]
     pub fn check_xoff(&mut self, port: usize, prio: u8) -> bool {
-        let i = port * NPRIO + usize::from(prio);
-        if !self.q[i].lossless || self.q[i].xoff {
-            return false;
-        }
-        let shared = self.q[i].shared;
-        // An empty share is at the threshold only when that is zero, which
-        // the smallest alpha rules out without reading this port's.
-        let over = shared > 0 || !self.threshold_above_zero(self.q[i].zero);
-        if self.q[i].hdrm > 0 || (over && shared >= self.threshold(port)) {
-            self.q[i].xoff = true;
+        let above_zero = self.threshold_above_zero();
+        let q = &self.q[port * NPRIO + usize::from(prio)];
+        if q.xoff_due(above_zero, || self.threshold(port)) {
+            self.q[port * NPRIO + usize::from(prio)].xoff = true;
             return true;
         }
         false
     }
 
     /// True when (`port`, `prio`) should send XON now (and records it).
-    /// Inlined: every frame leaving a switch asks, and out of line the
-    /// call cost more than the usual answer (no XOFF in force).
-    #[inline(always)]
+    #[inline]
     pub fn check_xon(&mut self, port: usize, prio: u8) -> bool {
-        let i = port * NPRIO + usize::from(prio);
-        if !self.q[i].xoff || self.q[i].hdrm > 0 {
-            return false;
-        }
-        let s = self.q[i].shared;
-        if s == 0 || s + self.xon_offset_bytes <= self.threshold(port) {
-            self.q[i].xoff = false;
+        let q = &self.q[port * NPRIO + usize::from(prio)];
+        if q.xon_due(self.xon_offset_bytes, || self.threshold(port)) {
+            self.q[port * NPRIO + usize::from(prio)].xoff = false;
             return true;
         }
         false
@@ -466,7 +557,7 @@ mod tests {
             offset_of!(Mmu, shared_used) + 8,
             offset_of!(Mmu, used) + 8,
             offset_of!(Mmu, peak) + 8,
-            offset_of!(Mmu, min_alpha) + 8,
+            offset_of!(Mmu, zero_from) + 8,
         ] {
             assert!(end <= 64, "{end}");
         }
@@ -517,7 +608,7 @@ mod tests {
                 &[0; 2],
             );
             m.alpha = alphas.into();
-            m.min_alpha = alphas[0].min(alphas[1]);
+            m.zero_from = zero_from(m.threshold, alphas[0].min(alphas[1]), m.shared_pool);
             m
         };
         // Free pool 96,000 bytes: 1e-6 × it is below one byte.
@@ -767,5 +858,80 @@ mod tests {
             auto_headroom(100_000_000_000, 1_000_000, 1100),
             25_000 + 3300
         );
+    }
+
+    proptest::proptest! {
+        /// The precomputed zero test answers as the product it replaces,
+        /// for any smallest alpha (NaN-free, as `Mmu::new` makes it),
+        /// pool and use.
+        #[test]
+        fn zero_from_is_the_products_test(
+            min_alpha in proptest::prop_oneof![
+                0.0..2.0f64,
+                1e-12..1e-3f64,
+                proptest::strategy::Just(0.0),
+                proptest::strategy::Just(f64::INFINITY),
+                -1.0..0.0f64,
+            ],
+            pool in proptest::prop_oneof![0..100_000u64, 0..u64::MAX],
+            used_frac in 0.0..=1.0f64,
+        ) {
+            let from = zero_from(Threshold::Dynamic { alpha: min_alpha }, min_alpha, pool);
+            let used = (pool as f64 * used_frac) as u64;
+            for used in [used, used.saturating_sub(1), used.saturating_add(1).min(pool), 0, pool] {
+                let free = pool.saturating_sub(used);
+                proptest::prop_assert_eq!(used < from, min_alpha * free as f64 >= 1.0, "{}", used);
+            }
+        }
+
+        /// A switch's fused calls (`admit_check_xoff`,
+        /// `release_check_xon`) give the answers, and leave the accounts,
+        /// of `admit` then `check_xoff` and `release` then `check_xon`.
+        #[test]
+        fn fused_calls_match_separate_ones(
+            ops in proptest::collection::vec((0..2usize, 2..5u8, 64..4200u64, proptest::bool::ANY), 1..300),
+            alpha in proptest::prop_oneof![proptest::strategy::Just(0.0), 1e-6..4.0f64],
+            reserve in proptest::prop_oneof![proptest::strategy::Just(0u64), 1..5000u64],
+            static_bytes in proptest::option::of(0..20_000u64),
+        ) {
+            let mk = || Mmu::new(
+                BufferConfig {
+                    size_bytes: 60_000,
+                    reserve_bytes: reserve,
+                    threshold: match static_bytes {
+                        Some(bytes) => Threshold::Static { bytes },
+                        None => Threshold::Dynamic { alpha },
+                    },
+                    xon_offset_bytes: 1000,
+                    lossless: 1 << 3,
+                    alpha_speed_ref_bps: Some(100),
+                    ..BufferConfig::default()
+                },
+                vec![8_000, 3_000],
+                &[100, 400],
+            );
+            let (mut a, mut b) = (mk(), mk());
+            // Frames admitted and not yet released, per queue.
+            let mut held: Vec<(usize, u8, u64)> = Vec::new();
+            for (port, prio, size, release) in ops {
+                if release && !held.is_empty() {
+                    let (port, prio, size) = held.remove(size as usize % held.len());
+                    a.release(port, prio, size);
+                    let xon = a.check_xon(port, prio);
+                    proptest::prop_assert_eq!(b.release_check_xon(port, prio, size), xon);
+                } else {
+                    let at = a.admit(port, prio, size);
+                    let want = (at != Admit::Drop).then(|| a.check_xoff(port, prio));
+                    proptest::prop_assert_eq!(b.admit_check_xoff(port, prio, size), want);
+                    if at != Admit::Drop {
+                        held.push((port, prio, size));
+                    }
+                }
+                proptest::prop_assert_eq!((a.used, a.peak, a.shared_used), (b.used, b.peak, b.shared_used));
+                for (x, y) in a.q.iter().zip(b.q.iter()) {
+                    proptest::prop_assert_eq!((x.rsv, x.shared, x.hdrm, x.xoff), (y.rsv, y.shared, y.hdrm, y.xoff));
+                }
+            }
+        }
     }
 }

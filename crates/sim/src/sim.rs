@@ -19,7 +19,7 @@ use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
     INT_SCRATCH, IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
 };
-use crate::pfc::{Admit, BufferConfig, Mmu};
+use crate::pfc::{BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
 use crate::stall::{STALL_DETAIL, Stall, StalledFlow};
 use crate::topology::{NodeKind, Topology};
@@ -1120,17 +1120,24 @@ impl Simulator {
     /// `node`'s `port` finished serializing a frame.
     #[inline(always)]
     fn on_tx_done(&mut self, node: u32, port: u16) {
+        let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        self.by_kind[KIND_SWITCH_TX_DONE + usize::from(ns.host)] += 1;
+        let (host, index) = (ns.host, ns.index);
+        self.by_kind[KIND_SWITCH_TX_DONE + usize::from(host)] += 1;
         let p = &mut ns.ports[usize::from(port)];
         // A wake-up from an earlier busy period: the serializer has
         // started another frame since, and that frame's wake-up (if one
         // is needed) is already scheduled.
-        if self.q.now() < p.busy_until {
+        if now < p.busy_until {
             return;
         }
         p.wake_pending = false;
-        self.kick(node, port);
+        // `kick` at a free serializer, with the port in hand.
+        if host {
+            self.kick_host(node, index, now);
+        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
+            self.start_tx(node, port, prio);
+        }
     }
 
     /// Runs `p`, of a kind [`dispatch`](Self::dispatch) does not read
@@ -1943,19 +1950,10 @@ impl Simulator {
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
-        {
-            // A busy serializer is woken when it finishes — but only if
-            // there is something to do then, so an idle link costs one
-            // event per packet, not two.
-            let p = &mut ns.ports[usize::from(port)];
-            if p.busy_until > now {
-                if !p.wake_pending {
-                    p.wake_pending = true;
-                    let at = p.busy_until;
-                    self.q.schedule(at, Event::TxDone { node, port });
-                }
-                return;
-            }
+        let p = &mut ns.ports[usize::from(port)];
+        if p.busy_until > now {
+            wake_when_free(&mut self.q, p, node, port);
+            return;
         }
         if ns.host {
             let host = ns.index;
@@ -2010,7 +2008,7 @@ impl Simulator {
             if p.idle_for(prio, now) {
                 // Picked and taken at once: skip the queue (see
                 // `switch_rx`; a host's port keeps no counts of it).
-                self.send_frame(node, 0, prio, e);
+                self.send_frame(node, 0, prio, e, false);
                 break;
             }
             p.enqueue(prio, e);
@@ -2021,29 +2019,32 @@ impl Simulator {
 
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
     ///
-    /// The port is looked up twice, not at every use: once for the
-    /// dequeue and the buffer release, and again after an XON (which may
-    /// need the whole simulator) for marking, INT and the serializer.
+    /// The port is looked up once more in `send_frame`, and again only
+    /// after an XON (which may need the whole simulator).
     fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
         let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
             return;
         };
-        self.send_frame(node, port, prio, e);
+        self.send_frame(node, port, prio, e, false);
     }
 
     /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
     /// (or passed straight through it, see [`Port::idle_for`]), on the
     /// wire: the buffer release, PFC, ECN, INT and the serializer.
     #[inline(always)]
-    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry) {
+    ///
+    /// `passed`: the frame skipped the queue (`switch_rx`'s pass-through),
+    /// so the port was never counted as holding a packet and is not
+    /// uncounted here.
+    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry, passed: bool) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
-        let p = &mut ns.ports[pi];
+        let mut p = &mut ns.ports[pi];
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
         if !is_host {
-            if p.queued_pkts() == 0 {
+            if !passed && p.queued_pkts() == 0 {
                 self.switch_ports_queued[sw] -= 1;
             }
             if now < self.qlen_until
@@ -2052,21 +2053,25 @@ impl Simulator {
                 m.record(now, sw, pi, p.queued_bytes());
             }
             let mmu = &mut self.switches[sw].mmu;
-            mmu.release(usize::from(ingress), prio as u8, frame);
-            if mmu.check_xon(usize::from(ingress), prio as u8) {
+            if mmu.release_check_xon(usize::from(ingress), prio as u8, frame) {
+                // The XON may need the whole simulator: the port is
+                // looked up again after it (only then).
                 self.send_pfc(node, ingress, prio as u8, false);
+                p = &mut self.nodes[node as usize].ports[pi];
             }
         }
-        let p = &mut self.nodes[node as usize].ports[pi];
         if !is_host {
             // ECN on the queue the packet leaves behind (RED on egress).
             let qlen = p.qbytes(prio);
+            // The probability is computed once, for both the test that
+            // decides whether to draw and the draw's verdict.
             if markable
                 && let Some(e) = p.ecn_above_kmin(prio, qlen)
-                && e.probability(qlen) > 0.0
+                && let pr = e.probability(qlen)
+                && pr > 0.0
             {
                 let u = crate::workload::uniform(&mut self.rng);
-                if e.mark(qlen, u) {
+                if EcnConfig::mark_at(pr, u) {
                     self.packets[id as usize].set_ce();
                     self.counters.ecn_marks += 1;
                 }
@@ -2189,38 +2194,46 @@ impl Simulator {
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };
         let out = hops[pick];
-        // The egress port's serializer line and its queue's line (which
-        // the calendar's look-ahead prefetches only in large fabrics):
-        // start loading them while the buffer admits the packet.
-        if let Some(o) = self.nodes[node as usize].ports.get(usize::from(out)) {
-            prefetch_line(o);
-            prefetch_line(&o.q[usize::from(prio) & (NPRIO - 1)]);
-        }
-        let mmu = &mut self.switches[sw].mmu;
-        if mmu.admit(usize::from(port), prio, frame) == Admit::Drop {
-            self.drop_packet(pkt, "buffer");
-            return;
-        }
-        if self.switches[sw].mmu.check_xoff(usize::from(port), prio) {
-            self.send_pfc(node, port, prio, true);
-        }
-        let p = &mut self.nodes[node as usize].ports[usize::from(out)];
+        // The egress port, looked up once (again only after an XOFF,
+        // which may need the whole simulator). Its serializer line and
+        // its queue's line (which the calendar's look-ahead prefetches
+        // only in large fabrics): start loading them while the buffer
+        // admits the packet.
         let pi = usize::from(prio);
+        let mut p = &mut self.nodes[node as usize].ports[usize::from(out)];
+        prefetch_line(p);
+        prefetch_line(&p.q[pi & (NPRIO - 1)]);
+        match self.switches[sw]
+            .mmu
+            .admit_check_xoff(usize::from(port), prio, frame)
+        {
+            None => {
+                self.drop_packet(pkt, "buffer");
+                return;
+            }
+            Some(true) => {
+                self.send_pfc(node, port, prio, true);
+                p = &mut self.nodes[node as usize].ports[usize::from(out)];
+            }
+            Some(false) => {}
+        }
         let e = QEntry::new(pkt, frame as u32, port, markable);
         let now = self.q.now();
-        if matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
+        // Read once: queueing the frame does not change it.
+        let busy = p.busy_until > now;
+        if !busy && matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
             // The frame would be queued, picked and taken at once: skip
             // the queue, with every count as that would leave it (the
-            // port counted as holding a packet, which `send_frame`
-            // undoes; the monitor sees the queue hold it, then not).
+            // monitor sees the queue hold it, then not; the count of
+            // ports holding a packet would go up and down again, and is
+            // left alone).
             p.pass_through(pi, frame as u32);
-            self.switch_ports_queued[sw] += 1;
             if now < self.qlen_until
                 && let Some(m) = &mut self.qlen
             {
                 m.record(now, sw, usize::from(out), frame);
             }
-            self.send_frame(node, out, pi, e);
+            self.send_frame(node, out, pi, e, true);
             return;
         }
         p.enqueue(pi, e);
@@ -2234,7 +2247,13 @@ impl Simulator {
         {
             m.record(now, sw, usize::from(out), p.queued_bytes());
         }
-        self.kick(node, out);
+        // `kick` with what is known here: a switch's port, held, and
+        // whether its serializer is busy.
+        if busy {
+            wake_when_free(&mut self.q, p, node, out);
+        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
+            self.start_tx(node, out, prio);
+        }
     }
 
     fn drop_packet(&mut self, pkt: u32, _why: &str) {
@@ -2598,6 +2617,18 @@ fn tuple_of(p: &Packet) -> FiveTuple {
         src_port: p.sport(),
         dst_port: ROCE_PORT,
         protocol: 17,
+    }
+}
+
+/// Makes sure the busy serializer of `p` (`port` of `node`) is woken
+/// when it finishes: called when a frame waits behind it, so an idle
+/// link costs one event per packet, not two (the `TxDone` is scheduled
+/// when there is something to do then, not for every frame).
+#[inline(always)]
+fn wake_when_free(q: &mut EventQueue, p: &mut Port, node: u32, port: u16) {
+    if !p.wake_pending {
+        p.wake_pending = true;
+        q.schedule(p.busy_until, Event::TxDone { node, port });
     }
 }
 
