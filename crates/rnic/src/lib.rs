@@ -1225,7 +1225,12 @@ impl<M: Memory> Rnic<M> {
             // through an `&mut Option` built with `Option::insert`, to spare
             // the copy out of their own local: the copy went, but the insert
             // cost nearly as much; net 5 M instructions fewer for data and
-            // 2 M more for ACKs on the mid-size fat5ms run; issue 12.)
+            // 2 M more for ACKs on the mid-size fat5ms run; issue 12.
+            // Another: one call site of `f`, through a reference to
+            // whichever local holds the packet. `f` was then inlined, 24 M
+            // instructions fewer, but a `memcpy` of the packet came with
+            // it, 29 M more: net +5 M with HPCC, -8 M with DCQCN; session
+            // 19.)
             if qp.response_due() {
                 let mut out = qp.next_response(&mut ctx);
                 if out.is_some() {
