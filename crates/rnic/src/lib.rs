@@ -1121,7 +1121,7 @@ impl<M: Memory> Rnic<M> {
     /// served round-robin. Only QPs marked ready are visited, so an idle QP
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.poll_transmit_map(now, Option::take).flatten()
+        self.poll_transmit_map(now, Option::take)
     }
 
     /// [`poll_transmit`](Self::poll_transmit) for a driver that reads the
@@ -1145,17 +1145,20 @@ impl<M: Memory> Rnic<M> {
         now: Nanos,
         f: impl FnOnce(&Transmit) -> R,
     ) -> Option<R> {
-        self.poll_transmit_map(now, |t| t.as_ref().map(f)).flatten()
+        self.poll_transmit_map(now, |t| t.as_ref().map(f))
     }
 
     /// Both polls: `f` is applied to the packet found (always `Some`), in
     /// the frame that holds it (debug builds then check every QP visited
-    /// is still scheduled).
+    /// is still scheduled). `f`'s own `Option` is the poll's answer, not
+    /// wrapped in a second one: flattening an `Option<Option<R>>` copied
+    /// the simulator's 64-byte answer twice more per packet sent (about
+    /// 20 instructions a packet on the mid-size fat5ms run; issue 12).
     #[inline]
     fn poll_transmit_map<R>(
         &mut self,
         now: Nanos,
-        f: impl FnOnce(&mut Option<Transmit>) -> R,
+        f: impl FnOnce(&mut Option<Transmit>) -> Option<R>,
     ) -> Option<R> {
         #[cfg(debug_assertions)]
         {
@@ -1182,7 +1185,7 @@ impl<M: Memory> Rnic<M> {
         &mut self,
         now: Nanos,
         polled: &mut Vec<u32>,
-        f: impl FnOnce(&mut Option<Transmit>) -> R,
+        f: impl FnOnce(&mut Option<Transmit>) -> Option<R>,
     ) -> Option<R> {
         self.clock = self.clock.max(now);
         let Rnic {
@@ -1227,14 +1230,19 @@ impl<M: Memory> Rnic<M> {
             // through an `&mut Option` built with `Option::insert`, to spare
             // the copy out of their own local: the copy went, but the insert
             // cost nearly as much; net 5 M instructions fewer for data and
-            // 2 M more for ACKs on the mid-size fat5ms run; issue 12.)
+            // 2 M more for ACKs on the mid-size fat5ms run; issue 12.
+            // Another: one call site of `f`, through a reference to
+            // whichever local holds the packet. `f` was then inlined, 24 M
+            // instructions fewer, but a `memcpy` of the packet came with
+            // it, 29 M more: net +5 M with HPCC, -8 M with DCQCN; session
+            // 19.)
             if qp.response_due() {
                 let mut out = qp.next_response(&mut ctx);
                 if out.is_some() {
                     if sent(qp, qpn, ready, rr_next, *clock, timers) {
                         settle(timers, qps);
                     }
-                    return Some(f(&mut out));
+                    return f(&mut out);
                 }
             }
             let mut out = qp.next_request(now, &mut ctx);
@@ -1242,7 +1250,7 @@ impl<M: Memory> Rnic<M> {
                 if sent(qp, qpn, ready, rr_next, *clock, timers) {
                     settle(timers, qps);
                 }
-                return Some(f(&mut out));
+                return f(&mut out);
             }
             // Nothing now: wait for input or this QP's next deadline.
             ready.remove(&qpn);

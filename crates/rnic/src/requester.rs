@@ -93,6 +93,14 @@ impl Qp {
     }
 
     /// The next requester packet, if one may leave now.
+    ///
+    /// The tests that turn a poll away (the QP's state, an RNR wait, a
+    /// pacing gap) are inlined into the transmit poll, and only a QP that
+    /// passes them calls out for its packet: with HPCC on the mid-size
+    /// fat5ms run about 40 % of the requester polls are a rate-paced QP
+    /// an ACK marked ready before its gap ended, and each paid a call of
+    /// its own to be turned away (issue 12).
+    #[inline(always)]
     pub(crate) fn next_request<Mem: Memory + ?Sized>(
         &mut self,
         now: Nanos,
@@ -111,6 +119,17 @@ impl Qp {
         if now < self.next_send_at {
             return None;
         }
+        self.next_request_due(now, ctx)
+    }
+
+    /// [`next_request`](Self::next_request) for a QP nothing turned away:
+    /// retransmissions (IRN), the send queue's next packet, the window.
+    #[inline(never)]
+    fn next_request_due<Mem: Memory + ?Sized>(
+        &mut self,
+        now: Nanos,
+        ctx: &mut Ctx<'_, Mem>,
+    ) -> Option<Transmit> {
         if self.irn() {
             // Retransmissions first, and never held back by BDP-FC: they
             // are what lets the window move (IRN §3.2).

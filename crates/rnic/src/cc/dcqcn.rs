@@ -343,16 +343,24 @@ impl CongestionControl for Dcqcn {
         }
     }
 
-    fn on_send(&mut self, _now: Nanos, bytes: usize) {
+    fn on_send(&mut self, now: Nanos, bytes: usize) {
+        self.on_send_moved(now, bytes);
+    }
+
+    /// Only a byte-counter rate increase moves the rate; the count
+    /// towards it moves nothing the RNIC reads.
+    fn on_send_moved(&mut self, _now: Nanos, bytes: usize) -> bool {
         if self.cfg.byte_counter == 0 || self.quiet() {
-            return;
+            return false;
         }
         self.bytes_since += bytes as u64;
         if self.bytes_since >= self.cfg.byte_counter {
             self.bytes_since = 0;
             self.increase();
             self.byte_stage += 1;
+            return true;
         }
+        false
     }
 
     fn on_tick(&mut self, now: Nanos) {

@@ -42,6 +42,17 @@ pub struct IntHop {
 pub trait CongestionControl: Send {
     fn name(&self) -> &'static str;
     fn on_send(&mut self, _now: Nanos, _bytes: usize) {}
+    /// [`on_send`](Self::on_send), answering whether it may have moved
+    /// what the RNIC reads after it ([`next_tick`](Self::next_tick),
+    /// [`window_bytes`](Self::window_bytes), [`rate_bps`](Self::rate_bps)).
+    /// The default says yes; a controller whose sends only count bytes
+    /// until some threshold (DCQCN's byte counter) says no for those, and
+    /// the RNIC then spares the virtual call that reads them again, one
+    /// per packet sent (issue 12).
+    fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
+        self.on_send(now, bytes);
+        true
+    }
     /// False when [`on_send`](Self::on_send) is the no-op default: the
     /// RNIC then skips the call, one per packet sent. (True by default, so
     /// a controller that reads its sends cannot be skipped by omission.)
@@ -186,9 +197,14 @@ impl Controller {
     /// Skipped for a controller whose `on_send` does nothing (which
     /// changes no state, so nothing needs reading again).
     pub fn on_send(&mut self, now: Nanos, bytes: usize) {
-        if self.sends {
-            self.update(|c| c.on_send(now, bytes))
+        if self.sends && self.cc.on_send_moved(now, bytes) {
+            self.view = View::of(&*self.cc);
         }
+        debug_assert_eq!(
+            self.view,
+            View::of(&*self.cc),
+            "a send moved an unread view"
+        );
     }
     /// An ACK that moved the acknowledged point: `on_ack`, then
     /// `on_ack_feedback`, as the trait documents (skipped for a controller
@@ -274,6 +290,9 @@ impl CongestionControl for RateLimit {
     }
     fn on_send(&mut self, now: Nanos, bytes: usize) {
         self.inner.on_send(now, bytes)
+    }
+    fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
+        self.inner.on_send_moved(now, bytes)
     }
     fn counts_sends(&self) -> bool {
         self.inner.counts_sends()
@@ -409,6 +428,45 @@ mod tests {
         assert_eq!(cc.name(), "dcqcn");
         same(&d);
         assert_eq!(d.rate_bps(), None);
+    }
+
+    /// DCQCN's sends count bytes towards its byte counter and move its
+    /// rate only when the count reaches it: `on_send_moved` says so, and
+    /// the rate the RNIC keeps follows the controller's either way.
+    #[test]
+    fn a_send_says_when_it_moved_the_rate() {
+        let cfg = DcqcnConfig {
+            byte_counter: 10_000,
+            ..DcqcnConfig::default()
+        };
+        let mut raw = Dcqcn::new(cfg, 100_000_000_000);
+        raw.on_cnp(0);
+        raw.on_tick(raw.next_tick().expect("a CNP starts the timers"));
+        let cut = raw.rate_bps().expect("the CNP cut the rate");
+        // Below the counter: counted, nothing moved.
+        for _ in 0..9 {
+            assert!(!raw.on_send_moved(1, 1_000));
+        }
+        assert_eq!(raw.rate_bps(), Some(cut));
+        // The tenth KB reaches it: a rate increase.
+        assert!(raw.on_send_moved(1, 1_000));
+        assert!(raw.rate_bps().is_none_or(|r| r > cut), "the rate rose");
+
+        // Through the controller the kept rate follows every send.
+        let mut d = Controller::new(Box::new(Dcqcn::new(cfg, 100_000_000_000)));
+        d.on_cnp(0);
+        let at = d.next_tick().expect("timers");
+        d.on_tick(at);
+        let cut = d.rate_bps().expect("cut");
+        for i in 0..25 {
+            d.on_send(at + i, 1_000);
+            assert_eq!(d.rate_bps(), d.get().rate_bps());
+            assert_eq!(d.next_tick(), d.get().next_tick());
+        }
+        assert!(
+            d.rate_bps().is_none_or(|r| r > cut),
+            "two increases were read"
+        );
     }
 
     /// Only a controller whose `on_send` (or ACK callbacks) does nothing is
