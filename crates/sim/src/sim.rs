@@ -907,6 +907,14 @@ impl Simulator {
     /// landed by the time it comes back to an event), was even: 11.5-13.6 s
     /// against 11.7-13.3 s, six interleaved pairs at load 6-7, ratios
     /// 0.93-1.05, mean 0.99.
+    ///
+    /// With INT, a pass over the arrivals two slots ahead that read each
+    /// packet (its line started a slot earlier) to start loading the hop
+    /// a switch stamps and the first hop an ACK echoes (HPCC's `on_int`
+    /// waits on that load) made the full fat5ms HPCC run slower: 8.73-
+    /// 9.10 s of user time against 8.45-8.51 s, three interleaved rounds
+    /// at load 1 (session 19). The hops are started at `host_rx`'s top
+    /// and at the switch arrival instead.
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
