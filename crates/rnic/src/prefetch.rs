@@ -21,8 +21,9 @@ use std::mem::offset_of;
 /// Most lines one hint loads (a bound on what a look-ahead issues).
 const MAX_LINES: usize = 10;
 
-/// Most lines [`Rnic::prefetch_cc`] loads: HPCC's state for a path of up
-/// to five switches.
+/// Most lines of the controller's own state [`Rnic::prefetch_cc`] loads
+/// (HPCC's for a path of up to five switches); it loads a WQE's line and
+/// a sent-log record's besides.
 const CC_LINES: usize = 4;
 
 /// What the driver does with an address it should start loading: a

@@ -59,14 +59,17 @@ mod tests {
         assert!(e.mark(400, 0.99));
         assert!(!e.mark(200, 0.5));
         assert!(e.mark(200, 0.05));
-        for (q, u) in [
-            (50, 0.0),
-            (150, 0.01),
-            (200, 0.09),
-            (200, 0.11),
-            (400, 0.999),
+        // The probability computed once and the draw applied apart: never
+        // at 0 (even for a draw of 0), always at 1, else below p.
+        for (q, u, want) in [
+            (50, 0.0, false),
+            (150, 0.01, true),
+            (150, 0.06, false),
+            (200, 0.09, true),
+            (200, 0.11, false),
+            (400, 0.999, true),
         ] {
-            assert_eq!(EcnConfig::mark_at(e.probability(q), u), e.mark(q, u));
+            assert_eq!(EcnConfig::mark_at(e.probability(q), u), want, "{q} {u}");
         }
     }
 }

@@ -382,6 +382,12 @@ impl Mmu {
     }
 
     /// Admits (or refuses) `size` bytes arriving on `port` at `prio`.
+    ///
+    /// The simulator's switch calls the fused
+    /// [`admit_check_xoff`](Self::admit_check_xoff) and
+    /// [`release_check_xon`](Self::release_check_xon); the one-step calls
+    /// stay for other callers and as the reference those are tested
+    /// against (`fused_calls_match_separate_ones`).
     #[inline]
     pub fn admit(&mut self, port: usize, prio: u8, size: u64) -> Admit {
         self.admit_then(port, prio, size, false).0
@@ -441,6 +447,7 @@ impl Mmu {
             return (at, false);
         }
         let used = self.shared_used;
+        // `threshold_above_zero`, read apart while `q` is borrowed.
         let xoff = q.xoff_due(used < self.zero_from, || {
             threshold_of(*threshold, || alpha[port], pool.saturating_sub(used))
         });
@@ -878,7 +885,18 @@ mod tests {
         ) {
             let from = zero_from(Threshold::Dynamic { alpha: min_alpha }, min_alpha, pool);
             let used = (pool as f64 * used_frac) as u64;
-            for used in [used, used.saturating_sub(1), used.saturating_add(1).min(pool), 0, pool] {
+            // Around the random use, the ends, and both sides of the
+            // boundary itself (where an off-by-one would show).
+            let edge = from.min(pool);
+            for used in [
+                used,
+                used.saturating_sub(1),
+                used.saturating_add(1).min(pool),
+                0,
+                pool,
+                edge,
+                edge.saturating_sub(1),
+            ] {
                 let free = pool.saturating_sub(used);
                 proptest::prop_assert_eq!(used < from, min_alpha * free as f64 >= 1.0, "{}", used);
             }

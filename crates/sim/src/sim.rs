@@ -1951,9 +1951,10 @@ impl Simulator {
     // ---- ports -------------------------------------------------------------
 
     /// Starts the port's next frame if its serializer is free (else
-    /// makes sure it is woken when it is). Inlined, with the host's side
-    /// apart: a switch arrival's call is then a few loads and a branch
-    /// into `start_tx`, not a call with its register saves.
+    /// makes sure it is woken when it is), for callers without the port
+    /// in hand (an XON or a pause that ended, a host's RNIC with a packet
+    /// ready). `on_tx_done` and `switch_rx` do the same with the port
+    /// they have already looked up.
     #[inline(always)]
     fn kick(&mut self, node: u32, port: u16) {
         let now = self.q.now();
@@ -2039,11 +2040,11 @@ impl Simulator {
     /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
     /// (or passed straight through it, see [`Port::idle_for`]), on the
     /// wire: the buffer release, PFC, ECN, INT and the serializer.
-    #[inline(always)]
     ///
     /// `passed`: the frame skipped the queue (`switch_rx`'s pass-through),
     /// so the port was never counted as holding a packet and is not
     /// uncounted here.
+    #[inline(always)]
     fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry, passed: bool) {
         let now = self.q.now();
         let pi = usize::from(port);

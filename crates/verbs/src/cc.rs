@@ -173,6 +173,9 @@ impl CongestionControl for OverMinRtt {
     fn on_send(&mut self, now: Nanos, bytes: usize) {
         self.inner.on_send(now, bytes)
     }
+    fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
+        self.inner.on_send_moved(now, bytes)
+    }
     fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
         self.inner.on_ack(now, acked_bytes, rtt)
     }

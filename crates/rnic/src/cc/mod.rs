@@ -49,6 +49,10 @@ pub trait CongestionControl: Send {
     /// until some threshold (DCQCN's byte counter) says no for those, and
     /// the RNIC then spares the virtual call that reads them again, one
     /// per packet sent (issue 12).
+    ///
+    /// The RNIC calls only this one, so a controller that overrides it
+    /// must do here all that its `on_send` does (DCQCN's `on_send` calls
+    /// this), and a wrapper must forward both.
     fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
         self.on_send(now, bytes);
         true
@@ -143,7 +147,10 @@ impl View {
 /// [`window_bytes`](CongestionControl::window_bytes) and
 /// [`rate_bps`](CongestionControl::rate_bps) read only the controller's
 /// state, which only its `&mut` callbacks change, so they are read again
-/// after each of those and nowhere else.
+/// after each of those that may move them: every one, except a send the
+/// controller says moved nothing ([`CongestionControl::on_send_moved`])
+/// and, for a controller that says so, an ACK
+/// ([`CongestionControl::acks_move_readings`]). Debug builds check both.
 pub(crate) struct Controller {
     cc: Box<dyn CongestionControl>,
     view: View,
@@ -195,7 +202,9 @@ impl Controller {
         self.cc.name()
     }
     /// Skipped for a controller whose `on_send` does nothing (which
-    /// changes no state, so nothing needs reading again).
+    /// changes no state, so nothing needs reading again); the readings
+    /// are read again only if the send says it moved them
+    /// ([`CongestionControl::on_send_moved`]).
     pub fn on_send(&mut self, now: Nanos, bytes: usize) {
         if self.sends && self.cc.on_send_moved(now, bytes) {
             self.view = View::of(&*self.cc);
@@ -209,8 +218,8 @@ impl Controller {
     /// An ACK that moved the acknowledged point: `on_ack`, then
     /// `on_ack_feedback`, as the trait documents (skipped for a controller
     /// that reads neither, like `on_send`). The readings are read again
-    /// only if an ACK may move them: under HPCC, an ACK per packet, its
-    /// INT right after does (a virtual call an ACK saved).
+    /// only if an ACK may move them: HPCC's move on the INT that follows
+    /// each ACK, not on the ACK itself (a virtual call saved per ACK).
     pub fn on_ack(&mut self, now: Nanos, fb: &AckFeedback) {
         if !self.acks {
             return;
@@ -222,7 +231,12 @@ impl Controller {
         if self.ack_view {
             self.update(ack)
         } else {
-            ack(&mut *self.cc)
+            ack(&mut *self.cc);
+            debug_assert_eq!(
+                self.view,
+                View::of(&*self.cc),
+                "an ACK moved an unread view"
+            );
         }
     }
     pub fn on_cnp(&mut self, now: Nanos) {
@@ -458,15 +472,19 @@ mod tests {
         let at = d.next_tick().expect("timers");
         d.on_tick(at);
         let cut = d.rate_bps().expect("cut");
+        let (mut rises, mut last) = (0, Some(cut));
         for i in 0..25 {
             d.on_send(at + i, 1_000);
             assert_eq!(d.rate_bps(), d.get().rate_bps());
             assert_eq!(d.next_tick(), d.get().next_tick());
+            if d.rate_bps() != last {
+                // Each step of fast recovery halves the way up to the
+                // target: the kept rate rises every time.
+                assert!(d.rate_bps().is_none_or(|r| last.is_some_and(|l| r > l)));
+                (rises, last) = (rises + 1, d.rate_bps());
+            }
         }
-        assert!(
-            d.rate_bps().is_none_or(|r| r > cut),
-            "two increases were read"
-        );
+        assert_eq!(rises, 2, "the 10th and 20th KB each moved the kept rate");
     }
 
     /// Only a controller whose `on_send` (or ACK callbacks) does nothing is
