@@ -16,6 +16,28 @@ use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::Duration;
 
+/// `TcpStream::connect` to an address just added to `lo`, retried while
+/// the kernel answers "network unreachable": the fresh address's route
+/// was seen usable (`prereq::LoIpv6::add` waits for it), yet one CI run
+/// (session 19) still had the connect refused that way once, while other
+/// tests added and removed addresses. Any other error fails at once, and
+/// so does an address still unreachable after 10 s.
+fn connect_when_routed(addr: SocketAddr) -> TcpStream {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => return s,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NetworkUnreachable
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("connecting to {addr}: {e}"),
+        }
+    }
+}
+
 /// perftest's `KEY_PRINT_FMT_GID`, as `sprintf` fills it, with its NUL:
 /// `%04x:%04x:%06x:%06x:%08x:%016llx:` + 16 × `%02x:` + `%08x:`.
 /// The GID is `union ibv_gid`'s raw bytes as rxe fills them for a RoCEv2
@@ -498,15 +520,15 @@ fn an_ipv4_gid_against_an_ipv6_side_is_one_clear_error() {
 }
 
 /// Two IPv6 addresses on `lo` (root adds them, as two hosts would have
-/// them): a perftest write_bw client on fd00::62 against roce perf's
-/// server on fd00::61, the GIDs in the key messages the IPv6 addresses
+/// them): a perftest write_bw client on fd7c:e5d1:9a02::62 against roce perf's
+/// server on fd7c:e5d1:9a02::61, the GIDs in the key messages the IPv6 addresses
 /// themselves, byte for byte as perftest prints rxe's RoCEv2 GID; then
 /// roce perf on both sides between the two.
 #[test]
 fn perftest_and_roce_between_two_ipv6_addresses() {
     if !prereq::root(
         "perftest_and_roce_between_two_ipv6_addresses",
-        "adding fd00::61 and fd00::62 to lo",
+        "adding fd7c:e5d1:9a02::61 and fd7c:e5d1:9a02::62 to lo",
     ) || !prereq::tool(
         "perftest_and_roce_between_two_ipv6_addresses",
         &["ip", "-V"],
@@ -514,10 +536,10 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     ) {
         return;
     }
-    let _a = prereq::LoIpv6::add("fd00::61");
-    let _b = prereq::LoIpv6::add("fd00::62");
-    let sip: IpAddr = "fd00::61".parse().unwrap();
-    let cip: IpAddr = "fd00::62".parse().unwrap();
+    let _a = prereq::LoIpv6::add("fd7c:e5d1:9a02::61");
+    let _b = prereq::LoIpv6::add("fd7c:e5d1:9a02::62");
+    let sip: IpAddr = "fd7c:e5d1:9a02::61".parse().unwrap();
+    let cip: IpAddr = "fd7c:e5d1:9a02::62".parse().unwrap();
     let mut o = Options::new("write_bw");
     o.bind = Some(sip);
     o.port = 0;
@@ -526,7 +548,7 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     let addr = server.local_addr().unwrap();
     let served = std::thread::spawn(move || server.serve());
     let mut p = Peer {
-        s: TcpStream::connect(addr).unwrap(),
+        s: connect_when_routed(addr),
         client: true,
     };
     p.greet();
@@ -534,8 +556,8 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     let me = qp.endpoint_with(&r.mr);
     let mine = key_msg(me.qpn, me.psn, me.rkey, me.addr, cip);
     let theirs = p.xchg(&mine);
-    // fd00::61 as 16 `%02x:` fields after LID, reads, QPN, PSN, rkey, VA.
-    let gid_text = "fd:00:00:00:00:00:00:00:00:00:00:00:00:00:00:61:";
+    // fd7c:e5d1:9a02::61 as 16 `%02x:` fields after LID, reads, QPN, PSN, rkey, VA.
+    let gid_text = "fd:7c:e5:d1:9a:02:00:00:00:00:00:00:00:00:00:61:";
     assert_eq!(
         &theirs[50..50 + gid_text.len()],
         gid_text.as_bytes(),
@@ -573,7 +595,7 @@ fn perftest_and_roce_between_two_ipv6_addresses() {
     assert!(summary.contains("8192 B x 8"), "{summary}");
     drop(r.ctx);
 
-    // roce perf on both sides, fd00::62 → fd00::61.
+    // roce perf on both sides, fd7c:e5d1:9a02::62 → fd7c:e5d1:9a02::61.
     let mut o = Options::new("send_bw");
     o.server = Some(sip.to_string());
     o.bind = Some(cip);

@@ -1,5 +1,5 @@
 //! RoCEv2 over IPv6 through the verbs API, over real UDP sockets: on `::1`
-//! (always there), and between two addresses on `lo` (`fd00::1`, `fd00::2`)
+//! (always there), and between two addresses on `lo` (`fd7c:e5d1:9a02::1`, `fd7c:e5d1:9a02::2`)
 //! when run as root, which can add them. The ICRC covers the IPv6 header
 //! with its variant fields masked; the traffic class carries DSCP and ECN.
 
@@ -180,15 +180,15 @@ fn an_ipv4_peer_of_an_ipv6_device_is_one_clear_error_and_others_go_on() {
 #[test]
 fn rc_between_two_ipv6_addresses_on_lo() {
     const TEST: &str = "rc_between_two_ipv6_addresses_on_lo";
-    if !prereq::root(TEST, "adding fd00::1 and fd00::2 to lo")
+    if !prereq::root(TEST, "adding fd7c:e5d1:9a02::1 and fd7c:e5d1:9a02::2 to lo")
         || !prereq::tool(TEST, &["ip", "-V"], "apt-get install iproute2")
     {
         return;
     }
-    let _a = prereq::LoIpv6::add("fd00::1");
-    let _b = prereq::LoIpv6::add("fd00::2");
+    let _a = prereq::LoIpv6::add("fd7c:e5d1:9a02::1");
+    let _b = prereq::LoIpv6::add("fd7c:e5d1:9a02::2");
     let dir = tempfile::tempdir().unwrap();
-    write_read_and_check_capture("[fd00::1]:0", "[fd00::2]:0", dir.path());
+    write_read_and_check_capture("[fd7c:e5d1:9a02::1]:0", "[fd7c:e5d1:9a02::2]:0", dir.path());
 }
 
 /// A long WRITE at MTU 4096 over IPv6: where the kernel has UDP GSO the

@@ -258,12 +258,14 @@ fn bad_options_are_one_clear_error() {
 #[test]
 fn pingpongs_over_ipv6_and_a_family_mismatch() {
     const TEST: &str = "pingpongs_over_ipv6_and_a_family_mismatch";
-    if !prereq::root(TEST, "adding fd00::31:1 and fd00::31:2 to lo")
-        || !prereq::tool(TEST, &["ip", "-V"], "apt-get install iproute2")
+    if !prereq::root(
+        TEST,
+        "adding fd7c:e5d1:9a02::31:1 and fd7c:e5d1:9a02::31:2 to lo",
+    ) || !prereq::tool(TEST, &["ip", "-V"], "apt-get install iproute2")
     {
         return;
     }
-    let (a, b) = ("fd00::31:1", "fd00::31:2");
+    let (a, b) = ("fd7c:e5d1:9a02::31:1", "fd7c:e5d1:9a02::31:2");
     let _a = prereq::LoIpv6::add(a);
     let _b = prereq::LoIpv6::add(b);
     let r = run_pair("rc_pingpong", a, b, &["-n", "50", "-s", "2000", "-c"]);
