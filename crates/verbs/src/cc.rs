@@ -176,6 +176,9 @@ impl CongestionControl for OverMinRtt {
     fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
         self.inner.on_send_moved(now, bytes)
     }
+    fn counts_sends(&self) -> bool {
+        self.inner.counts_sends()
+    }
     fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
         self.inner.on_ack(now, acked_bytes, rtt)
     }

@@ -495,6 +495,10 @@ mod tests {
         assert!(
             !Hpcc::new(HpccConfig::new(100_000_000_000, 10_000), 100_000_000_000).counts_sends()
         );
+        // The delay- and ECN-window controllers read no sends either.
+        assert!(!Timely::new(TimelyConfig::default(), 100_000_000_000).counts_sends());
+        assert!(!Swift::new(SwiftConfig::new(100_000, 4096, 100.0)).counts_sends());
+        assert!(!Dctcp::new(DctcpConfig::hpcc_ns3(), 100_000_000_000).counts_sends());
         let limited = RateLimit {
             inner: Box::new(Dcqcn::new(DcqcnConfig::default(), 100_000_000_000)),
             cap_bps: 1_000_000_000,

@@ -256,6 +256,12 @@ impl CongestionControl for Swift {
     fn name(&self) -> &'static str {
         "swift"
     }
+    /// Sends move nothing here (no `on_send`): the RNIC spares the call
+    /// and the re-read of the readings per packet. A future `on_send`
+    /// must turn this back on (debug builds check every send's view).
+    fn counts_sends(&self) -> bool {
+        false
+    }
 
     fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
         match fb.rtt {

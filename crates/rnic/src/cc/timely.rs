@@ -195,6 +195,12 @@ impl CongestionControl for Timely {
     fn name(&self) -> &'static str {
         "timely"
     }
+    /// Sends move nothing here (no `on_send`): the RNIC spares the call
+    /// and the re-read of the readings per packet. A future `on_send`
+    /// must turn this back on (debug builds check every send's view).
+    fn counts_sends(&self) -> bool {
+        false
+    }
 
     fn on_ack_feedback(&mut self, _now: Nanos, fb: &AckFeedback) {
         let seg = self.cfg.segment_bytes;
