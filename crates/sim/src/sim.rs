@@ -670,7 +670,7 @@ impl Simulator {
             deep_prefetch: false,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
-        sim.set_deep_prefetch(ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES);
+        sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
         if sim.cfg.int {
             // The first INT record is the switches' scratch (`INT_SCRATCH`),
             // never handed to a packet.
@@ -920,12 +920,6 @@ impl Simulator {
         if self.q.slot() != self.staged_slot {
             self.stage_slot();
         }
-    }
-
-    /// Turns the later look-ahead stages on or off (before the run; the
-    /// test below runs a small fabric both ways).
-    fn set_deep_prefetch(&mut self, on: bool) {
-        self.deep_prefetch = on;
     }
 
     /// [`prefetch_upcoming`](Self::prefetch_upcoming) for a slot the
@@ -3115,7 +3109,7 @@ sample_us = 5
             let run = |deep: bool| {
                 let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
                 assert!(!sim.deep_prefetch, "{cc}: a small fabric");
-                sim.set_deep_prefetch(deep);
+                sim.deep_prefetch = deep;
                 sim.trace = Some(Vec::new());
                 sim.run().unwrap();
                 let trace = sim.trace.take().unwrap_or_default();
