@@ -962,8 +962,8 @@ const _: () = assert!(SLOT_BITS + PLACE_BITS <= 16);
 /// slots fill in schedule order, so an event's place in `v` orders it
 /// just as its sequence number does, and `(time in slot, place)` orders
 /// the slot exactly as `(time, sequence)`: a 16-bit key. Each event's
-/// rank is then the count of smaller keys, compared eight at a time with
-/// no branch (see [`rank_sort`]). A slot not in schedule order
+/// rank is then the count of smaller keys, compared four or eight at a
+/// time with no branch (see [`rank_sort`]). A slot not in schedule order
 /// (`in_order` false: it took events from the overflow heap, or a rewind
 /// put sorted events back) takes the general sort. The caller knows which
 /// from how the slot was filled, so the rank sort need not check each
@@ -982,10 +982,27 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
     // `rank_sort_any` behind a size test: the nested form costs about one
     // instruction per event on the 320-host fat tree, where every slot
     // takes this path (callgrind, session 16).
+    //
+    // Lanes of 4 and 24 besides 8, 16, 32 and 64: the rank sort's cost
+    // grows with its lanes, not the slot's events (the padding lanes work
+    // too), and the 1 ms 320-host runs' slots hold about five events.
+    // 2.6 % fewer instructions on `config_fat_hpcc` (16.11 G to 15.69 G)
+    // and 3.0 % on `config_fat_dcqcn` (14.08 G to 13.67 G), for 3.3 M
+    // (+5 %) and 1.8 M (+3 %) more simulated mispredicts: the size test
+    // has one more split to guess (cachegrind, session 20).
+    //
+    // A measured dead end: checking a slot of up to 8 events for being
+    // sorted already (a branch-free pass over its keys) and skipping the
+    // sort then. On top of the lanes above it cost 66 M and 73 M more
+    // instructions on the same two runs, and saved 1.9 M mispredicts on
+    // the one and added 1.0 M on the other (session 20): too few slots
+    // come sorted to pay for the pass over the rest.
     match v.len() {
-        0..=8 => rank_sort::<8>(v),
+        0..=4 => rank_sort::<4>(v),
+        5..=8 => rank_sort::<8>(v),
         9..=16 => rank_sort::<16>(v),
-        17..=32 => rank_sort::<32>(v),
+        17..=24 => rank_sort::<24>(v),
+        25..=32 => rank_sort::<32>(v),
         33..=RANK_MAX => rank_sort::<RANK_MAX>(v),
         _ => bucket_sort(v, scratch),
     }
@@ -1061,12 +1078,12 @@ fn in_schedule_order(v: &[Entry]) -> bool {
         .all(|w| w[0].key & LOW_MASK < w[1].key & LOW_MASK)
 }
 
-/// [`sort_slot`]'s rank sort of `v` (at most `L` events, `L` a whole
-/// number of 8-lane vectors), which must be in schedule order (the
-/// order is exact only then).
+/// [`sort_slot`]'s rank sort of `v` (at most `L` events, `L` a multiple
+/// of 4: half an SSE2 vector of `i16` lanes or whole ones), which must be
+/// in schedule order (the order is exact only then).
 #[inline(always)]
 fn rank_sort<const L: usize>(v: &mut [Entry]) {
-    debug_assert!(v.len() <= L && L <= RANK_MAX && L.is_multiple_of(8));
+    debug_assert!(v.len() <= L && L <= RANK_MAX && L.is_multiple_of(4));
     debug_assert!(in_schedule_order(v), "slot not in schedule order");
     // Keys, padded with the largest (never smaller than a key, so padding
     // counts for nothing); the sign bit flipped so a signed compare
@@ -1592,7 +1609,9 @@ mod tests {
         // joined by events from the overflow heap (scheduled earlier, so
         // with smaller sequence numbers: the slot is not in schedule
         // order and takes the general sort), and by events scheduled into
-        // it once it is current (inserted in order).
+        // it once it is current (inserted in order). Every size, so both
+        // sides of each of the rank sort's lane counts (4, 8, 16, 24, 32,
+        // 64) and the bucket sort past them.
         let mut x: u64 = 99;
         for n in 0..=100usize {
             for joined in [false, true] {
