@@ -989,7 +989,12 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
     // 2.6 % fewer instructions on `config_fat_hpcc` (16.11 G to 15.69 G)
     // and 3.0 % on `config_fat_dcqcn` (14.08 G to 13.67 G), for 3.3 M
     // (+5 %) and 1.8 M (+3 %) more simulated mispredicts: the size test
-    // has one more split to guess (cachegrind, session 20).
+    // has one more split to guess (cachegrind, session 20; of those only
+    // 1.4 M are the sort's own, the rest other branches the model's
+    // address-indexed table now aliases). In user time the full fat5ms
+    // HPCC run came out even: 14 interleaved pairs, ratios 0.85-1.14,
+    // mean 1.00, median 1.03, at load 2-9; the full DCQCN run 0.95 and
+    // 0.96 (two pairs).
     //
     // A measured dead end: checking a slot of up to 8 events for being
     // sorted already (a branch-free pass over its keys) and skipping the
