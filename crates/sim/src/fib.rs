@@ -83,25 +83,6 @@ impl Fib {
         }
     }
 
-    /// The next hop at switch `node` toward host `dst` that `choose`
-    /// picks by its index among the `n` there (`choose(n)` must be below
-    /// `n`; called only when there is one), or `None` when there is none.
-    /// What [`get`](Self::get) then indexing gives, with fewer bounds
-    /// checks on the compact table (the packet path's lookup).
-    #[inline(always)]
-    pub fn pick(&self, node: usize, dst: u32, choose: impl FnOnce(usize) -> usize) -> Option<u16> {
-        match self {
-            Fib::Compact(c) => c.pick(node, dst, choose),
-            Fib::Full(r) => {
-                let hops = r.get(node, dst);
-                if hops.is_empty() {
-                    return None;
-                }
-                hops.get(choose(hops.len())).copied()
-            }
-        }
-    }
-
     /// Starts loading the entry [`get`](Self::get) reads for (`node`,
     /// `dst`): at 8,192 hosts the compact table is 1.3 MB and a lookup per
     /// switch hop missed the cache (a sixth of the packet path's stalls).
@@ -189,29 +170,6 @@ impl Compact {
     // of a lookup that the switch arrival then waits on.
     #[inline(always)]
     fn get(&self, node: usize, dst: u32) -> &[u16] {
-        let at = self.row_of(node, dst);
-        let n = usize::from(self.rows[at]);
-        &self.rows[at + 1..at + 1 + n]
-    }
-
-    /// [`Fib::pick`] in this table: the row's length and the one port
-    /// chosen, read without the row's slice (whose two bounds checks and
-    /// the caller's third were most of the lookup's branches).
-    #[inline(always)]
-    fn pick(&self, node: usize, dst: u32, choose: impl FnOnce(usize) -> usize) -> Option<u16> {
-        let at = self.row_of(node, dst);
-        let n = usize::from(self.rows[at]);
-        if n == 0 {
-            return None;
-        }
-        let i = choose(n);
-        debug_assert!(i < n, "pick {i} of {n}");
-        self.rows.get(at + 1 + i).copied()
-    }
-
-    /// Where the row of (`node`, `dst`) starts in `rows` (its length).
-    #[inline(always)]
-    fn row_of(&self, node: usize, dst: u32) -> usize {
         let h = &self.host[dst as usize];
         let list = if self.edge_by_branch {
             if h.edge as usize == node {
@@ -231,7 +189,9 @@ impl Compact {
             let own = u16::from(h.edge as usize == node).wrapping_neg();
             (h.list & own) | (via & !own)
         };
-        self.first + (usize::from(list) << self.shift)
+        let at = self.first + (usize::from(list) << self.shift);
+        let n = usize::from(self.rows[at]);
+        &self.rows[at + 1..at + 1 + n]
     }
 
     /// The list ids of `lists` (each stored once) laid out as rows (see
