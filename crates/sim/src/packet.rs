@@ -117,7 +117,8 @@ pub struct Packet {
     /// hops recorded so far (top 8).
     dst_hops: u32,
     /// The ECMP key: the UDP source port, or with [`F_NS3_KEY`] ns-3's
-    /// `sport | dport << 16` in the packet's direction.
+    /// `sport | dport << 16` in the packet's direction, scrambled as its
+    /// hash scrambles it (see [`Packet::set_ns3_ports`]).
     ecmp: u32,
     /// Index of the packet's INT record (`u32::MAX`: none).
     int_rec: u32,
@@ -285,15 +286,19 @@ impl Packet {
         self.ecmp as u16
     }
 
-    /// ns-3's `sport | dport << 16` of the packet's direction, if set.
+    /// ns-3's `sport | dport << 16` of the packet's direction, if set, as
+    /// [`murmur3_mix`](crate::ecmp::ns3::murmur3_mix) scrambled it (the
+    /// form its hash takes at every switch, see
+    /// [`select_mixed`](crate::ecmp::ns3::select_mixed)).
     #[inline]
-    pub fn ns3_ports(&self) -> Option<u32> {
+    pub fn ns3_key(&self) -> Option<u32> {
         (self.flags() & F_NS3_KEY != 0).then_some(self.ecmp)
     }
 
-    /// Keys ns-3's ECMP hash with `ports` (instead of the source port).
+    /// Keys ns-3's ECMP hash with `ports` (instead of the source port),
+    /// scrambled once here rather than at each switch the packet crosses.
     pub fn set_ns3_ports(&mut self, ports: u32) {
-        self.ecmp = ports;
+        self.ecmp = crate::ecmp::ns3::murmur3_mix(ports);
         self.src_flags |= F_NS3_KEY << 24;
     }
 
@@ -600,7 +605,7 @@ mod tests {
             (p.prio(), p.ecn_capable(), p.ce(), p.control()),
             (3, true, false, false)
         );
-        assert_eq!((p.sport(), p.ns3_ports()), (0xc123, None));
+        assert_eq!((p.sport(), p.ns3_key()), (0xc123, None));
         assert_eq!(p.int(), IntRef::NONE);
         p.set_ce();
         p.set_prio(7);
@@ -622,7 +627,10 @@ mod tests {
         );
         assert_eq!((p.src(), p.dst(), p.frame()), (MAX_HOST, NO_HOST, 1128));
         p.set_ns3_ports(0x12b7_c123);
-        assert_eq!(p.ns3_ports(), Some(0x12b7_c123));
+        assert_eq!(
+            p.ns3_key(),
+            Some(crate::ecmp::ns3::murmur3_mix(0x12b7_c123))
+        );
         assert_eq!(p.repr(&[]), t);
         let mut c = net(0, 1);
         c.control = true;

@@ -34,12 +34,29 @@ use crate::topology::{NodeKind, Topology};
 /// three little-endian words `key`, as `SwitchNode::EcmpHash` computes it
 /// for its 12-byte key.
 pub fn murmur3_words(key: [u32; 3], seed: u32) -> u32 {
+    murmur3_mixed(key.map(murmur3_mix), seed)
+}
+
+/// MurmurHash3's scramble of one key word before it meets the state: the
+/// part of the hash that does not depend on the seed. ns-3's key is the
+/// same at every switch a packet crosses and only the seed (the switch's
+/// id) changes, so the simulator scrambles each word once (the addresses
+/// when it builds its table, the ports when the packet is made) and every
+/// hop runs only [`murmur3_mixed`]: nine multiplications and rotations
+/// fewer per switch hop, three of them on the chain the egress port
+/// waits on.
+#[inline]
+pub const fn murmur3_mix(k: u32) -> u32 {
+    k.wrapping_mul(0xcc9e_2d51)
+        .rotate_left(15)
+        .wrapping_mul(0x1b87_3593)
+}
+
+/// [`murmur3_words`] of the key whose words [`murmur3_mix`] made `mixed`.
+#[inline]
+pub fn murmur3_mixed(mixed: [u32; 3], seed: u32) -> u32 {
     let mut h = seed;
-    for mut k in key {
-        k = k
-            .wrapping_mul(0xcc9e_2d51)
-            .rotate_left(15)
-            .wrapping_mul(0x1b87_3593);
+    for k in mixed {
         h ^= k;
         h = h.rotate_left(13);
         h = h.wrapping_mul(5).wrapping_add(0xe654_6b64);
@@ -55,15 +72,26 @@ pub fn murmur3_words(key: [u32; 3], seed: u32) -> u32 {
 /// Index of ns-3's next hop among `n` for a packet from `sip` to `dip`
 /// with UDP ports `ports` (`sport | dport << 16`) at the switch with node
 /// id `node`.
-#[inline]
+pub fn select(sip: u32, dip: u32, ports: u32, node: u32, n: usize) -> usize {
+    select_mixed(
+        [murmur3_mix(sip), murmur3_mix(dip), murmur3_mix(ports)],
+        node,
+        n,
+    )
+}
+
+/// [`select`] of the key words scrambled by [`murmur3_mix`] (what the
+/// simulator's packet path keeps).
+///
 /// Hashes even for one next hop (`n` = 1 gives 0 either way): on the
 /// packet path a branch on `n` mispredicted, as hops down to a host (one
 /// next hop) and hops up (several) come in no order.
-pub fn select(sip: u32, dip: u32, ports: u32, node: u32, n: usize) -> usize {
+#[inline]
+pub fn select_mixed(mixed: [u32; 3], node: u32, n: usize) -> usize {
     if n == 0 {
         0
     } else {
-        super::rem32(murmur3_words([sip, dip, ports], node), n)
+        super::rem32(murmur3_mixed(mixed, node), n)
     }
 }
 
