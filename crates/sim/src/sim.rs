@@ -1687,6 +1687,18 @@ impl Simulator {
     /// its own, saving and restoring registers was over half of its
     /// instructions, and most calls find the timer already right. The
     /// rare due-already case stays out of line.
+    ///
+    /// What the timers it arms are (counted per `HostTimer` event on the
+    /// full fat5ms runs, session 20): HPCC 4.22 M, of which 2 K stale,
+    /// 1.00 M with the host's port busy and 3.21 M with it idle, every
+    /// one a pacing deadline; DCQCN 3.64 M (1.33 M busy, 2.32 M idle;
+    /// 2.76 M pacing, 0.89 M rate-increase ticks). HPCC does not run many
+    /// more timers: its extra time is per ACK (the window update) and per
+    /// paced packet, whose send a timer makes. A timer due before the
+    /// busy port's frame ends could be left to that frame's `TxDone` only
+    /// for a pure pacing deadline (every deadline due before the frame's
+    /// end), which the RNIC's timer index cannot tell without a walk; at
+    /// about 1 % of the run's events it was not attempted.
     #[inline(always)]
     fn arm_host_timer(&mut self, host: u32) {
         let now = self.q.now();
