@@ -51,9 +51,13 @@ impl<M: Memory> Rnic<M> {
 
     /// Stage 2 (after [`prefetch_device`](Self::prefetch_device)): the
     /// ready set's word and the QP table's slots where the next poll
-    /// looks, and QP `qpn`'s slot if a packet for it is on its way.
+    /// looks, QP `qpn`'s slot if a packet for it is on its way, and the
+    /// timer heap's first entry (every poll ends by reading the next
+    /// deadline; at 8,192 hosts that load was 18 % of `kick_host`'s perf
+    /// samples).
     #[inline]
     pub fn prefetch_tables(&self, hint: Hint, qpn: Option<u32>) {
+        self.timers.prefetch_first(hint);
         self.ready.prefetch_near(hint, self.rr_next);
         self.qps.prefetch_slot(hint, self.rr_next);
         if let Some(q) = qpn {

@@ -181,6 +181,16 @@ impl Timers {
         (self.heap.capacity() * std::mem::size_of::<Reverse<(Nanos, u32)>>()) as u64
     }
 
+    /// Starts loading the heap's first entry, which
+    /// [`first`](Self::first) reads on every poll: the heap is an
+    /// allocation of its own, so the device's lines do not bring it.
+    #[inline]
+    pub fn prefetch_first(&self, hint: crate::prefetch::Hint) {
+        if let Some(e) = self.heap.as_slice().first() {
+            hint(e as *const _ as *const u8);
+        }
+    }
+
     /// The earliest current deadline.
     pub fn first(&self) -> Option<Nanos> {
         self.heap.peek().map(|e| e.0.0)
