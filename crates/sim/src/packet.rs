@@ -161,10 +161,16 @@ impl Packet {
     // RNIC's packet field by field (issue 12).
     #[inline(always)]
     pub fn new(net: Net, repr: &TransportRepr, ext: impl FnOnce() -> u32) -> Packet {
-        assert!(net.src <= MAX_HOST, "host {} in a packet", net.src);
+        // The checks' messages are formatted out of line, from values
+        // passed in registers: formatting `net`'s fields in place made the
+        // compiler store the whole of `net` to the stack first, on every
+        // packet sent (issue 12).
+        if net.src > MAX_HOST {
+            bad_host(net.src);
+        }
         let (Ok(frame), Ok(payload)) = (u16::try_from(net.frame), u16::try_from(net.payload))
         else {
-            panic!("frame of {} bytes", net.frame);
+            bad_frame(net.frame, net.payload);
         };
         let flags = u32::from(net.prio) & F_PRIO
             | if net.ecn_capable { F_ECN_CAPABLE } else { 0 }
@@ -410,6 +416,20 @@ impl Packet {
         }
         t
     }
+}
+
+/// [`Packet::new`]'s refusal of a host beyond [`MAX_HOST`].
+#[cold]
+#[inline(never)]
+fn bad_host(src: u32) -> ! {
+    panic!("host {src} in a packet")
+}
+
+/// [`Packet::new`]'s refusal of a frame or payload over 64 KiB.
+#[cold]
+#[inline(never)]
+fn bad_frame(frame: u32, payload: u32) -> ! {
+    panic!("frame of {frame} bytes (payload {payload})")
 }
 
 /// Whether `s` comes back from its byte (some values of the enum, such as
