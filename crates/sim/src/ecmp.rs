@@ -44,7 +44,7 @@ pub fn hash(t: &FiveTuple, seed: u64) -> u64 {
 }
 
 /// Index of the chosen next hop among `n` (n ≥ 1).
-/// Unlike [`ns3::select`] it skips the hash for one next hop: this hash
+/// Unlike [`ns3::select_mixed`] it skips the hash for one next hop: this hash
 /// costs more, and large fabrics (where it is used) route each arrival
 /// twice, once ahead to prefetch its egress port.
 pub fn select(t: &FiveTuple, seed: u64, n: usize) -> usize {

@@ -985,9 +985,10 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
     //
     // Lanes of 4 and 24 besides 8, 16, 32 and 64: the rank sort's cost
     // grows with its lanes, not the slot's events (the padding lanes work
-    // too), and the 1 ms 320-host runs' slots hold about five events.
-    // 2.6 % fewer instructions on `config_fat_hpcc` (16.11 G to 15.69 G)
-    // and 3.0 % on `config_fat_dcqcn` (14.08 G to 13.67 G), for 3.3 M
+    // too), and the 1 ms 320-host runs' slots (`config_fat_*`: 3.48 M
+    // slots settled for 17.75 M events) hold about five events, fewer than
+    // the busier fat5ms runs' (above). 2.6 % fewer instructions on
+    // `config_fat_hpcc` (16.11 G to 15.69 G) and 2.9 % on `config_fat_dcqcn` (14.08 G to 13.67 G), for 3.3 M
     // (+5 %) and 1.8 M (+3 %) more simulated mispredicts: the size test
     // has one more split to guess (cachegrind, session 20; of those only
     // 1.4 M are the sort's own, the rest other branches the model's
@@ -1013,13 +1014,29 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
     }
 }
 
-/// [`rank_sort`] with the fewest lanes that hold `v` (at most
-/// [`RANK_MAX`] events).
+/// [`rank_sort`] with the fewest of 4, 8, 16, 32 or [`RANK_MAX`] lanes
+/// that hold `v` (at most [`RANK_MAX`] events); two events take one
+/// compare.
+///
+/// [`bucket_sort`]'s sub-slots are this sort's slots: at 8,192 hosts a
+/// 32 ps sub-slot holds about 2.5 events, and with 8 lanes as the least
+/// most of the work was padding. The compare for two and the 4-lane sort
+/// for three or four cut user time on the k=32 fat tree cut at 300 µs by
+/// 3.1 % (five interleaved pairs, faster in each: 56.80 s against
+/// 55.04 s in all, session 20, quiet machine; same outputs).
 #[inline(always)]
 fn rank_sort_any(v: &mut [Entry]) {
     match v.len() {
         0 | 1 => {}
-        2..=8 => rank_sort::<8>(v),
+        // Two events (a k=32 sub-slot holds about 2.5): one compare. The
+        // keys are unique (their low bits are sequence numbers).
+        2 => {
+            if v[0].key > v[1].key {
+                v.swap(0, 1);
+            }
+        }
+        3 | 4 => rank_sort::<4>(v),
+        5..=8 => rank_sort::<8>(v),
         9..=16 => rank_sort::<16>(v),
         17..=32 => rank_sort::<32>(v),
         _ => rank_sort::<RANK_MAX>(v),
@@ -1156,6 +1173,47 @@ fn sort_ascending(v: &mut [Entry]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucket_sort_sorts_sub_slots_of_every_small_size() {
+        // Slots past the rank sort's lanes, whose 32 sub-slots each hold
+        // 0-9 events (sizes 2, 3 and 4 take their own paths in
+        // `rank_sort_any`), in schedule order as a calendar slot is.
+        let mut x: u64 = 7;
+        let mut scratch = Vec::new();
+        for round in 0..40u64 {
+            let mut v = Vec::new();
+            let mut seq = 1u64;
+            while v.len() <= RANK_MAX {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let bucket = x % BUCKETS as u64;
+                let burst = (x >> 8) % 10 + round % 3;
+                for _ in 0..burst {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    // A time within the bucket (few distinct values, so
+                    // ties too), then the sequence number.
+                    let off = (bucket << (SLOT_BITS - BUCKET_BITS)) | (x % 4);
+                    v.push(Entry {
+                        key: (off << OFF_SHIFT) | (seq << TAG_BITS),
+                        data: seq,
+                    });
+                    seq += 1;
+                }
+            }
+            let mut want = v.clone();
+            want.sort_by_key(|e| e.key);
+            sort_slot(&mut v, &mut scratch, true);
+            assert_eq!(
+                v.iter().map(|e| e.key).collect::<Vec<_>>(),
+                want.iter().map(|e| e.key).collect::<Vec<_>>(),
+                "round {round}"
+            );
+        }
+    }
 
     #[test]
     fn ties_are_fifo_and_time_ordered() {
@@ -1444,8 +1502,8 @@ mod tests {
             0i64..50_000_000_000,
             -5_000i64..0,
         ];
-        // Bursts of every size the slot sort treats apart (one event, a
-        // few 8-lane vectors, beyond its bound: split into sub-slots, some
+        // Bursts of every size the slot sort treats apart (one event, the
+        // rank sort's lane counts, beyond its bound: split into sub-slots, some
         // of them beyond the bound again), near and beyond the calendar.
         let burst = (
             prop_oneof![Just(0u64), 1_024u64..3_000_000, 40_000_000u64..41_000_000],

@@ -157,7 +157,7 @@ impl Packet {
     /// only when the headers do not fit the slot) keeps `repr` in the side
     /// table and says where. `net.src` must be at most [`MAX_HOST`] (the
     /// simulator refuses larger fabrics), the frame and payload at most
-    /// 64 KiB (a RoCEv2 frame is at most a 4 KiB payload plus headers).
+    /// 65,535 bytes (a RoCEv2 frame is at most a 4 KiB payload plus headers).
     // Inlined into the host's transmit poll, which builds `net` from the
     // RNIC's packet field by field (issue 12).
     #[inline(always)]
@@ -288,8 +288,9 @@ impl Packet {
         u32::from(self.payload)
     }
 
-    /// The UDP source port (when [`Packet::ns3_ports`] is `None`, the
-    /// only ECMP key the packet has).
+    /// The UDP source port, the packet's only ECMP key when
+    /// [`Packet::ns3_key`] is `None`; meaningless when it is `Some` (the
+    /// field then holds ns-3's scrambled key).
     #[inline]
     pub fn sport(&self) -> u16 {
         self.ecmp as u16
@@ -433,7 +434,7 @@ fn bad_host(src: u32) -> ! {
     panic!("host {src} in a packet")
 }
 
-/// [`Packet::new`]'s refusal of a frame or payload over 64 KiB.
+/// [`Packet::new`]'s refusal of a frame or payload over 65,535 bytes.
 #[cold]
 #[inline(never)]
 fn bad_frame(frame: u32, payload: u32) -> ! {
@@ -665,6 +666,19 @@ mod tests {
             p.ns3_key(),
             Some(crate::ecmp::ns3::murmur3_mix(0x12b7_c123))
         );
+        // What a switch picks from the stored key (its addresses
+        // scrambled as the simulator's table keeps them) is ns-3's pick
+        // from the plain words.
+        use crate::ecmp::ns3::{murmur3_mix, select, select_mixed};
+        let key = p.ns3_key().expect("set above");
+        for (sip, dip) in [(0x0b00_0001u32, 0x0b00_0101u32), (0x0b01_3f01, 0x0b00_9901)] {
+            for (node, n) in [(320u32, 1usize), (321, 2), (375, 4), (400, 7), (3, 16)] {
+                assert_eq!(
+                    select_mixed([murmur3_mix(sip), murmur3_mix(dip), key], node, n),
+                    select(sip, dip, 0x12b7_c123, node, n)
+                );
+            }
+        }
         assert_eq!(p.repr(&[]), t);
         let mut c = net(0, 1);
         c.control = true;

@@ -989,6 +989,7 @@ mod tests {
             m.release(1, 3, size);
             let got = m.q[NPRIO + 3];
             proptest::prop_assert_eq!((got.rsv, got.shared, got.hdrm, m.shared_used), (q.rsv, q.shared, q.hdrm, used));
+            proptest::prop_assert_eq!(m.used, (rsv + shared + hdrm).saturating_sub(size));
         }
     }
 }

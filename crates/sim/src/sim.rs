@@ -2206,14 +2206,14 @@ impl Simulator {
             return;
         }
         let pick = match (&self.cfg.ecmp, ns3_key) {
-            (EcmpMode::Ns3 { .. }, Some(ports)) => {
+            (EcmpMode::Ns3 { .. }, Some(key)) => {
                 // ns-3 hashes its own addresses and ports (set in the
                 // packet by its sender, in the packet's direction; all
                 // three scrambled beforehand). Also for a single next hop
                 // (which it picks then): a branch on the count
                 // mispredicted (see `ecmp::ns3::select_mixed`).
                 let ip = |h: u32| self.ns3_ips[h as usize];
-                ecmp::ns3::select_mixed([ip(src), ip(dst), ports], node, hops.len())
+                ecmp::ns3::select_mixed([ip(src), ip(dst), key], node, hops.len())
             }
             _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
         };

@@ -256,6 +256,25 @@ mod tests {
     }
 
     #[test]
+    fn select_is_the_byte_hash_reduced() {
+        // `select` (the word form, scrambled in two steps) against the
+        // independent byte-oriented hash, reduced to `n` next hops.
+        for (sip, dip, ports) in [
+            (0x0b00_0001u32, 0x0b00_0101u32, 10000u32 | 100 << 16),
+            (0x0b01_3f01, 0x0b00_9901, 100 | 10003 << 16),
+        ] {
+            let mut b = Vec::new();
+            for w in [sip, dip, ports] {
+                b.extend_from_slice(&w.to_le_bytes());
+            }
+            for (node, n) in [(320u32, 1usize), (321, 2), (375, 3), (400, 4), (9, 16)] {
+                let want = super::super::rem32(murmur3_bytes(&b, node), n);
+                assert_eq!(select(sip, dip, ports, node, n), want);
+            }
+        }
+    }
+
+    #[test]
     fn word_form_equals_byte_form() {
         for (sip, dip, ports, seed) in [
             (0x0b00_0001u32, 0x0b00_0101u32, 10000u32 | 100 << 16, 320u32),
