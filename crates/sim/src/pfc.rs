@@ -184,6 +184,22 @@ struct Ingress {
 }
 
 impl Ingress {
+    /// Takes `size` bytes off the account: headroom first, then shared
+    /// (off the pool's `shared_used` too), then reserve, each no more
+    /// than it holds.
+    #[inline(always)]
+    fn release_walk(&mut self, shared_used: &mut u64, size: u64) {
+        let mut left = size;
+        let h = self.hdrm.min(left);
+        self.hdrm -= h;
+        left -= h;
+        let s = self.shared.min(left);
+        self.shared -= s;
+        *shared_used -= s;
+        left -= s;
+        self.rsv -= self.rsv.min(left);
+    }
+
     /// XOFF is due (see [`Mmu::check_xoff`]): `above_zero` tells whether
     /// every port's threshold is at least a byte now, `threshold` gives
     /// this port's (computed only when needed).
@@ -483,16 +499,7 @@ impl Mmu {
             // one branch that rarely changes its mind.
             q.rsv -= q.rsv.min(size);
         } else {
-            let mut left = size;
-            let h = q.hdrm.min(left);
-            q.hdrm -= h;
-            left -= h;
-            let s = q.shared.min(left);
-            q.shared -= s;
-            self.shared_used -= s;
-            left -= s;
-            let r = q.rsv.min(left);
-            q.rsv -= r;
+            q.release_walk(&mut self.shared_used, size);
         }
         self.used = self.used.saturating_sub(size);
         if !check {
@@ -963,8 +970,7 @@ mod tests {
 
         /// A release takes headroom first, then shared, then reserve: the
         /// short cut for an account holding reserve only leaves what the
-        /// full walk (written out here as it stood before the short cut)
-        /// leaves, from any account.
+        /// full walk ([`Ingress::release_walk`]) leaves, from any account.
         #[test]
         fn release_matches_the_walk(
             rsv in proptest::prop_oneof![proptest::strategy::Just(0u64), 0..10_000u64],
@@ -977,15 +983,7 @@ mod tests {
             m.used = rsv + shared + hdrm;
             m.q[NPRIO + 3] = Ingress { rsv, shared, hdrm, ..Ingress::default() };
             let (mut q, mut used) = (m.q[NPRIO + 3], m.shared_used);
-            let mut left = size;
-            let h = q.hdrm.min(left);
-            q.hdrm -= h;
-            left -= h;
-            let s = q.shared.min(left);
-            q.shared -= s;
-            used -= s;
-            left -= s;
-            q.rsv -= q.rsv.min(left);
+            q.release_walk(&mut used, size);
             m.release(1, 3, size);
             let got = m.q[NPRIO + 3];
             proptest::prop_assert_eq!((got.rsv, got.shared, got.hdrm, m.shared_used), (q.rsv, q.shared, q.hdrm, used));
