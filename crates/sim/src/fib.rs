@@ -189,9 +189,27 @@ impl Compact {
             let own = u16::from(h.edge as usize == node).wrapping_neg();
             (h.list & own) | (via & !own)
         };
+        self.row(list)
+    }
+
+    /// The next hops of list `list`, which must be an id `build` stored
+    /// (every entry of `host` and `spans` is one), read without bounds
+    /// checks: the row's start and its range were three checks (six
+    /// instructions) on every switch hop.
+    #[inline(always)]
+    fn row(&self, list: u16) -> &[u16] {
         let at = self.first + (usize::from(list) << self.shift);
-        let n = usize::from(self.rows[at]);
-        &self.rows[at + 1..at + 1 + n]
+        debug_assert!(at < self.rows.len());
+        // SAFETY: `lay_out` made `rows` `first + lists × stride` long (and
+        // more), with list `list` (an id below the lists' count: the ids
+        // `build` hands out index `lists`) at `at`, its length there being
+        // below the stride (`stride > widest`), so `at + 1 + n` is at most
+        // `first + (list + 1) × stride`, within `rows`.
+        unsafe {
+            let n = usize::from(*self.rows.get_unchecked(at));
+            debug_assert!(at + 1 + n <= self.rows.len() && n < 1 << self.shift);
+            self.rows.get_unchecked(at + 1..at + 1 + n)
+        }
     }
 
     /// The list ids of `lists` (each stored once) laid out as rows (see
