@@ -632,6 +632,24 @@ impl EventQueue {
         unsafe { self.slots.get_unchecked_mut(i & self.mask) }
     }
 
+    /// Calendar slot `i` (see [`slot_mut`](Self::slot_mut)).
+    #[inline(always)]
+    fn slot_ref(&self, i: usize) -> &Vec<Entry> {
+        debug_assert!(i <= self.mask && self.slots.len() == self.mask + 1);
+        // SAFETY: as in `slot_mut`.
+        unsafe { self.slots.get_unchecked(i & self.mask) }
+    }
+
+    /// The occupancy word `w` (below `(mask + 1) / 64`), unchecked (see
+    /// [`mark_occupied`](Self::mark_occupied)).
+    #[inline(always)]
+    fn occupied_word(&self, w: usize) -> u64 {
+        debug_assert!(w < self.occupied.len());
+        // SAFETY: `occupied` is `(mask + 1) / 64` words long (see
+        // `mark_occupied`), and `w & (mask >> 6)` is below that.
+        unsafe { *self.occupied.get_unchecked(w & (self.mask >> 6)) }
+    }
+
     /// Marks calendar slot `i` (at most `mask`) as holding events.
     #[inline(always)]
     fn mark_occupied(&mut self, i: usize) {
@@ -745,8 +763,8 @@ impl EventQueue {
         for s in from..to {
             // The slot that comes up as many slots later: start loading
             // its first entries now, so reading them then does not wait.
-            prefetch_entries(&self.slots[((s + LOOKAHEAD) as usize) & self.mask]);
-            for e in &self.slots[(s as usize) & self.mask] {
+            prefetch_entries(self.slot_ref(((s + LOOKAHEAD) as usize) & self.mask));
+            for e in self.slot_ref((s as usize) & self.mask) {
                 let tag = e.key & ((1 << TAG_BITS) - 1);
                 if tag <= TAG_TX_DONE {
                     tell(Upcoming {
@@ -802,14 +820,15 @@ impl EventQueue {
         // The start's word from the start on (most often the answer),
         // then whole words, then the start's word before the start: the
         // loop itself has no edge cases to test.
-        let first = self.occupied[w0];
+        let first = self.occupied_word(w0);
         if first & (!0u64 << b0) != 0 {
             return found(w0, first & (!0u64 << b0));
         }
         for k in 1..words {
             let w = (w0 + k) & (words - 1);
-            if self.occupied[w] != 0 {
-                return found(w, self.occupied[w]);
+            let bits = self.occupied_word(w);
+            if bits != 0 {
+                return found(w, bits);
             }
         }
         let wrapped = first & !(!0u64 << b0);
@@ -854,13 +873,24 @@ impl EventQueue {
             // slot's, so they end it.
             let mut in_order = true;
             if from_cal == Some(next) {
-                let bit = 1 << (i % 64);
-                self.occupied[i / 64] &= !bit;
-                in_order = self.unordered[i / 64] & bit == 0;
-                self.unordered[i / 64] &= !bit;
+                let (bit, w) = (1 << (i % 64), (i & self.mask) / 64);
+                debug_assert!(w < self.occupied.len() && w < self.unordered.len());
+                // SAFETY: `occupied` and `unordered` are `(mask + 1) / 64`
+                // words long from `with_slots` on (never resized), and
+                // `w` is at most `mask / 64`. (Unchecked, as `slot_mut`:
+                // settling a slot paid four bounds checks here.)
+                unsafe {
+                    *self.occupied.get_unchecked_mut(w) &= !bit;
+                    let u = self.unordered.get_unchecked_mut(w);
+                    in_order = *u & bit == 0;
+                    *u &= !bit;
+                }
                 // `current` is empty: trade buffers, keeping both
                 // allocations.
-                std::mem::swap(&mut self.current, &mut self.slots[i]);
+                debug_assert!(i <= self.mask && self.slots.len() == self.mask + 1);
+                // SAFETY: as in `slot_mut`.
+                let slot = unsafe { self.slots.get_unchecked_mut(i & self.mask) };
+                std::mem::swap(&mut self.current, slot);
             }
             while let Some(e) = self.overflow.peek()
                 && e.time >> SLOT_BITS <= next
