@@ -273,7 +273,6 @@ impl QpSlot {
 struct SwitchState {
     node: u32,
     mmu: Mmu,
-    seed: u64,
 }
 
 /// Every event reads its node's record: 32 bytes, aligned to 32 so it
@@ -333,6 +332,15 @@ pub struct Simulator {
     /// visits only those switches, not every port of the fabric every
     /// interval (327,680 queues at 8,192 hosts).
     switch_ports_queued: Vec<u32>,
+    /// Each switch's ECMP hash seed, in a table of their own (10 KB at
+    /// 1,280 switches, which stays cached): in a switch's record the seed
+    /// had a line to itself past the buffer state's, one more line per
+    /// switch hop (and a load the look-ahead waited on).
+    switch_seeds: Vec<u64>,
+    /// Every switch's ports share one alpha (see `Mmu::alpha_uniform`):
+    /// the look-ahead then loads no alpha, and does not read a switch's
+    /// buffer state to find that out.
+    alphas_uniform: bool,
     flows: Vec<FlowState>,
     /// With [`EcmpMode::Ns3`], the ports ns-3 gives each flow (else
     /// empty), which a sending host writes into the packet so that no
@@ -545,7 +553,6 @@ impl Simulator {
                     switches.push(SwitchState {
                         node: i as u32,
                         mmu: Mmu::new(cfg.buffer, headroom, &rates),
-                        seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
                     });
                 }
             }
@@ -635,6 +642,9 @@ impl Simulator {
                 .map(|&n| ecmp::ns3::murmur3_mix(crate::hpcc::hpcc_ip(n as u32)))
                 .collect()
         };
+        let switch_seeds = (switches.iter())
+            .map(|s| cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(s.node))
+            .collect();
         let mut sim = Simulator {
             cfg,
             fib,
@@ -645,6 +655,8 @@ impl Simulator {
             nodes,
             hosts,
             switch_ports_queued: vec![0; switches.len()],
+            switch_seeds,
+            alphas_uniform: switches.iter().all(|s| s.mmu.alpha_uniform()),
             switches,
             flows: states,
             ns3_ips,
@@ -1020,7 +1032,11 @@ impl Simulator {
                     );
                     if d == 2 {
                         self.fib.prefetch(node as usize, p.dst());
-                        sw.mmu.prefetch(usize::from(port), prio as u8);
+                        if self.alphas_uniform {
+                            sw.mmu.prefetch_account(usize::from(port), prio as u8);
+                        } else {
+                            sw.mmu.prefetch(usize::from(port), prio as u8);
+                        }
                         continue;
                     }
                     if !hash || p.dst() as usize >= self.topo.n_hosts() {
@@ -1030,7 +1046,10 @@ impl Simulator {
                     if hops.is_empty() {
                         continue;
                     }
-                    let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
+                    let Some(&seed) = self.switch_seeds.get(ns.index as usize) else {
+                        continue;
+                    };
+                    let out = hops[ecmp::select(&tuple_of(p), seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
                         prefetch_line(o);
                         prefetch_line(&o.q[prio]);
@@ -2224,7 +2243,7 @@ impl Simulator {
                 let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select_mixed([ip(src), ip(dst), key], node, hops.len())
             }
-            _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
+            _ => ecmp::select(&tuple, self.switch_seeds[sw], hops.len()),
         };
         // Picking inside the table's lookup (its row's length and the one
         // port, no slice: two bounds checks fewer) was measured slower
