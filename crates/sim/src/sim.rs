@@ -931,6 +931,17 @@ impl Simulator {
     /// against 11.7-13.3 s, six interleaved pairs at load 6-7, ratios
     /// 0.93-1.05, mean 0.99.
     ///
+    /// A measured dead end (session 21): a copy of each queue's head frame
+    /// kept in the last eight bytes of the queue's line (refreshed from the
+    /// ring at every dequeue), so that the one-slot-ahead stage could start
+    /// loading, for a finishing switch port, the ingress account its head
+    /// frame is released from (a demand miss that was a third of
+    /// `start_tx`'s perf samples at k=32) and, when the frame may be ECN-
+    /// marked, its packet (a quarter), without another stage. Outputs were
+    /// identical; user time on the k=32 cut at 300 µs was 8-18 % higher in
+    /// all three interleaved pairs (12.5 s against 10.6, 14.2 against 13.0,
+    /// 13.8 against 12.7, load 4.5-5).
+    ///
     /// With INT, a pass over the arrivals two slots ahead that read each
     /// packet (its line started a slot earlier) to start loading the hop
     /// a switch stamps and the first hop an ACK echoes (HPCC's `on_int`
