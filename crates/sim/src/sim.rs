@@ -219,24 +219,33 @@ impl Default for SimConfig {
 }
 
 /// A host: its node, its RNIC, and the verbs objects every flow shares.
+///
+/// Laid out (`repr(C)`, line-aligned) so that what the simulator reads of
+/// it at every host event is its first line: the QP slots and their base,
+/// the node, the profile, the skipped wake-up and the timer. In Rust's
+/// own order these came after the RNIC, across two lines (12 and 13 of
+/// 14), and the look-ahead, which loads the host's line a slot before it
+/// reads `qpn_base`, loaded the other one: at 8,192 hosts that read was
+/// 5 % of the look-ahead's perf samples (k=32 cut at 300 µs).
+#[repr(C, align(64))]
 struct Host {
-    node: u32,
-    rnic: Rnic<VirtualMemory>,
-    pd: PdHandle,
-    cq: CqHandle,
-    timer_at: Option<Ps>,
-    timer_version: u32,
-    forced_at: Option<Ps>,
-    /// The sequence number reserved for the `TxDone` of the frame on the
-    /// wire (due at the port's `busy_until`), skipped because it would
-    /// find nothing to do; 0 when none (see [`Simulator::quiet_until`]).
-    wake_seq: u64,
     /// Flow of each local QPN (index `qpn - qpn_base`) and the payload
     /// delivered to that QP (see [`QpSlot`]).
     qp_flow: Vec<QpSlot>,
     qpn_base: u32,
+    node: u32,
     /// PCIe, memory, RNIC engines and CPU, with a host profile.
     path: Option<Box<HostPath>>,
+    /// The sequence number reserved for the `TxDone` of the frame on the
+    /// wire (due at the port's `busy_until`), skipped because it would
+    /// find nothing to do; 0 when none (see [`Simulator::quiet_until`]).
+    wake_seq: u64,
+    timer_at: Option<Ps>,
+    rnic: Rnic<VirtualMemory>,
+    timer_version: u32,
+    pd: PdHandle,
+    cq: CqHandle,
+    forced_at: Option<Ps>,
 }
 
 /// A local QP's flow and the payload bytes that arrived for it.
@@ -264,7 +273,6 @@ impl QpSlot {
 struct SwitchState {
     node: u32,
     mmu: Mmu,
-    seed: u64,
 }
 
 /// Every event reads its node's record: 32 bytes, aligned to 32 so it
@@ -324,6 +332,15 @@ pub struct Simulator {
     /// visits only those switches, not every port of the fabric every
     /// interval (327,680 queues at 8,192 hosts).
     switch_ports_queued: Vec<u32>,
+    /// Each switch's ECMP hash seed, in a table of their own (10 KB at
+    /// 1,280 switches, which stays cached): in a switch's record the seed
+    /// had a line to itself past the buffer state's, one more line per
+    /// switch hop (and a load the look-ahead waited on).
+    switch_seeds: Vec<u64>,
+    /// Every switch's ports share one alpha (see `Mmu::alpha_uniform`):
+    /// the look-ahead then loads no alpha, and does not read a switch's
+    /// buffer state to find that out.
+    alphas_uniform: bool,
     flows: Vec<FlowState>,
     /// With [`EcmpMode::Ns3`], the ports ns-3 gives each flow (else
     /// empty), which a sending host writes into the packet so that no
@@ -536,7 +553,6 @@ impl Simulator {
                     switches.push(SwitchState {
                         node: i as u32,
                         mmu: Mmu::new(cfg.buffer, headroom, &rates),
-                        seed: cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i as u64),
                     });
                 }
             }
@@ -626,6 +642,9 @@ impl Simulator {
                 .map(|&n| ecmp::ns3::murmur3_mix(crate::hpcc::hpcc_ip(n as u32)))
                 .collect()
         };
+        let switch_seeds = (switches.iter())
+            .map(|s| cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(s.node))
+            .collect();
         let mut sim = Simulator {
             cfg,
             fib,
@@ -636,6 +655,8 @@ impl Simulator {
             nodes,
             hosts,
             switch_ports_queued: vec![0; switches.len()],
+            switch_seeds,
+            alphas_uniform: switches.iter().all(|s| s.mmu.alpha_uniform()),
             switches,
             flows: states,
             ns3_ips,
@@ -910,6 +931,17 @@ impl Simulator {
     /// against 11.7-13.3 s, six interleaved pairs at load 6-7, ratios
     /// 0.93-1.05, mean 0.99.
     ///
+    /// A measured dead end (session 21): a copy of each queue's head frame
+    /// kept in the last eight bytes of the queue's line (refreshed from the
+    /// ring at every dequeue), so that the one-slot-ahead stage could start
+    /// loading, for a finishing switch port, the ingress account its head
+    /// frame is released from (a demand miss that was a third of
+    /// `start_tx`'s perf samples at k=32) and, when the frame may be ECN-
+    /// marked, its packet (a quarter), without another stage. Outputs were
+    /// identical; user time on the k=32 cut at 300 µs was 8-18 % higher in
+    /// all three interleaved pairs (12.5 s against 10.6, 14.2 against 13.0,
+    /// 13.8 against 12.7, load 4.5-5).
+    ///
     /// With INT, a pass over the arrivals two slots ahead that read each
     /// packet (its line started a slot earlier) to start loading the hop
     /// a switch stamps and the first hop an ACK echoes (HPCC's `on_int`
@@ -1011,7 +1043,11 @@ impl Simulator {
                     );
                     if d == 2 {
                         self.fib.prefetch(node as usize, p.dst());
-                        sw.mmu.prefetch(usize::from(port), prio as u8);
+                        if self.alphas_uniform {
+                            sw.mmu.prefetch_account(usize::from(port), prio as u8);
+                        } else {
+                            sw.mmu.prefetch(usize::from(port), prio as u8);
+                        }
                         continue;
                     }
                     if !hash || p.dst() as usize >= self.topo.n_hosts() {
@@ -1021,7 +1057,10 @@ impl Simulator {
                     if hops.is_empty() {
                         continue;
                     }
-                    let out = hops[ecmp::select(&tuple_of(p), sw.seed, hops.len())];
+                    let Some(&seed) = self.switch_seeds.get(ns.index as usize) else {
+                        continue;
+                    };
+                    let out = hops[ecmp::select(&tuple_of(p), seed, hops.len())];
                     if let Some(o) = ns.ports.get(usize::from(out)) {
                         prefetch_line(o);
                         prefetch_line(&o.q[prio]);
@@ -2229,7 +2268,7 @@ impl Simulator {
                 let ip = |h: u32| self.ns3_ips[h as usize];
                 ecmp::ns3::select_mixed([ip(src), ip(dst), key], node, hops.len())
             }
-            _ => ecmp::select(&tuple, self.switches[sw].seed, hops.len()),
+            _ => ecmp::select(&tuple, self.switch_seeds[sw], hops.len()),
         };
         // Picking inside the table's lookup (its row's length and the one
         // port, no slice: two bounds checks fewer) was measured slower
@@ -3142,6 +3181,23 @@ sample_us = 5
     /// port state, so no other test reaches them): with them on, a small
     /// fat tree runs the same events in the same order and reports the
     /// same, to the picosecond.
+    /// What every host event reads of its host is the record's first line.
+    #[test]
+    fn a_hosts_hot_fields_share_its_first_line() {
+        use std::mem::{align_of, offset_of};
+        assert_eq!(align_of::<Host>(), 64);
+        for end in [
+            offset_of!(Host, qp_flow) + std::mem::size_of::<Vec<QpSlot>>(),
+            offset_of!(Host, qpn_base) + 4,
+            offset_of!(Host, node) + 4,
+            offset_of!(Host, path) + 8,
+            offset_of!(Host, wake_seq) + 8,
+            offset_of!(Host, timer_at) + std::mem::size_of::<Option<Ps>>(),
+        ] {
+            assert!(end <= 64, "{end}");
+        }
+    }
+
     #[test]
     fn deep_prefetch_changes_nothing() {
         for cc in ["dcqcn", "hpcc"] {
