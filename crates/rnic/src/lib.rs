@@ -1296,21 +1296,65 @@ impl<M: Memory> Rnic<M> {
             &mut due,
         );
         self.settle_timers();
+        // The fields borrowed apart once for all the QPs due, and each QP
+        // re-filed as `touch` does through the reference in hand: `touch`
+        // looked the QP up a second time and `split` built the context
+        // anew for every QP (a host's timer fires once per paced packet).
+        let Rnic {
+            qps,
+            ready,
+            clock,
+            timers,
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+        };
         for &(_, qpn) in &due {
-            let (qps, mut ctx) = self.split();
-            if let Some(qp) = qps.get_mut(&qpn) {
-                qp.filed = None;
-                if qp.cc.next_tick().is_some_and(|t| t <= now) {
-                    qp.cc.on_tick(now);
-                }
-                if qp.rnr_until.is_some_and(|t| t <= now) {
-                    qp.rnr_until = None;
-                }
-                qp.on_timer(now, &mut ctx);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                // As `touch` leaves a QPN it does not know.
+                ready.insert(qpn);
+                continue;
+            };
+            qp.filed = None;
+            if qp.cc.next_tick().is_some_and(|t| t <= now) {
+                qp.cc.on_tick(now);
             }
-            self.touch(qpn);
+            if qp.rnr_until.is_some_and(|t| t <= now) {
+                qp.rnr_until = None;
+            }
+            qp.on_timer(now, &mut ctx);
+            // `touch_known`'s re-file.
+            let more = !qp.idle_tx();
+            if more {
+                ready.insert(qpn);
+            } else {
+                ready.remove(&qpn);
+            }
+            if refile_qp(qp, qpn, more, *clock, timers) {
+                settle(timers, qps);
+            }
         }
         self.due = due;
+        #[cfg(debug_assertions)]
+        for i in 0..self.due.len() {
+            self.check_scheduled(self.due[i].1);
+        }
     }
 }
 

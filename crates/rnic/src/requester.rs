@@ -42,6 +42,19 @@ impl Qp {
         }
     }
 
+    /// The retransmission deadline to arm at `now`: `rto_now(in_flight())`
+    /// from `now`, with the packets in flight counted only for IRN, the
+    /// one mode whose timeout depends on them (`in_flight` is a call of
+    /// its own, and this runs on every ACK that moves `una`).
+    #[inline]
+    fn rto_from(&self, now: Nanos) -> Option<Nanos> {
+        if self.irn() {
+            self.rto_now(self.in_flight()).map(|d| now + d)
+        } else {
+            self.rto_ns().map(|d| now + d)
+        }
+    }
+
     /// READ responses received past a missing one, in the WQEs within a
     /// BDP of the oldest unacknowledged PSN (only those can have any).
     fn irn_read_ahead(&self, bdp: u32) -> u32 {
@@ -482,7 +495,7 @@ impl Qp {
             self.una = self.next_psn;
             self.retire(ctx);
         } else if self.rto_deadline.is_none() {
-            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
+            self.rto_deadline = self.rto_from(now);
         }
         Some(Transmit {
             dst,
@@ -588,6 +601,13 @@ impl Qp {
     /// retry counters, restarts the retransmission timer and feeds congestion control.
     fn refresh_una(&mut self, now: Nanos) {
         let new_una = self.oldest_unacked();
+        self.advance_una(now, new_una);
+    }
+
+    /// [`refresh_una`](Self::refresh_una) with the oldest unacknowledged
+    /// PSN already known (`new_una`, what `oldest_unacked` would give).
+    #[inline(always)]
+    fn advance_una(&mut self, now: Nanos, new_una: Psn) {
         if new_una.after(self.una) {
             self.una = new_una;
             self.retries_left = self.retry_cnt;
@@ -612,7 +632,7 @@ impl Qp {
                     self.episode = None;
                 }
             }
-            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
+            self.rto_deadline = self.rto_from(now);
         }
         if self.outstanding() == 0 {
             self.rto_deadline = None;
@@ -624,6 +644,26 @@ impl Qp {
         // Only PSNs in [una-1, next_psn-1] can be acknowledged; others are stale.
         if !p.in_window(self.una.sub(1), self.outstanding() + 1) {
             ctx.counters.stale_acks += 1;
+            return;
+        }
+        // The common case first: `p` falls inside the oldest WQE, still
+        // unfinished, a SEND or WRITE (an ACK per packet or per few of a
+        // long message). The walk below would stop at that WQE having
+        // raised its count, the oldest unacknowledged PSN is then its
+        // first plus that count, and nothing retires (the head is not
+        // done): the same effects, without the second walk of the queue
+        // `oldest_unacked` makes and the call to `retire` (about 90
+        // instructions an ACK on the 1 ms HPCC fat tree).
+        if let Some(w) = self.sq.front_mut()
+            && !w.done
+            && let Some(first) = w.first_psn
+            && !p.before(first)
+            && first.add(w.npkts.max(1) - 1).after(p)
+            && !w.wr.opcode.is_read_or_atomic()
+        {
+            w.acked = w.acked.max(p.distance_from(first) + 1);
+            let new_una = first.add(w.acked);
+            self.advance_una(now, new_una);
             return;
         }
         for i in 0..self.sq.len() {
@@ -877,7 +917,7 @@ impl Qp {
                 self.sacked.remove(una);
             }
             self.rewind(now, una, ctx);
-            self.rto_deadline = self.rto_now(self.in_flight()).map(|d| now + d);
+            self.rto_deadline = self.rto_from(now);
         }
     }
 
@@ -1129,7 +1169,7 @@ impl Qp {
     /// Held packets (or READ responses placed past a gap) are no longer in
     /// flight: once at most N are, RTO_low applies from this feedback on (§3.1).
     fn irn_lower_rto(&mut self, now: Nanos) {
-        if let Some(low) = self.rto_now(self.in_flight()).map(|d| now + d)
+        if let Some(low) = self.rto_from(now)
             && self.rto_deadline.is_some_and(|d| low < d)
         {
             self.rto_deadline = Some(low);

@@ -410,6 +410,7 @@ impl Qp {
         }
     }
 
+    #[inline]
     fn queue_ack(&mut self) {
         let psn = self.epsn.sub(1);
         let ce = std::mem::take(&mut self.ece_pending);
@@ -528,6 +529,43 @@ impl Qp {
         let op = t.bth.opcode;
         let mtu = u64::from(self.mtu.bytes());
         let plen = payload.len() as u64;
+        // The common case first: the next packet of the WRITE in progress
+        // (MIDDLE, or LAST without immediate), which is nearly every
+        // request a simulated flow's responder executes. The same checks,
+        // in the same order, and the same effects as the general path
+        // below; the message state is updated where it lies rather than
+        // rebuilt (the general path decodes the opcode's framing, matches
+        // `in_msg` three times and drops and rewrites it per packet: about
+        // 120 instructions a packet on the 1 ms HPCC fat tree).
+        if matches!(op, RcWriteMiddle | RcWriteLast)
+            && let Some(InMsg::Write { va, remaining, .. }) = &mut self.in_msg
+        {
+            let last = op == RcWriteLast;
+            if (!last && plen != mtu)
+                || plen > mtu
+                || plen > *remaining
+                || (last && plen != *remaining)
+            {
+                return Err(Reject::Nak(NakCode::InvalidRequest));
+            }
+            let placed = std::mem::take(&mut self.placed);
+            if plen > 0 && !placed && ctx.mem.write(*va, payload).is_err() {
+                return Err(Reject::Nak(NakCode::RemoteAccessError));
+            }
+            ctx.counters.rx_payload_bytes += plen;
+            if last {
+                self.in_msg = None;
+                self.msn = (self.msn + 1) & 0xff_ffff;
+            } else {
+                *va += plen;
+                *remaining -= plen;
+            }
+            self.epsn = self.epsn.next();
+            if t.bth.ack_req {
+                self.queue_ack();
+            }
+            return Ok(());
+        }
         let first = matches!(
             op,
             RcSendFirst
