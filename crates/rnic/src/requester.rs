@@ -4,10 +4,10 @@
 //! the oldest unacknowledged PSN, the retransmission and RNR timers, and the
 //! in-order retirement of WQEs into completions.
 
-use crate::Transmit;
 use crate::memory::{Memory, Payload, PayloadRef};
 use crate::qp::{Ctx, Qp, QpState, SendWqe};
 use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode, sge_pieces};
+use crate::{Transmit, TransmitSink};
 use roce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, NakCode, Opcode, Psn, RNR_TIMER_US, RethRepr, Syndrome,
     TransportRepr,
@@ -113,49 +113,58 @@ impl Qp {
     /// fat5ms run about 40 % of the requester polls are a rate-paced QP
     /// an ACK marked ready before its gap ended, and each paid a call of
     /// its own to be turned away (issue 12).
+    ///
+    /// The packet goes to `sink` where it is built (see `Rnic::poll_transmit_into`);
+    /// `Err` hands the sink back when nothing may leave.
     #[inline(always)]
-    pub(crate) fn next_request<Mem: Memory + ?Sized>(
+    pub(crate) fn next_request<Mem: Memory + ?Sized, S: TransmitSink>(
         &mut self,
         now: Nanos,
         ctx: &mut Ctx<'_, Mem>,
-    ) -> Option<Transmit> {
+        sink: S,
+    ) -> Result<S::Out, S> {
         self.last_poll = now;
         if !matches!(self.state, QpState::Rts | QpState::Sqd) {
-            return None;
+            return Err(sink);
         }
         if let Some(t) = self.rnr_until {
             if now < t {
-                return None;
+                return Err(sink);
             }
             self.rnr_until = None;
         }
         if now < self.next_send_at {
-            return None;
+            return Err(sink);
         }
-        self.next_request_due(now, ctx)
+        self.next_request_due(now, ctx, sink)
     }
 
     /// [`next_request`](Self::next_request) for a QP nothing turned away:
     /// retransmissions (IRN), the send queue's next packet, the window.
     #[inline(never)]
-    fn next_request_due<Mem: Memory + ?Sized>(
+    fn next_request_due<Mem: Memory + ?Sized, S: TransmitSink>(
         &mut self,
         now: Nanos,
         ctx: &mut Ctx<'_, Mem>,
-    ) -> Option<Transmit> {
+        sink: S,
+    ) -> Result<S::Out, S> {
+        let mut sink = sink;
         if self.irn() {
             // Retransmissions first, and never held back by BDP-FC: they
             // are what lets the window move (IRN §3.2).
-            if let Some(t) = self.irn_retransmit(now, ctx) {
-                return Some(t);
+            match self.irn_retransmit(now, ctx, sink) {
+                Ok(r) => return Ok(r),
+                Err(f) => sink = f,
             }
             if self.state == QpState::Err {
-                return None;
+                return Err(sink);
             }
         }
         loop {
             let (i, k) = self.cursor;
-            let w = self.sq.get(i)?;
+            let Some(w) = self.sq.get(i) else {
+                return Err(sink);
+            };
             if w.done && w.first_psn.is_some() {
                 self.cursor = (i + 1, 0);
                 continue;
@@ -165,30 +174,33 @@ impl Qp {
                 self.cursor = (i, w.acked);
                 continue;
             }
-            if w.first_psn.is_none() && !self.start_wqe(i, ctx)? {
-                return None;
+            if w.first_psn.is_none() && self.start_wqe(i, ctx) != Some(true) {
+                return Err(sink);
             }
             let window = self
                 .cc
                 .window_bytes()
                 .filter(|_| self.init.qp_type == QpType::Rc);
             if window.is_some_and(|win| self.inflight_bytes >= win && self.inflight_bytes > 0) {
-                return None;
+                return Err(sink);
             }
             // BDP-FC (IRN §3.2): no new packet beyond a BDP past the oldest unacknowledged.
             if self.irn()
                 && self.max_sent_psn_after(self.cursor_psn())
                 && self.cursor_psn().distance_from(self.una) >= self.irn_cfg.bdp_pkts.max(1)
             {
-                return None;
+                return Err(sink);
             }
             let read = matches!(self.sq[i].wr.opcode, WrOpcode::RdmaRead { .. });
             let span = if self.irn() && read {
-                self.irn_read_span(i, k)?
+                match self.irn_read_span(i, k) {
+                    Some(s) => s,
+                    None => return Err(sink),
+                }
             } else {
                 u32::MAX
             };
-            return self.emit_packet(now, i, k, span, ctx);
+            return self.emit_packet(now, i, k, span, ctx, sink);
         }
     }
 
@@ -291,18 +303,22 @@ impl Qp {
 
     /// Emits packet `k` of WQE `i`; a READ request asks for at most `span`
     /// response packets from there (IRN re-requests a missing range only).
-    fn emit_packet<Mem: Memory + ?Sized>(
+    fn emit_packet<Mem: Memory + ?Sized, S: TransmitSink>(
         &mut self,
         now: Nanos,
         i: usize,
         k: u32,
         span: u32,
         ctx: &mut Ctx<'_, Mem>,
-    ) -> Option<Transmit> {
+        sink: S,
+    ) -> Result<S::Out, S> {
         let mtu = u64::from(self.mtu.bytes());
         let (op, len, first_psn, npkts) = {
             let w = &self.sq[i];
-            (w.wr.opcode, w.len, w.first_psn?, w.npkts)
+            let Some(first_psn) = w.first_psn else {
+                return Err(sink);
+            };
+            (w.wr.opcode, w.len, first_psn, w.npkts)
         };
         let psn = first_psn.add(k);
         let first = k == 0;
@@ -374,7 +390,7 @@ impl Qp {
                     Some(p) => p,
                     None => {
                         self.fail_wqe(i, WcStatus::LocProtErr, ctx);
-                        return None;
+                        return Err(sink);
                     }
                 };
                 t.bth.opcode = data_opcode(op, first, last, ud);
@@ -436,7 +452,9 @@ impl Qp {
         }
         let dst;
         if ud {
-            let d = self.sq[i].wr.ud?;
+            let Some(d) = self.sq[i].wr.ud else {
+                return Err(sink);
+            };
             let qkey = if d.remote_qkey & 0x8000_0000 != 0 {
                 self.qkey
             } else {
@@ -450,7 +468,10 @@ impl Qp {
             t.bth.psn = psn;
             dst = d.addr;
         } else {
-            dst = self.ah?;
+            let Some(a) = self.ah else {
+                return Err(sink);
+            };
+            dst = a;
         }
         if t.bth.ack_req {
             self.since_ackreq = 0;
@@ -497,7 +518,7 @@ impl Qp {
         } else if self.rto_deadline.is_none() {
             self.rto_deadline = self.rto_from(now);
         }
-        Some(Transmit {
+        Ok(sink.put(Transmit {
             dst,
             udp_sport: self.udp_sport,
             dscp: self.dscp,
@@ -505,7 +526,7 @@ impl Qp {
             src_qpn: self.qpn,
             repr: t,
             payload,
-        })
+        }))
     }
 
     fn max_sent_psn_after(&self, psn: Psn) -> bool {
@@ -1177,20 +1198,23 @@ impl Qp {
     }
 
     /// The next selective retransmission of the current episode, if any.
-    fn irn_retransmit<Mem: Memory + ?Sized>(
+    fn irn_retransmit<Mem: Memory + ?Sized, S: TransmitSink>(
         &mut self,
         now: Nanos,
         ctx: &mut Ctx<'_, Mem>,
-    ) -> Option<Transmit> {
+        sink: S,
+    ) -> Result<S::Out, S> {
         loop {
-            let e = self.episode?;
+            let Some(e) = self.episode else {
+                return Err(sink);
+            };
             let mut next = e.next;
             if next.before(self.una) {
                 next = self.una;
             }
             if !next.before(e.end) {
                 self.episode = Some(crate::irn::Episode { next, ..e });
-                return None;
+                return Err(sink);
             }
             let skip = |q: &mut Qp, to: Psn| {
                 q.episode = Some(crate::irn::Episode { next: to, ..e });
@@ -1216,7 +1240,9 @@ impl Qp {
                 skip(self, to);
                 continue;
             }
-            let first = w.first_psn?;
+            let Some(first) = w.first_psn else {
+                return Err(sink);
+            };
             let (npkts, acked) = (w.npkts, w.acked);
             let k = next.distance_from(first);
             let (k, span) = match w.wr.opcode {
@@ -1258,7 +1284,7 @@ impl Qp {
                     self.irn_probe_at = Some(probe);
                 }
             }
-            let t = self.emit_packet(now, i, k, span, ctx);
+            let t = self.emit_packet(now, i, k, span, ctx, sink);
             if self.state != QpState::Err {
                 self.cursor = cursor;
             }
