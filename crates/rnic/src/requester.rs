@@ -329,6 +329,9 @@ impl Qp {
             ..Default::default()
         });
         let mut payload = Payload::empty();
+        // The payload's length, read once: each `Payload::len` is a match
+        // on its kind, which the compiler did not share between uses.
+        let mut bytes = payload.len() as u64;
         let mut next_cursor = if last { (i + 1, 0) } else { (i, k + 1) };
         // A READ request's responses: the PSNs it takes.
         let mut read_span = 1;
@@ -393,6 +396,7 @@ impl Qp {
                         return Err(sink);
                     }
                 };
+                bytes = payload.len() as u64;
                 t.bth.opcode = data_opcode(op, first, last, ud);
                 match op {
                     WrOpcode::RdmaWrite { remote_addr, rkey }
@@ -425,7 +429,7 @@ impl Qp {
                 let window_half = self
                     .cc
                     .window_bytes()
-                    .is_some_and(|w| 2 * (self.inflight_bytes + payload.len() as u64) >= w);
+                    .is_some_and(|w| 2 * (self.inflight_bytes + bytes) >= w);
                 // Under IRN's BDP cap likewise: ask at least twice per BDP,
                 // or a sender whose ACK interval exceeds its cap stops at
                 // the cap with nothing acknowledged until a timeout.
@@ -477,7 +481,6 @@ impl Qp {
             self.since_ackreq = 0;
         }
         self.cursor = next_cursor;
-        let bytes = payload.len() as u64;
         let wire = bytes + t.header_len() as u64 + crate::PACKET_OVERHEAD;
         let retransmit = !self.max_sent_psn_after(psn);
         if retransmit {
