@@ -221,6 +221,44 @@ pub struct Transmit {
     pub payload: Payload,
 }
 
+/// Where a transmit poll's packet goes (see
+/// [`Rnic::poll_transmit_into`]): the builder of the packet calls
+/// [`put`](Self::put) with it, by value, as its last act.
+pub trait TransmitSink {
+    type Out;
+    /// Takes the packet the RNIC built.
+    fn put(self, t: Transmit) -> Self::Out;
+}
+
+/// `poll_transmit`'s sink: the packet itself.
+struct Whole;
+
+impl TransmitSink for Whole {
+    type Out = Transmit;
+    #[inline(always)]
+    fn put(self, t: Transmit) -> Transmit {
+        t
+    }
+}
+
+/// `poll_transmit_with`'s sink: a callback reading the packet.
+///
+/// Measured dead end (session 21): the simulator's callback as this sink
+/// (a closure, as before). Called from three builders (a data packet, an
+/// ACK, a CNP), the compiler kept it out of line and stored the whole
+/// `Transmit` for it as before: 19 M instructions more on the 1 ms HPCC
+/// fat tree (15,165 M to 15,184 M), where a sink whose `put` is forced
+/// inline (the simulator's `HeadSink`) saved 134 M.
+struct With<F>(F);
+
+impl<R, F: FnOnce(&Transmit) -> R> TransmitSink for With<F> {
+    type Out = R;
+    #[inline]
+    fn put(self, t: Transmit) -> R {
+        (self.0)(&t)
+    }
+}
+
 /// A failed post: which work request (`bad_wr`) and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("work request {index}: {error}")]
@@ -339,6 +377,21 @@ fn settle(timers: &mut Timers, qps: &QpTable) {
     timers.settle(qps.len(), |t, q| {
         qps.get(&q).is_some_and(|x| x.filed == Some(t))
     });
+}
+
+/// Whether `src` is the peer `ah` names: the same IP, and the same UDP
+/// port when `match_port`. Two IPv4 addresses (every simulated host's)
+/// are compared as such: comparing the `IpAddr`s each `ip()` builds went
+/// through a closure the compiler left out of line, with the address
+/// copied to the stack for it (about 30 instructions a packet received,
+/// on every packet of the 1 ms HPCC fat tree).
+#[inline(always)]
+fn is_peer(ah: &SocketAddr, src: &SocketAddr, match_port: bool) -> bool {
+    let ip = match (ah, src) {
+        (SocketAddr::V4(a), SocketAddr::V4(s)) => a.ip() == s.ip(),
+        _ => ah.ip() == src.ip(),
+    };
+    ip && (!match_port || ah.port() == src.port())
 }
 
 fn unknown(kind: &'static str, id: u32) -> VerbsError {
@@ -1011,9 +1064,9 @@ impl<M: Memory> Rnic<M> {
         let match_port = ctx.cfg.match_source_port;
         // Whether `src` is the connected peer of an RC QP (always true for
         // an unconnected or UD QP: their own checks decide).
-        let from_peer = |qp: &Qp| {
-            qp.ah
-                .is_none_or(|a| a.ip() == src.ip() && (!match_port || a.port() == src.port()))
+        let from_peer = |qp: &Qp| match &qp.ah {
+            None => true,
+            Some(a) => is_peer(a, &src, match_port),
         };
         if op == Opcode::Cnp {
             // A CNP cuts its QP's rate: only the RC QP's connected peer may
@@ -1121,7 +1174,7 @@ impl<M: Memory> Rnic<M> {
     /// served round-robin. Only QPs marked ready are visited, so an idle QP
     /// costs nothing here.
     pub fn poll_transmit(&mut self, now: Nanos) -> Option<Transmit> {
-        self.poll_transmit_map(now, Option::take)
+        self.poll_transmit_into(now, Whole)
     }
 
     /// [`poll_transmit`](Self::poll_transmit) for a driver that reads the
@@ -1139,27 +1192,37 @@ impl<M: Memory> Rnic<M> {
     /// sans-IO analogue of quinn-proto writing a datagram into the
     /// caller's buffer: the RNIC still decides everything, the driver
     /// only chooses the shape it receives the packet in.
+    ///
+    /// `f` runs inside the packet's builder, on the packet as the builder
+    /// made it (see [`poll_transmit_into`](Self::poll_transmit_into)), before the poll's own
+    /// bookkeeping ends: it cannot reach the RNIC, so nothing it sees
+    /// differs.
     #[inline]
     pub fn poll_transmit_with<R>(
         &mut self,
         now: Nanos,
         f: impl FnOnce(&Transmit) -> R,
     ) -> Option<R> {
-        self.poll_transmit_map(now, |t| t.as_ref().map(f))
+        self.poll_transmit_into(now, With(f))
     }
 
-    /// Both polls: `f` is applied to the packet found (always `Some`), in
-    /// the frame that holds it (debug builds then check every QP visited
-    /// is still scheduled). `f`'s own `Option` is the poll's answer, not
-    /// wrapped in a second one: flattening an `Option<Option<R>>` copied
-    /// the simulator's 64-byte answer twice more per packet sent (about
-    /// 20 instructions a packet on the mid-size fat5ms run; issue 12).
+    /// [`poll_transmit`](Self::poll_transmit) into `sink`: the packet's
+    /// builder hands it to [`TransmitSink::put`] by value as its last act
+    /// (a builder with nothing to send hands the sink back, and the poll
+    /// goes on to the next QP). `put` runs before the poll's own
+    /// bookkeeping ends, but it cannot reach the RNIC, so nothing it sees
+    /// differs. Debug builds then check every QP visited is still
+    /// scheduled.
+    ///
+    /// Why: the builders returned the packet (a `Transmit` of about 200
+    /// bytes) and the poll passed a reference to it to the driver's
+    /// callback. The packet then had to exist in memory whole: the builder
+    /// stored every field of it (about 60 instructions a data packet, 35
+    /// an ACK, on the 1 ms HPCC fat tree) and the callback, out of line,
+    /// loaded back the few the simulator keeps. A sink whose `put` is
+    /// inlined into the builder is handed the fields where they lie.
     #[inline]
-    fn poll_transmit_map<R>(
-        &mut self,
-        now: Nanos,
-        f: impl FnOnce(&mut Option<Transmit>) -> Option<R>,
-    ) -> Option<R> {
+    pub fn poll_transmit_into<S: TransmitSink>(&mut self, now: Nanos, f: S) -> Option<S::Out> {
         #[cfg(debug_assertions)]
         {
             let mut polled = Vec::new();
@@ -1181,12 +1244,13 @@ impl<M: Memory> Rnic<M> {
     /// still scheduled once the borrows end. The packet found goes to `f`
     /// where it lies (see [`poll_transmit_with`](Self::poll_transmit_with)).
     #[cfg_attr(not(debug_assertions), allow(unused_variables))]
-    fn poll_ready<R>(
+    fn poll_ready<S: TransmitSink>(
         &mut self,
         now: Nanos,
         polled: &mut Vec<u32>,
-        f: impl FnOnce(&mut Option<Transmit>) -> Option<R>,
-    ) -> Option<R> {
+        f: S,
+    ) -> Option<S::Out> {
+        let mut f = f;
         self.clock = self.clock.max(now);
         let Rnic {
             qps,
@@ -1222,35 +1286,38 @@ impl<M: Memory> Rnic<M> {
                 ready.remove(&qpn);
                 continue;
             };
-            // Each packet is built straight into the local `f` reads it
-            // from: a local of its own per call, as assigning a second
-            // call's packet to the first one's local (or chaining them with
-            // `Option::or_else`) copies the packet once more. (Measured
-            // dead end: `next_request`/`next_response` writing the packet
-            // through an `&mut Option` built with `Option::insert`, to spare
-            // the copy out of their own local: the copy went, but the insert
-            // cost nearly as much; net 5 M instructions fewer for data and
-            // 2 M more for ACKs on the mid-size fat5ms run; issue 12.
-            // Another: one call site of `f`, through a reference to
-            // whichever local holds the packet. `f` was then inlined, 24 M
-            // instructions fewer, but a `memcpy` of the packet came with
-            // it, 29 M more: net +5 M with HPCC, -8 M with DCQCN; session
-            // 19.)
+            // The packet goes to `f` inside its builder (see
+            // `poll_transmit_into`);
+            // a builder with nothing to send hands `f` back. (Measured dead
+            // ends, when the builders returned the packet for `f` to read
+            // here: writing it through an `&mut Option` built with
+            // `Option::insert`, to spare the copy out of their own local:
+            // the copy went, but the insert cost nearly as much; net 5 M
+            // instructions fewer for data and 2 M more for ACKs on the
+            // mid-size fat5ms run; issue 12. Another: one call site of
+            // `f`, through a reference to whichever local holds the packet.
+            // `f` was then inlined, 24 M instructions fewer, but a `memcpy`
+            // of the packet came with it, 29 M more: net +5 M with HPCC,
+            // -8 M with DCQCN; session 19.)
             if qp.response_due() {
-                let mut out = qp.next_response(&mut ctx);
-                if out.is_some() {
+                match qp.next_response(&mut ctx, f) {
+                    Ok(r) => {
+                        if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                            settle(timers, qps);
+                        }
+                        return Some(r);
+                    }
+                    Err(g) => f = g,
+                }
+            }
+            match qp.next_request(now, &mut ctx, f) {
+                Ok(r) => {
                     if sent(qp, qpn, ready, rr_next, *clock, timers) {
                         settle(timers, qps);
                     }
-                    return f(&mut out);
+                    return Some(r);
                 }
-            }
-            let mut out = qp.next_request(now, &mut ctx);
-            if out.is_some() {
-                if sent(qp, qpn, ready, rr_next, *clock, timers) {
-                    settle(timers, qps);
-                }
-                return f(&mut out);
+                Err(g) => f = g,
             }
             // Nothing now: wait for input or this QP's next deadline.
             ready.remove(&qpn);
@@ -1296,21 +1363,65 @@ impl<M: Memory> Rnic<M> {
             &mut due,
         );
         self.settle_timers();
+        // The fields borrowed apart once for all the QPs due, and each QP
+        // re-filed as `touch` does through the reference in hand: `touch`
+        // looked the QP up a second time and `split` built the context
+        // anew for every QP (a host's timer fires once per paced packet).
+        let Rnic {
+            qps,
+            ready,
+            clock,
+            timers,
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+        };
         for &(_, qpn) in &due {
-            let (qps, mut ctx) = self.split();
-            if let Some(qp) = qps.get_mut(&qpn) {
-                qp.filed = None;
-                if qp.cc.next_tick().is_some_and(|t| t <= now) {
-                    qp.cc.on_tick(now);
-                }
-                if qp.rnr_until.is_some_and(|t| t <= now) {
-                    qp.rnr_until = None;
-                }
-                qp.on_timer(now, &mut ctx);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                // As `touch` leaves a QPN it does not know.
+                ready.insert(qpn);
+                continue;
+            };
+            qp.filed = None;
+            if qp.cc.next_tick().is_some_and(|t| t <= now) {
+                qp.cc.on_tick(now);
             }
-            self.touch(qpn);
+            if qp.rnr_until.is_some_and(|t| t <= now) {
+                qp.rnr_until = None;
+            }
+            qp.on_timer(now, &mut ctx);
+            // `touch_known`'s re-file.
+            let more = !qp.idle_tx();
+            if more {
+                ready.insert(qpn);
+            } else {
+                ready.remove(&qpn);
+            }
+            if refile_qp(qp, qpn, more, *clock, timers) {
+                settle(timers, qps);
+            }
         }
         self.due = due;
+        #[cfg(debug_assertions)]
+        for i in 0..self.due.len() {
+            self.check_scheduled(self.due[i].1);
+        }
     }
 }
 

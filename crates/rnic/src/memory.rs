@@ -496,6 +496,10 @@ fn inside(addr: u64, len: u64, base: u64, n: u64) -> bool {
 // issue 12). The RNIC calls these directly, not through a vtable (see
 // `qp::Ctx`), so they inline into its packet paths in turn.
 impl Memory for VirtualMemory {
+    // Inlined into the RNIC's packet paths as well (one read per packet
+    // sent, one write per packet received): out of line, the call cost
+    // about a third of the hit's instructions.
+    #[inline]
     fn read_into(&self, addr: u64, len: usize, out: &mut Payload) -> Result<()> {
         if !self.contains(addr, len as u64) {
             return Err(bad(addr, len as u64));
@@ -508,6 +512,7 @@ impl Memory for VirtualMemory {
         }
         Ok(())
     }
+    #[inline]
     fn write(&mut self, addr: u64, data: PayloadRef<'_>) -> Result<()> {
         if self.contains(addr, data.len() as u64) {
             Ok(())

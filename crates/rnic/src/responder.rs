@@ -8,7 +8,7 @@ use crate::memory::{Memory, PayloadRef};
 use crate::mr::AccessFault;
 use crate::qp::{Ctx, InMsg, Qp, QpState, ReadJob, Resource, RespItem};
 use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus, sge_pieces};
-use crate::{AsyncEvent, Transmit};
+use crate::{AsyncEvent, Transmit, TransmitSink};
 use roce_wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr,
 };
@@ -410,6 +410,7 @@ impl Qp {
         }
     }
 
+    #[inline]
     fn queue_ack(&mut self) {
         let psn = self.epsn.sub(1);
         let ce = std::mem::take(&mut self.ece_pending);
@@ -528,6 +529,43 @@ impl Qp {
         let op = t.bth.opcode;
         let mtu = u64::from(self.mtu.bytes());
         let plen = payload.len() as u64;
+        // The common case first: the next packet of the WRITE in progress
+        // (MIDDLE, or LAST without immediate), which is nearly every
+        // request a simulated flow's responder executes. The same checks,
+        // in the same order, and the same effects as the general path
+        // below; the message state is updated where it lies rather than
+        // rebuilt (the general path decodes the opcode's framing, matches
+        // `in_msg` three times and drops and rewrites it per packet: about
+        // 120 instructions a packet on the 1 ms HPCC fat tree).
+        if matches!(op, RcWriteMiddle | RcWriteLast)
+            && let Some(InMsg::Write { va, remaining, .. }) = &mut self.in_msg
+        {
+            let last = op == RcWriteLast;
+            if (!last && plen != mtu)
+                || plen > mtu
+                || plen > *remaining
+                || (last && plen != *remaining)
+            {
+                return Err(Reject::Nak(NakCode::InvalidRequest));
+            }
+            let placed = std::mem::take(&mut self.placed);
+            if plen > 0 && !placed && ctx.mem.write(*va, payload).is_err() {
+                return Err(Reject::Nak(NakCode::RemoteAccessError));
+            }
+            ctx.counters.rx_payload_bytes += plen;
+            if last {
+                self.in_msg = None;
+                self.msn = (self.msn + 1) & 0xff_ffff;
+            } else {
+                *va += plen;
+                *remaining -= plen;
+            }
+            self.epsn = self.epsn.next();
+            if t.bth.ack_req {
+                self.queue_ack();
+            }
+            return Ok(());
+        }
         let first = matches!(
             op,
             RcSendFirst
@@ -874,10 +912,13 @@ impl Qp {
     }
 
     /// The next responder packet: a CNP first, then ACKs, NAKs and responses in order.
-    pub(crate) fn next_response<Mem: Memory + ?Sized>(
+    /// It goes to `sink` where it is built (see `Rnic::poll_transmit_into`); `Err`
+    /// hands the sink back when there is none.
+    pub(crate) fn next_response<Mem: Memory + ?Sized, S: TransmitSink>(
         &mut self,
         ctx: &mut Ctx<'_, Mem>,
-    ) -> Option<Transmit> {
+        sink: S,
+    ) -> Result<S::Out, S> {
         if let Some((dst, qpn)) = self.cnp_due.take() {
             ctx.counters.cnps_tx += 1;
             let mut t = TransportRepr::new(BthRepr {
@@ -888,7 +929,7 @@ impl Qp {
                 ..Default::default()
             });
             t.bth.pkey = 0xffff;
-            return Some(Transmit {
+            return Ok(sink.put(Transmit {
                 dst,
                 udp_sport: self.udp_sport,
                 dscp: ctx.cfg.cnp_dscp,
@@ -896,10 +937,14 @@ impl Qp {
                 src_qpn: self.qpn,
                 repr: t,
                 payload: crate::memory::Payload::empty(),
-            });
+            }));
         }
-        let dst = self.ah?;
-        let item = self.resp_q.pop_front()?;
+        let Some(dst) = self.ah else {
+            return Err(sink);
+        };
+        let Some(item) = self.resp_q.pop_front() else {
+            return Err(sink);
+        };
         let mut t = TransportRepr::new(BthRepr {
             dest_qp: self.dest_qpn,
             ..Default::default()
@@ -950,7 +995,7 @@ impl Qp {
                 payload = ctx.mem.empty_payload();
                 if n > 0 && ctx.mem.read_into(j.va, n as usize, &mut payload).is_err() {
                     // The region vanished under the read (deregistered): stop.
-                    return None;
+                    return Err(sink);
                 }
                 if j.index + 1 < j.end {
                     j.psn = j.psn.next();
@@ -965,7 +1010,7 @@ impl Qp {
         let wire = payload.len() as u64 + t.header_len() as u64 + crate::PACKET_OVERHEAD;
         ctx.counters.tx_pkts += 1;
         ctx.counters.tx_bytes += wire;
-        Some(Transmit {
+        Ok(sink.put(Transmit {
             dst,
             udp_sport: self.udp_sport,
             dscp: self.dscp,
@@ -973,7 +1018,7 @@ impl Qp {
             src_qpn: self.qpn,
             repr: t,
             payload,
-        })
+        }))
     }
 }
 

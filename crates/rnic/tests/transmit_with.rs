@@ -1,7 +1,7 @@
-//! `Rnic::poll_transmit_with` (the simulator's transmit poll, which reads
-//! each packet where the RNIC built it) sends exactly what
-//! `Rnic::poll_transmit` sends, in the same order, and leaves the RNIC in
-//! the same state.
+//! `Rnic::poll_transmit_with` and `Rnic::poll_transmit_into` (the
+//! simulator's transmit poll, whose sink reads each packet where the
+//! RNIC built it) send exactly what `Rnic::poll_transmit` sends, in the
+//! same order, and leave the RNIC in the same state.
 
 use roce_rnic::pair::{ADDR_A, ADDR_B, LinkConfig, Pair, RcOptions};
 use roce_rnic::*;
@@ -22,9 +22,28 @@ fn key(t: &Transmit) -> Sent {
     )
 }
 
+/// Which poll [`run`] uses.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Poll {
+    Plain,
+    With,
+    Into,
+}
+
+/// A sink that keeps a copy of the packet and counts its calls.
+struct Keep<'a>(&'a mut usize);
+
+impl TransmitSink for Keep<'_> {
+    type Out = Transmit;
+    fn put(self, t: Transmit) -> Transmit {
+        *self.0 += 1;
+        t
+    }
+}
+
 /// Two RDMA writes and a send from A to B (several packets each, with
-/// ACKs back), shuttled packet by packet; `with` picks the poll used.
-fn run(with: bool) -> Vec<(usize, Sent)> {
+/// ACKs back), shuttled packet by packet; `poll` picks the poll used.
+fn run(poll: Poll) -> Vec<(usize, Sent)> {
     let mut p = Pair::new(LinkConfig::default());
     let (a, b) = p.rc_pair(&RcOptions::default()).unwrap();
     p.a.mem_mut().set(a.buf, &[7u8; 6000]).unwrap();
@@ -59,18 +78,25 @@ fn run(with: bool) -> Vec<(usize, Sent)> {
                 (&mut p.b, &mut p.a, ADDR_B)
             };
             loop {
-                let t = if with {
-                    // The callback sees the packet in place; the test keeps
-                    // a copy to feed the peer.
-                    let mut calls = 0;
-                    let t = from.poll_transmit_with(0, |t| {
-                        calls += 1;
-                        t.clone()
-                    });
-                    assert_eq!(calls, usize::from(t.is_some()), "one call per packet");
-                    t
-                } else {
-                    from.poll_transmit(0)
+                let t = match poll {
+                    Poll::With => {
+                        // The callback sees the packet in place; the test
+                        // keeps a copy to feed the peer.
+                        let mut calls = 0;
+                        let t = from.poll_transmit_with(0, |t| {
+                            calls += 1;
+                            t.clone()
+                        });
+                        assert_eq!(calls, usize::from(t.is_some()), "one call per packet");
+                        t
+                    }
+                    Poll::Into => {
+                        let mut calls = 0;
+                        let t = from.poll_transmit_into(0, Keep(&mut calls));
+                        assert_eq!(calls, usize::from(t.is_some()), "one put per packet");
+                        t
+                    }
+                    Poll::Plain => from.poll_transmit(0),
                 };
                 let Some(t) = t else { break };
                 seen.push((side, key(&t)));
@@ -89,11 +115,12 @@ fn run(with: bool) -> Vec<(usize, Sent)> {
 
 #[test]
 fn poll_transmit_with_sends_what_poll_transmit_sends() {
-    let plain = run(false);
+    let plain = run(Poll::Plain);
     // Data both ways: the writes' and the send's packets, and ACKs back.
     assert!(plain.iter().filter(|(s, _)| *s == 0).count() >= 12);
     assert!(plain.iter().any(|(s, _)| *s == 1));
-    assert_eq!(run(true), plain);
+    assert_eq!(run(Poll::With), plain);
+    assert_eq!(run(Poll::Into), plain);
 }
 
 #[test]

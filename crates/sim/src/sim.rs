@@ -35,7 +35,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 mod footprint;
 mod host_io;
-use host_io::packet_head;
+use host_io::HeadSink;
 
 pub use footprint::MemoryUse;
 
@@ -1936,7 +1936,7 @@ impl Simulator {
     // made the compiler outline it, adding copies per packet).
     #[inline(always)]
     /// The fabric's view of `p`, the packet the RNIC of `host` sends from
-    /// its QP `src_qpn` (made by [`packet_head`]), and the flow it belongs
+    /// its QP `src_qpn` (made by `host_io::packet_head`), and the flow it belongs
     /// to (`u32::MAX`: none).
     fn packet_from(&mut self, host: u32, p: Packet, src_qpn: u32) -> (Packet, u32) {
         let flow = self.flow_of(host, src_qpn);
@@ -2047,10 +2047,13 @@ impl Simulator {
                 break;
             }
             let h = &mut self.hosts[host as usize];
-            let (cfg, exts, ext_free) = (&self.cfg, &mut self.exts, &mut self.ext_free);
-            let Some((pkt, qpn)) = h.rnic.poll_transmit_with(now / PS_PER_NS, |t| {
-                (packet_head(cfg, exts, ext_free, host, t), t.src_qpn)
-            }) else {
+            let sink = HeadSink {
+                cfg: &self.cfg,
+                exts: &mut self.exts,
+                ext_free: &mut self.ext_free,
+                host,
+            };
+            let Some((pkt, qpn)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
                 break;
             };
             let flow = if self.packets_need_flow() {
