@@ -2739,81 +2739,117 @@ pub(crate) fn prefetch_addr(p: *const u8) {
     let _ = p;
 }
 
-/// Slots (packets, their bodies, INT records) in fixed chunks of 16–32 MiB, each aligned to a huge page
-/// and marked for transparent huge pages before it is touched. A large
-/// fabric holds hundreds of thousands of packets, read in no particular
-/// order: on 4 KiB pages nearly every packet touched costs a TLB miss.
-/// (Unaligned, as a `Vec` from the allocator, a chunk began with up to
-/// 2 MiB of small pages, which is all of a smaller run's packets.) Chunks
-/// never move, so growing copies nothing and memory grows by one chunk at
-/// a time; a chunk's pages are only backed once written.
+/// Slots (packets, their bodies, INT records) in one contiguous run of
+/// address space, so that slot `i` is `base + i`: no chunk list to load
+/// and index on every packet an event touches.
+///
+/// The run is reserved up front ([`Slab::RESERVE`], 64 GiB of address
+/// space, none of it memory: `PROT_NONE`, `MAP_NORESERVE`; halved on
+/// failure down to [`Slab::RESERVE_FLOOR`], e.g. under an address-space
+/// limit) and committed in steps of [`Slab::COMMIT_STEP`] (32 MiB) as the
+/// slab grows, each step marked for transparent huge pages before it is
+/// touched. A large fabric holds hundreds of thousands of packets, read
+/// in no particular order: on 4 KiB pages nearly every packet touched
+/// costs a TLB miss. The start is aligned to a huge page, so every step
+/// is too. Slots never move, so growing copies nothing, and a step's pages
+/// are only backed once written (the resident size is as with chunks).
+///
+/// Where no reservation can be had (or the slab outgrows it), the slots
+/// live in a `Vec` instead (the fallback): still contiguous, so indexing
+/// is the same `base + i`, at the cost of a copy when it grows. Chunks,
+/// as before, would have put a branch back into every index.
+///
+/// Measured against 16-32 MiB huge-page-aligned chunks (session 23,
+/// callgrind): see the commit message.
 struct Slab<T: Copy> {
-    chunks: Vec<Chunk<T>>,
+    /// First slot: the reservation's (aligned) start, or the fallback
+    /// `Vec`'s buffer.
+    base: std::ptr::NonNull<T>,
+    /// Slots written.
     len: usize,
+    /// Slots that fit in committed memory (the fallback's capacity).
+    cap: usize,
+    store: SlabStore<T>,
 }
 
-/// One chunk of a [`Slab`]: room for `1 << Slab::<T>::SHIFT` slots, the
-/// first `len` of them written.
-struct Chunk<T: Copy> {
-    ptr: std::ptr::NonNull<T>,
-    len: usize,
+/// Where a [`Slab`]'s slots live.
+enum SlabStore<T> {
+    /// A reserved mapping: `map` and `map_len` as `mmap` returned them
+    /// (to unmap on drop); `committed` bytes from the slab's base are
+    /// readable and writable; `step` bytes are committed at a time.
+    Reserved {
+        map: *mut libc::c_void,
+        map_len: usize,
+        reserved: usize,
+        committed: usize,
+        step: usize,
+    },
+    /// No reservation: the slots are this `Vec`'s first `len` elements.
+    Heap(Vec<T>),
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests set this to build simulators whose slabs take the fallback
+    /// (as when no address space can be reserved).
+    static FORCE_HEAP_SLABS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Huge page size (x86-64 and most others).
 const HUGE_PAGE: usize = 2 << 20;
 
-impl<T: Copy> Chunk<T> {
-    fn layout() -> std::alloc::Layout {
-        let n = 1usize << Slab::<T>::SHIFT;
-        // A huge page's alignment serves any T up to it (all ours are
-        // 64 bytes at most).
-        let align = HUGE_PAGE.max(std::mem::align_of::<T>());
-        std::alloc::Layout::from_size_align(n * std::mem::size_of::<T>(), align)
-            .expect("a slab chunk is 16-32 MiB")
-    }
-
-    fn new() -> Self {
-        let layout = Self::layout();
-        // SAFETY: the layout has a non-zero size (T is not zero-sized:
-        // SHIFT divides by its size).
-        let raw = unsafe { std::alloc::alloc(layout) };
-        let Some(ptr) = std::ptr::NonNull::new(raw as *mut T) else {
-            std::alloc::handle_alloc_error(layout)
-        };
-        advise_huge(ptr.as_ptr(), layout.size());
-        Chunk { ptr, len: 0 }
-    }
-
-    fn push(&mut self, x: T) {
-        assert!(self.len < 1 << Slab::<T>::SHIFT, "slab chunk full");
-        // SAFETY: `len` is within the allocation (checked above).
-        unsafe { self.ptr.as_ptr().add(self.len).write(x) };
-        self.len += 1;
-    }
-}
-
-impl<T: Copy> Drop for Chunk<T> {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; `T: Copy` has no
-        // destructor to run.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, Self::layout()) }
-    }
-}
-
-// SAFETY: a chunk owns its slots as a `Vec` would.
-unsafe impl<T: Copy + Send> Send for Chunk<T> {}
-// SAFETY: shared access only reads, as through `&Vec<T>`.
-unsafe impl<T: Copy + Sync> Sync for Chunk<T> {}
-
 impl<T: Copy> Slab<T> {
-    /// log₂ of the slots per chunk.
-    const SHIFT: u32 = ((32 << 20) / std::mem::size_of::<T>()).ilog2();
-    const MASK: usize = (1 << Self::SHIFT) - 1;
+    /// Address space first asked for.
+    const RESERVE: usize = 64 << 30;
+    /// Smallest reservation tried before falling back to the heap.
+    const RESERVE_FLOOR: usize = 1 << 30;
+    /// Memory committed at a time.
+    const COMMIT_STEP: usize = 32 << 20;
 
     fn new() -> Self {
+        #[cfg(test)]
+        if FORCE_HEAP_SLABS.get() {
+            return Self::on_heap(Vec::new());
+        }
+        Self::with_reservation(Self::RESERVE, Self::RESERVE_FLOOR, Self::COMMIT_STEP)
+    }
+
+    /// A slab reserving `reserve` bytes of address space (halved on
+    /// failure while at least `floor`; none if `reserve < floor`), then
+    /// committing `step` bytes (a multiple of the huge page) at a time.
+    fn with_reservation(reserve: usize, floor: usize, step: usize) -> Self {
+        const { assert!(std::mem::size_of::<T>() > 0 && std::mem::align_of::<T>() <= HUGE_PAGE) };
+        assert!(step > 0 && step.is_multiple_of(HUGE_PAGE));
+        let mut size = reserve;
+        while size >= floor.max(step) {
+            if let Some((map, map_len, base)) = reserve_aligned(size) {
+                return Slab {
+                    base: base.cast(),
+                    len: 0,
+                    cap: 0,
+                    store: SlabStore::Reserved {
+                        map,
+                        map_len,
+                        reserved: size,
+                        committed: 0,
+                        step,
+                    },
+                };
+            }
+            size /= 2;
+        }
+        Self::on_heap(Vec::new())
+    }
+
+    /// The fallback over `v` (its elements the slots).
+    fn on_heap(mut v: Vec<T>) -> Self {
+        let (len, cap) = (v.len(), v.capacity());
+        let base = std::ptr::NonNull::new(v.as_mut_ptr()).expect("a Vec's buffer is non-null");
         Slab {
-            chunks: Vec::new(),
-            len: 0,
+            base,
+            len,
+            cap,
+            store: SlabStore::Heap(v),
         }
     }
 
@@ -2821,39 +2857,90 @@ impl<T: Copy> Slab<T> {
         self.len
     }
 
-    fn push(&mut self, x: T) {
-        if self.len & Self::MASK == 0 {
-            self.chunks.push(Chunk::new());
-        }
-        self.chunks[self.len >> Self::SHIFT].push(x);
-        self.len += 1;
+    /// Whether the slots live in a reserved mapping (not the fallback).
+    #[cfg(test)]
+    fn is_reserved(&self) -> bool {
+        matches!(self.store, SlabStore::Reserved { .. })
     }
 
-    /// Slot `i`, which is below `len`: one comparison instead of the
-    /// chunk list's and the chunk's bounds checks (each a load and a
-    /// branch, on every packet an event touches).
+    #[inline]
+    fn push(&mut self, x: T) {
+        if self.len == self.cap {
+            self.grow();
+        }
+        debug_assert!(self.len < self.cap);
+        // SAFETY: `len < cap` (after `grow`), and the first `cap` slots
+        // from `base` are committed, writable memory owned by the slab
+        // (the reservation's committed steps, or the `Vec`'s capacity).
+        unsafe { self.base.as_ptr().add(self.len).write(x) };
+        self.len += 1;
+        if let SlabStore::Heap(v) = &mut self.store {
+            // SAFETY: the first `len` elements are written (just above and
+            // by earlier pushes), within the capacity.
+            unsafe { v.set_len(self.len) };
+        }
+    }
+
+    /// Makes room for at least one more slot: the next committed step of
+    /// the reservation, or (once it is full, or without one) more heap.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let size = std::mem::size_of::<T>();
+        match &mut self.store {
+            SlabStore::Reserved {
+                reserved,
+                committed,
+                step,
+                ..
+            } => {
+                if *committed + *step <= *reserved {
+                    let at = self.base.as_ptr().cast::<u8>();
+                    // SAFETY: `committed + step <= reserved`, so the range
+                    // is inside the reservation, which starts at `base`.
+                    let at = unsafe { at.add(*committed) };
+                    if commit(at, *step) {
+                        *committed += *step;
+                        self.cap = *committed / size;
+                        return;
+                    }
+                }
+                // Full, or the kernel would not commit: keep the slots on
+                // the heap from here on.
+                self.move_to_heap();
+            }
+            SlabStore::Heap(v) => {
+                v.reserve(v.capacity().max(HUGE_PAGE / size).max(1));
+                advise_huge(v.as_ptr(), v.capacity() * size);
+                self.base = std::ptr::NonNull::new(v.as_mut_ptr()).expect("non-null");
+                self.cap = v.capacity();
+            }
+        }
+        debug_assert!(self.len < self.cap);
+    }
+
+    /// Copies the slots out of the reservation into the fallback's `Vec`
+    /// (with room for more) and releases the reservation.
+    #[cold]
+    fn move_to_heap(&mut self) {
+        let mut v = Vec::with_capacity((self.len * 2).max(HUGE_PAGE / std::mem::size_of::<T>()));
+        // SAFETY: the first `len` slots from `base` are written.
+        v.extend_from_slice(unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.len) });
+        advise_huge(v.as_ptr(), v.capacity() * std::mem::size_of::<T>());
+        // The old store (the mapping) is unmapped by its drop, in the
+        // assignment.
+        *self = Self::on_heap(v);
+    }
+
+    /// Slot `i`, which is below `len`: one comparison, then `base + i`.
     #[inline]
     fn slot_ptr(&self, i: usize) -> Option<*mut T> {
         if i >= self.len {
             return None;
         }
-        // Invariant (kept by `push`, the only writer of `len` and
-        // `chunks`): a chunk is added exactly when `len` reaches a
-        // multiple of the chunk size and every push fills the last chunk
-        // in order, so chunks `0..k` hold `1 << SHIFT` written slots each
-        // and slot `i < len` is written slot `i & MASK` of chunk
-        // `i >> SHIFT`.
-        let c = i >> Self::SHIFT;
-        debug_assert!(c < self.chunks.len() && (i & Self::MASK) < self.chunks[c].len);
-        // SAFETY: by the invariant above, `c` is in bounds of `chunks` and
-        // `i & MASK` is a written slot inside chunk `c`'s allocation.
-        Some(unsafe {
-            self.chunks
-                .get_unchecked(c)
-                .ptr
-                .as_ptr()
-                .add(i & Self::MASK)
-        })
+        // SAFETY: `i < len <= cap`: a written slot inside the slab's
+        // committed memory.
+        Some(unsafe { self.base.as_ptr().add(i) })
     }
 
     #[inline]
@@ -2869,6 +2956,66 @@ impl<T: Copy> Slab<T> {
         // borrow unique.
         self.slot_ptr(i).map(|p| unsafe { &mut *p })
     }
+}
+
+impl<T: Copy> Drop for Slab<T> {
+    fn drop(&mut self) {
+        if let SlabStore::Reserved { map, map_len, .. } = self.store {
+            // SAFETY: `map`/`map_len` are the mapping `mmap` returned,
+            // unmapped only here; `T: Copy` has no destructor to run, and
+            // no borrow of a slot outlives the slab.
+            unsafe { libc::munmap(map, map_len) };
+        }
+        // The fallback's `Vec` frees itself.
+    }
+}
+
+// SAFETY: the slab owns its slots as a `Vec` would (the raw pointers
+// point only into its own mapping or `Vec`).
+unsafe impl<T: Copy + Send> Send for Slab<T> {}
+// SAFETY: shared access only reads, as through `&Vec<T>`.
+unsafe impl<T: Copy + Sync> Sync for Slab<T> {}
+
+/// Reserves `size` bytes of address space starting on a huge page:
+/// `PROT_NONE`, so it is no memory until committed. Returns the mapping
+/// (to unmap) and the aligned start, or `None` when `mmap` refuses.
+fn reserve_aligned(size: usize) -> Option<(*mut libc::c_void, usize, std::ptr::NonNull<u8>)> {
+    let map_len = size.checked_add(HUGE_PAGE)?;
+    // SAFETY: a fresh anonymous mapping at an address of the kernel's
+    // choosing: it overlaps nothing of ours, and PROT_NONE makes it
+    // inaccessible until committed.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if map == libc::MAP_FAILED || map.is_null() {
+        return None;
+    }
+    let skip = (map as usize).next_multiple_of(HUGE_PAGE) - map as usize;
+    // SAFETY: `skip < HUGE_PAGE`, inside the mapping of `size + HUGE_PAGE`
+    // bytes.
+    let base = unsafe { map.cast::<u8>().add(skip) };
+    Some((map, map_len, std::ptr::NonNull::new(base)?))
+}
+
+/// Makes `len` bytes at `at` (inside a reservation, page-aligned)
+/// readable and writable, and asks for huge pages on them. False when
+/// the kernel refuses.
+fn commit(at: *mut u8, len: usize) -> bool {
+    // SAFETY: the range lies inside a reservation the caller owns and
+    // nothing there is borrowed yet (it was PROT_NONE); mprotect only
+    // changes its protection. The memory reads as zeroes once accessible.
+    let ok = unsafe { libc::mprotect(at.cast(), len, libc::PROT_READ | libc::PROT_WRITE) == 0 };
+    if ok {
+        advise_huge(at, len);
+    }
+    ok
 }
 
 impl<T: Copy> std::ops::Index<usize> for Slab<T> {
@@ -2949,37 +3096,79 @@ fn data_repr(first: bool) -> TransportRepr {
 mod slab_tests {
     use super::*;
 
-    /// Slots keep what was written across a chunk boundary, chunks start
-    /// on a huge page, and slots past the end are not there.
+    fn rec(i: usize) -> IntRec {
+        let mut r = IntRec::default();
+        r.hops[i % MAX_INT_HOPS].ts = i as u64;
+        r
+    }
+
+    fn check(s: &Slab<IntRec>, n: usize) {
+        assert_eq!(s.len(), n);
+        for i in 0..n {
+            assert_eq!(s[i].hops[i % MAX_INT_HOPS].ts, i as u64, "slot {i}");
+        }
+        assert!(s.get(n).is_none());
+        assert!(s.get(n + 1_000_000).is_none());
+    }
+
+    /// Slots keep what was written as the slab commits step after step of
+    /// its reservation; the start is on a huge page; dropping unmaps.
     #[test]
-    fn slots_span_chunks_and_chunks_are_huge_page_aligned() {
-        let mut s: Slab<IntRec> = Slab::new();
-        let per_chunk = 1usize << Slab::<IntRec>::SHIFT;
-        let n = per_chunk + 3;
-        let rec = |i: usize| {
-            let mut r = IntRec::default();
-            r.hops[i % MAX_INT_HOPS].ts = i as u64;
-            r
-        };
+    fn reserved_slab_grows_over_commit_steps() {
+        let step = HUGE_PAGE;
+        let mut s: Slab<IntRec> = Slab::with_reservation(64 << 30, 1 << 30, step);
+        assert!(s.is_reserved(), "64 GiB of address space is available");
+        assert_eq!(s.base.as_ptr() as usize % HUGE_PAGE, 0);
+        let per_step = step / std::mem::size_of::<IntRec>();
+        let n = 5 * per_step + 3;
         for i in 0..n {
             s.push(rec(i));
         }
-        assert_eq!(s.len(), n);
-        assert_eq!(s.chunks.len(), 2);
-        for c in &s.chunks {
-            assert_eq!(c.ptr.as_ptr() as usize % HUGE_PAGE, 0);
+        assert!(s.is_reserved());
+        assert_eq!(s.cap, 6 * per_step);
+        s[per_step + 1].hops[0].qlen = 7;
+        assert_eq!(s[per_step + 1].hops[0].qlen, 7);
+        s[per_step + 1].hops[0].qlen = 0;
+        check(&s, n);
+        drop(s);
+        // The real one, committing 32 MiB at a time.
+        let mut s: Slab<IntRec> = Slab::new();
+        assert!(s.is_reserved());
+        s.push(rec(0));
+        assert_eq!(s.len(), 1);
+    }
+
+    /// Without a reservation (forced: none smaller than the floor is
+    /// tried) the slots live on the heap, and behave the same.
+    #[test]
+    fn fallback_slab_grows_on_the_heap() {
+        let mut s: Slab<IntRec> = Slab::with_reservation(1 << 20, 1 << 30, HUGE_PAGE);
+        assert!(!s.is_reserved());
+        let n = 3 * HUGE_PAGE / std::mem::size_of::<IntRec>() + 5;
+        for i in 0..n {
+            s.push(rec(i));
+            assert_eq!(s[i].hops[i % MAX_INT_HOPS].ts, i as u64);
         }
-        s[per_chunk + 1].hops[0].qlen = 7;
-        for i in [0, 1, per_chunk - 1, per_chunk, per_chunk + 2] {
-            assert_eq!(s[i].hops[i % MAX_INT_HOPS].ts, i as u64, "slot {i}");
-            assert_eq!(
-                s.get(i).map(|r| r.hops[i % MAX_INT_HOPS].ts),
-                Some(i as u64)
-            );
+        check(&s, n);
+    }
+
+    /// A slab that outgrows its reservation moves to the heap, its slots
+    /// kept.
+    #[test]
+    fn full_reservation_moves_to_the_heap() {
+        let step = HUGE_PAGE;
+        let mut s: Slab<IntRec> = Slab::with_reservation(2 * step, step, step);
+        assert!(s.is_reserved());
+        let per_step = step / std::mem::size_of::<IntRec>();
+        let n = 3 * per_step + 1;
+        for i in 0..n {
+            s.push(rec(i));
+            if i + 1 == 2 * per_step {
+                assert!(s.is_reserved());
+            }
         }
-        assert_eq!(s[per_chunk + 1].hops[0].qlen, 7);
-        assert!(s.get(n).is_none());
-        assert!(s.get(2 * per_chunk).is_none());
+        assert!(!s.is_reserved());
+        check(&s, n);
     }
 }
 
@@ -3198,6 +3387,30 @@ sample_us = 5
             offset_of!(Host, timer_at) + std::mem::size_of::<Option<Ps>>(),
         ] {
             assert!(end <= 64, "{end}");
+        }
+    }
+
+    /// Slabs on the heap (the fallback when no address space can be
+    /// reserved) run the same events and report the same as reserved ones.
+    #[test]
+    fn heap_slabs_change_nothing() {
+        for cc in ["dcqcn", "hpcc"] {
+            let sc = small_fat_tree(cc);
+            let run = |heap: bool| {
+                FORCE_HEAP_SLABS.set(heap);
+                let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                FORCE_HEAP_SLABS.set(false);
+                assert_eq!(sim.packets.is_reserved(), !heap, "{cc}");
+                assert_eq!(sim.ints.is_reserved(), !heap, "{cc}");
+                sim.trace = Some(Vec::new());
+                sim.run().unwrap();
+                let trace = sim.trace.take().unwrap_or_default();
+                (format!("{:?}", sim.report()), trace)
+            };
+            let ((res, res_trace), (heap, heap_trace)) = (run(false), run(true));
+            assert!(!res_trace.is_empty(), "{cc}");
+            assert!(res_trace == heap_trace, "{cc}: event order");
+            assert_eq!(res, heap, "{cc}");
         }
     }
 
