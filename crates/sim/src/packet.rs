@@ -353,8 +353,15 @@ impl Packet {
     #[inline(always)]
     pub fn take_int_hop(&mut self) -> usize {
         let at = self.int_hop();
-        self.dst_hops += u32::from(at >= MAX_INT_HOPS) << 24;
+        self.count_int_hop(at);
         at
+    }
+
+    /// Counts hop `at` (this packet's [`int_hop`](Self::int_hop), read
+    /// earlier) in the packet when it is one of its own.
+    #[inline(always)]
+    pub fn count_int_hop(&mut self, at: usize) {
+        self.dst_hops += u32::from(at >= MAX_INT_HOPS) << 24;
     }
 
     /// Makes this (freed) slot a link of the simulator's free list: the

@@ -2073,7 +2073,7 @@ impl Simulator {
             if p.idle_for(prio, now) {
                 // Picked and taken at once: skip the queue (see
                 // `switch_rx`; a host's port keeps no counts of it).
-                self.send_frame(node, 0, prio, e, false);
+                self.send_frame(node, 0, prio, e, false, 0);
                 break;
             }
             p.enqueue(prio, e);
@@ -2090,7 +2090,7 @@ impl Simulator {
         let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
             return;
         };
-        self.send_frame(node, port, prio, e, false);
+        self.send_frame(node, port, prio, e, false, 0);
     }
 
     /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
@@ -2109,8 +2109,20 @@ impl Simulator {
     /// register allocation moved); masking `prio` to three bits here and
     /// in `switch_rx`, for the compiler to drop the queue reads' bounds
     /// checks, changed nothing (+0.1 M).
+    ///
+    /// `int_at`: with `passed` and INT on, the hop `switch_rx` read for
+    /// the packet ([`Packet::int_hop`]), stamped here without reading the
+    /// packet's INT fields again (else unused).
     #[inline(always)]
-    fn send_frame(&mut self, node: u32, port: u16, prio: usize, e: QEntry, passed: bool) {
+    fn send_frame(
+        &mut self,
+        node: u32,
+        port: u16,
+        prio: usize,
+        e: QEntry,
+        passed: bool,
+        int_at: usize,
+    ) {
         let now = self.q.now();
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
@@ -2158,7 +2170,9 @@ impl Simulator {
             // `INT_SCRATCH`): a packet not stamped writes the scratch record
             // and keeps its count.
             if self.cfg.int {
-                let at = self.packets[id as usize].take_int_hop();
+                let pk = &mut self.packets[id as usize];
+                let at = if passed { int_at } else { pk.int_hop() };
+                pk.count_int_hop(at);
                 if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
                     r.hops[at % MAX_INT_HOPS] = IntHop {
                         ts: now / PS_PER_NS,
@@ -2216,7 +2230,7 @@ impl Simulator {
 
     /// Packet `pkt` arrives on `port` of `node`, switch `sw`.
     fn switch_rx(&mut self, node: u32, sw: usize, port: u16, pkt: u32) {
-        let (dst, prio, frame, markable, tuple, src, ns3_key) = {
+        let (dst, prio, frame, markable, tuple, src, ns3_key, int_at) = {
             // The packet's slot is looked up once for the priority's
             // rewrite and the reads below: looked up twice, the slab's
             // bounds check and chunk load ran twice on every switch
@@ -2232,16 +2246,20 @@ impl Simulator {
                 p.set_prio((c & ctl) | (p.prio() & !ctl));
             }
             let p = &*p;
-            if self.cfg.int {
-                // The hop this switch stamps when the packet leaves (at
-                // once, when its port is idle): start loading its line
-                // while the route and the buffer are worked out (the
-                // scratch record's for a packet not stamped: no branch).
+            // The hop this switch stamps when the packet leaves (handed to
+            // `send_frame` when that is at once, its port idle, so it is
+            // not read again there): start loading its line while the
+            // route and the buffer are worked out (the scratch record's
+            // for a packet not stamped: no branch).
+            let int_at = if self.cfg.int {
                 let at = p.int_hop();
                 if let Some(r) = self.ints.get(at / MAX_INT_HOPS) {
                     prefetch_line(&r.hops[at % MAX_INT_HOPS]);
                 }
-            }
+                at
+            } else {
+                0
+            };
             (
                 p.dst(),
                 p.prio(),
@@ -2250,6 +2268,7 @@ impl Simulator {
                 tuple_of(p),
                 p.src(),
                 p.ns3_key(),
+                int_at,
             )
         };
         let hops = if (dst as usize) < self.topo.n_hosts() {
@@ -2318,7 +2337,7 @@ impl Simulator {
             {
                 m.record(now, sw, usize::from(out), frame);
             }
-            self.send_frame(node, out, pi, e, true);
+            self.send_frame(node, out, pi, e, true, int_at);
             return;
         }
         p.enqueue(pi, e);
