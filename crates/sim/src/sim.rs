@@ -389,6 +389,12 @@ pub struct Simulator {
     stall_since: Option<Ps>,
     last_delivered: u64,
     deadlock: Option<String>,
+    /// The run is over whatever the queue holds: every flow finished
+    /// (`finished` reached the flow count) or a deadlock was found. Set
+    /// where either becomes true, so the event loop tests one flag per
+    /// event instead of each condition (the stop time and an empty queue
+    /// end the loop inside the queue's pop).
+    halted: bool,
     qlen: Option<QlenMonitor>,
     /// Events handled by kind, indexed by the `KIND_*` constants (an
     /// array so that counting is one add on a line `handle` already has).
@@ -681,6 +687,7 @@ impl Simulator {
             stall_since: None,
             last_delivered: 0,
             deadlock: None,
+            halted: false,
             qlen: None,
             by_kind: [0; 6],
             #[cfg(test)]
@@ -702,6 +709,8 @@ impl Simulator {
         for (i, f) in flows.iter().enumerate() {
             sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
         }
+        // No flows: all of them are finished from the start.
+        sim.halted = sim.flows.is_empty();
         if let Some(c) = sim.cfg.qlen_monitor {
             let switches: Vec<(u32, usize)> = (sim.switches.iter())
                 .map(|s| (s.node, sim.nodes[s.node as usize].ports.len()))
@@ -750,8 +759,7 @@ impl Simulator {
     /// True when every flow finished, the stop time passed, or a deadlock
     /// was found.
     pub fn done(&mut self) -> bool {
-        self.deadlock.is_some()
-            || self.finished == self.flows.len()
+        self.halted
             || self.q.is_empty()
             || self
                 .cfg
@@ -763,10 +771,8 @@ impl Simulator {
     pub fn step(&mut self, max: u64) -> u64 {
         // `done`, with the stop time checked as the event is taken.
         let stop = self.cfg.stop.unwrap_or(Ps::MAX);
-        // The flow table is built with the simulator and never grows.
-        let flows = self.flows.len();
         let mut n = 0;
-        while n < max && self.deadlock.is_none() && self.finished != flows {
+        while n < max && !self.halted {
             let Some((now, p)) = self.q.pop_packed_until(stop) else {
                 break;
             };
@@ -802,7 +808,7 @@ impl Simulator {
     /// no deadlock found — something the simulation should have woken was
     /// never woken.
     pub fn outcome(&self) -> Result<(), SimError> {
-        if !self.q.is_empty() || self.finished == self.flows.len() || self.deadlock.is_some() {
+        if !self.q.is_empty() || self.halted {
             return Ok(());
         }
         let unfinished = self
@@ -1490,6 +1496,7 @@ impl Simulator {
             f.status = Some(status);
             f.finish = Some(self.q.now());
             self.finished += 1;
+            self.halted |= self.finished == self.flows.len();
             self.counters.failed_flows += 1;
             if self.counters.first_error.is_none() {
                 self.counters.first_error = Some(format!("flow {flow}: {why}"));
@@ -1879,6 +1886,7 @@ impl Simulator {
             f.spec.src, f.spec.dst, f.src_qpn, f.dst_qpn, f.src_lkey, f.dst_lkey,
         );
         let (sa, da) = (f.src_addr, f.dst_addr);
+        self.halted |= self.finished == self.flows.len();
         for (h, q, l, a) in [(src, sq, sl, sa), (dst, dq, dl, da)] {
             let r = &mut self.hosts[h as usize].rnic;
             let _ = r.destroy_qp(q);
@@ -2565,6 +2573,7 @@ impl Simulator {
             if now - since >= self.cfg.deadlock_after {
                 self.deadlock = Some(self.describe_deadlock());
                 self.counters.deadlock = self.deadlock.clone();
+                self.halted = true;
             }
         } else {
             self.stall_since = None;
@@ -3406,6 +3415,76 @@ sample_us = 5
             offset_of!(Host, timer_at) + std::mem::size_of::<Option<Ps>>(),
         ] {
             assert!(end <= 64, "{end}");
+        }
+    }
+
+    /// Each condition that ends a run still ends it at the same event,
+    /// with the same report and outcome, through the one `halted` flag:
+    /// against a run stepped one event at a time that tests every flow
+    /// finished and a deadlock itself before each event (the stop time
+    /// and an empty queue end `step` inside the queue's pop).
+    #[test]
+    fn every_halting_condition_stops_the_run() {
+        let load = |name: &str| {
+            let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../scenarios")
+                .join(name);
+            crate::scenario::Scenario::load(&path, None).unwrap()
+        };
+        let mut stopped = small_fat_tree("dcqcn");
+        stopped.cfg.stop = Some(100 * PS_PER_US);
+        let stall_src = r#"
+[transport]
+timeout = 0
+[switch]
+buffer_kb = 64
+pfc = "off"
+[topology]
+kind = "star"
+hosts = 5
+[[workload]]
+kind = "incast"
+dst = 0
+size = 200000
+[output]
+sample_us = 10
+"#;
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let stall = crate::scenario::Scenario::parse(stall_src, "t.toml", &base, None).unwrap();
+        let cases = [
+            ("finished", incast("dcqcn")),
+            ("finished", incast("hpcc")),
+            ("stop", stopped),
+            ("deadlock", load("pfc_deadlock_ring.toml")),
+            ("stall", stall),
+        ];
+        for (why, sc) in cases {
+            let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+            let outcome = format!("{:?}", sim.run());
+            assert!(sim.done(), "{why}");
+            let mut reference = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+            while reference.deadlock.is_none()
+                && reference.finished != reference.flows.len()
+                && reference.step(1) == 1
+            {}
+            assert_eq!(format!("{:?}", reference.outcome()), outcome, "{why}");
+            assert_eq!(reference.events(), sim.events(), "{why}");
+            assert_eq!(reference.now(), sim.now(), "{why}");
+            assert_eq!(
+                format!("{:?}", reference.report()),
+                format!("{:?}", sim.report()),
+                "{why}"
+            );
+            let unfinished = sim.finished < sim.flows.len();
+            match why {
+                "finished" => assert!(!unfinished && sim.deadlock.is_none()),
+                "stop" => {
+                    assert!(unfinished && sim.deadlock.is_none() && !sim.q.is_empty());
+                    assert!(sim.now() <= 100 * PS_PER_US);
+                }
+                "deadlock" => assert!(unfinished && sim.deadlock.is_some() && !sim.q.is_empty()),
+                _ => assert!(unfinished && sim.q.is_empty() && outcome.starts_with("Err(Stalled")),
+            }
         }
     }
 
