@@ -789,6 +789,13 @@ impl Simulator {
             self.dispatch(p);
             #[cfg(debug_assertions)]
             self.check_hosts_scheduled(ev);
+            // The flag is exactly the conditions it stands for, set no
+            // earlier and no later than they become true.
+            debug_assert_eq!(
+                self.halted,
+                self.deadlock.is_some() || self.finished == self.flows.len(),
+                "halted flag out of step"
+            );
             n += 1;
         }
         n
@@ -2180,6 +2187,7 @@ impl Simulator {
             if self.cfg.int {
                 let pk = &mut self.packets[id as usize];
                 let at = if passed { int_at } else { pk.int_hop() };
+                debug_assert_eq!(at, pk.int_hop(), "the hop switch_rx handed on");
                 pk.count_int_hop(at);
                 if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
                     r.hops[at % MAX_INT_HOPS] = IntHop {
@@ -2836,7 +2844,8 @@ const HUGE_PAGE: usize = 2 << 20;
 
 impl<T: Copy> Slab<T> {
     /// Address space first asked for.
-    const RESERVE: usize = 64 << 30;
+    /// (None on targets with less than 64-bit addresses: the heap there.)
+    const RESERVE: usize = if usize::BITS >= 64 { 64 << 30 } else { 0 };
     /// Smallest reservation tried before falling back to the heap.
     const RESERVE_FLOOR: usize = 1 << 30;
     /// Memory committed at a time.
@@ -2854,7 +2863,13 @@ impl<T: Copy> Slab<T> {
     /// failure while at least `floor`; none if `reserve < floor`), then
     /// committing `step` bytes (a multiple of the huge page) at a time.
     fn with_reservation(reserve: usize, floor: usize, step: usize) -> Self {
-        const { assert!(std::mem::size_of::<T>() > 0 && std::mem::align_of::<T>() <= HUGE_PAGE) };
+        const {
+            assert!(
+                std::mem::size_of::<T>() > 0
+                    && std::mem::size_of::<T>() <= HUGE_PAGE
+                    && std::mem::align_of::<T>() <= HUGE_PAGE
+            )
+        };
         assert!(step > 0 && step.is_multiple_of(HUGE_PAGE));
         let mut size = reserve;
         while size >= floor.max(step) {
@@ -2959,7 +2974,11 @@ impl<T: Copy> Slab<T> {
     /// (with room for more) and releases the reservation.
     #[cold]
     fn move_to_heap(&mut self) {
-        let mut v = Vec::with_capacity((self.len * 2).max(HUGE_PAGE / std::mem::size_of::<T>()));
+        let mut v = Vec::with_capacity(
+            (self.len * 2)
+                .max(HUGE_PAGE / std::mem::size_of::<T>())
+                .max(self.len + 1),
+        );
         // SAFETY: the first `len` slots from `base` are written.
         v.extend_from_slice(unsafe { std::slice::from_raw_parts(self.base.as_ptr(), self.len) });
         advise_huge(v.as_ptr(), v.capacity() * std::mem::size_of::<T>());
