@@ -18,7 +18,8 @@
 # median user s PGO/release): fat5ms HPCC 0.84, fat5ms DCQCN 0.92, k=32 cut
 # at 300 us 0.96; callgrind Ir config_fat_hpcc 13,770 M against 14,592 M,
 # config_fat_dcqcn 11,716 M against 12,533 M. The script takes ~13.5 min
-# wall on a loaded 2-core machine: two fat-LTO release builds and ~75 s of
+# wall on a loaded 2-core machine from scratch (~4 min when the instrumented
+# build is still cached): two fat-LTO release builds and 50-75 s of
 # training runs.
 #
 # Dead end, measured: BOLT on top of PGO (link with `-Wl,--emit-relocs`,
