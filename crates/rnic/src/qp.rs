@@ -552,6 +552,19 @@ impl Qp {
         }
     }
 
+    /// What a destroyed QP's slot holds in the RNIC's table (see
+    /// `table::QpTable`): number [`crate::table::DEAD`], and nothing on
+    /// the heap (no controller, empty queues).
+    pub(crate) fn tombstone() -> Qp {
+        Qp::tombstone_numbered(crate::table::DEAD)
+    }
+
+    /// A tombstone numbered `qpn` (tests: a QP that holds nothing).
+    pub(crate) fn tombstone_numbered(qpn: u32) -> Qp {
+        let init = QpInitAttr::new(QpType::Rc, PdHandle(0), CqHandle(0), CqHandle(0));
+        Qp::new(qpn, init, Box::new(crate::cc::NoCc))
+    }
+
     pub fn qpn(&self) -> u32 {
         self.qpn
     }
@@ -815,7 +828,10 @@ mod layout {
         }
         // The sizes assumed above.
         assert_eq!(std::mem::size_of::<std::collections::VecDeque<u8>>(), 32);
-        assert_eq!(std::mem::size_of::<Option<(std::net::SocketAddr, u32)>>(), 36);
+        assert_eq!(
+            std::mem::size_of::<Option<(std::net::SocketAddr, u32)>>(),
+            36
+        );
         // The first line: what a poll of a QP with nothing to send reads.
         assert_eq!(offset_of!(Qp, rnr_until), 48);
         assert_eq!(offset_of!(Qp, filed), 112);
@@ -823,6 +839,10 @@ mod layout {
         assert_eq!(std::mem::align_of::<Qp>(), 64);
         // The whole: a QP is stored inline in its table, so each byte is
         // one per QP slot.
-        assert!(std::mem::size_of::<Qp>() <= 896, "{}", std::mem::size_of::<Qp>());
+        assert!(
+            std::mem::size_of::<Qp>() <= 896,
+            "{}",
+            std::mem::size_of::<Qp>()
+        );
     }
 }
