@@ -435,15 +435,6 @@ const KIND_OTHER: usize = 5;
 /// was 4 MB before), hence above that.
 const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 
-/// An arrival's packet number with this bit set: the packet was ECN-marked
-/// (CE) at the switch port it just left, and the mark is still to be
-/// written into the packet. Only with the deep look-ahead (large fabrics):
-/// there the packet's line, unread since it was queued, was a miss for the
-/// mark's write at the egress port, and the next hop reads (and has
-/// prefetched) it anyway. Packet numbers stay below 2³¹ (32-byte packets:
-/// 64 GB of them).
-const CE_BIT: u32 = 1 << 31;
-
 /// Tells the queue-length monitor every switch queue's length now, as it
 /// stands at the window's first sample.
 fn hand_queue_lengths(m: &mut QlenMonitor, switches: &[SwitchState], nodes: &[NodeState]) {
@@ -784,16 +775,7 @@ impl Simulator {
             }
             self.prefetch_upcoming();
             #[cfg(any(test, debug_assertions))]
-            let ev = match self.q.event(p) {
-                // The trace shows where a mark is written no more than
-                // the packets themselves do.
-                Event::Arrive { node, port, pkt } => Event::Arrive {
-                    node,
-                    port,
-                    pkt: pkt & !CE_BIT,
-                },
-                e => e,
-            };
+            let ev = self.q.event(p);
             #[cfg(test)]
             if let Some(t) = &mut self.trace {
                 t.push((now, ev));
@@ -990,9 +972,6 @@ impl Simulator {
             // the mid-size fat5ms run but cost 95 M instructions (11 an
             // event), and 1.3 % more user time on the full DCQCN run
             // (three interleaved pairs, session 18).
-            //
-            // A packet number carrying a mark (`CE_BIT`) names no packet:
-            // that arrival's line is left to the later stages.
             if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
                 prefetch_line(p);
             }
@@ -1018,7 +997,6 @@ impl Simulator {
         for ev in self.q.pending_in(d) {
             match ev {
                 Event::Arrive { node, port, pkt } => {
-                    let pkt = pkt & !CE_BIT;
                     let Some(ns) = self.nodes.get(node as usize) else {
                         continue;
                     };
@@ -1170,13 +1148,6 @@ impl Simulator {
     /// The last bit of packet `pkt` reached `node`'s `port`.
     #[inline(always)]
     fn on_arrive(&mut self, node: u32, port: u16, pkt: u32) {
-        // A mark carried by the event (see `CE_BIT`), into the packet:
-        // out of line, as the branch is never taken in a small fabric.
-        let pkt = if pkt & CE_BIT != 0 {
-            self.carried_mark(pkt)
-        } else {
-            pkt
-        };
         // Each event looks its node up once: the count by kind, the
         // dispatch and the handler read the same record.
         let ns = &self.nodes[node as usize];
@@ -1187,16 +1158,6 @@ impl Simulator {
         } else {
             self.switch_rx(node, index as usize, port, pkt);
         }
-    }
-
-    /// Writes the ECN mark an arrival's packet number carries (see
-    /// [`CE_BIT`]) into the packet; its number without the mark.
-    #[cold]
-    #[inline(never)]
-    fn carried_mark(&mut self, pkt: u32) -> u32 {
-        let pkt = pkt & !CE_BIT;
-        self.packets[pkt as usize].set_ce();
-        pkt
     }
 
     /// `node`'s `port` finished serializing a frame.
@@ -1942,7 +1903,6 @@ impl Simulator {
             i
         } else {
             self.packets.push(p);
-            debug_assert!(self.packets.len() <= CE_BIT as usize);
             (self.packets.len() - 1) as u32
         }
     }
@@ -2157,7 +2117,6 @@ impl Simulator {
         let (is_host, sw) = (ns.host, ns.index as usize);
         let mut p = &mut ns.ports[pi];
         let (id, frame, ingress, markable) = (e.pkt, u64::from(e.frame()), e.ingress, e.markable());
-        let mut ce = 0;
         if !is_host {
             if !passed && p.queued_pkts() == 0 {
                 self.switch_ports_queued[sw] -= 1;
@@ -2187,11 +2146,7 @@ impl Simulator {
             {
                 let u = crate::workload::uniform(&mut self.rng);
                 if EcnConfig::mark_at(pr, u) {
-                    if self.deep_prefetch {
-                        ce = CE_BIT;
-                    } else {
-                        self.packets[id as usize].set_ce();
-                    }
+                    self.packets[id as usize].set_ce();
                     self.counters.ecn_marks += 1;
                 }
             }
@@ -2252,7 +2207,7 @@ impl Simulator {
             Event::Arrive {
                 node: peer,
                 port: peer_port,
-                pkt: id | ce,
+                pkt: id,
             },
         );
     }
@@ -3256,9 +3211,6 @@ sample_us = 5
                 sim.deep_prefetch = deep;
                 sim.trace = Some(Vec::new());
                 sim.run().unwrap();
-                // Marks made, so that the deep run carried some in its
-                // arrivals' packet numbers (`CE_BIT`).
-                assert!(sim.counters.ecn_marks > 0, "{cc}: no ECN marks");
                 let trace = sim.trace.take().unwrap_or_default();
                 (format!("{:?}", sim.report()), trace)
             };
