@@ -348,7 +348,7 @@ mod tests {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            if (x >> 40) % 3 != 0 || m.is_empty() {
+            if !(x >> 40).is_multiple_of(3) || m.is_empty() {
                 t.insert(next, Qp::tombstone_numbered(next));
                 m.insert(next, ());
                 next += 1;
