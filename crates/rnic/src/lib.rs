@@ -736,7 +736,9 @@ impl<M: Memory> Rnic<M> {
     }
 
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.qps.remove(&qpn).ok_or(unknown("QP", qpn))?;
+        if !self.qps.remove(&qpn) {
+            return Err(unknown("QP", qpn));
+        }
         self.ready.remove(&qpn);
         // Its entry, if any, is no longer current.
         self.settle_timers();

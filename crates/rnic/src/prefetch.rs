@@ -51,7 +51,9 @@ impl<M: Memory> Rnic<M> {
 
     /// Stage 2 (after [`prefetch_device`](Self::prefetch_device)): the
     /// ready set's word and the QP table's slots where the next poll
-    /// looks, QP `qpn`'s slot if a packet for it is on its way, and the
+    /// looks, QP `qpn`'s slot if a packet for it is on its way (a slot
+    /// is the QP itself, stored inline: its hot lines, `qp::HOT_BYTES`,
+    /// where a boxed QP's slot was only a pointer to them), and the
     /// timer heap's first entry (every poll ends by reading the next
     /// deadline; at 8,192 hosts that load was 18 % of `kick_host`'s perf
     /// samples).

@@ -387,70 +387,83 @@ pub(crate) enum InMsg {
 /// own layout sorts by alignment and scattered what one packet reads over
 /// twelve of the struct's cache lines, and at 8,192 hosts each of those
 /// lines is a miss (issue 12). The order is a cost, never a behaviour.
+///
+/// Three groups. Lines 0-2 ([`HOT_BYTES`]) hold what every transmit poll
+/// and every re-file reads, on either side of a connection: the gates of
+/// [`idle_tx`](Self::idle_tx), [`next_deadline`](Self::next_deadline),
+/// `response_due` and `next_request`. A poll that finds nothing to send
+/// and a receiver's re-file after a packet touch these lines only, and
+/// they are the lines a driver's cache hint loads (the QP table stores QPs
+/// inline, so the QP's slot is its first line). Then the packet header's
+/// fields and the responder's per-request state; then the requester's and
+/// completer's (congestion control, PSNs, the sent log); then what set-up
+/// and the rare paths (receive WQEs, READ/ATOMIC resources, IRN) read.
+/// The `layout` test pins the hot group's offsets.
 #[repr(C, align(64))]
 pub struct Qp {
-    // Every transmit poll and re-file reads these (scheduling: `idle_tx`,
-    // `next_deadline`, `next_response`'s first checks), whichever side the
-    // QP is on.
-    pub(crate) cc: crate::cc::Controller,
+    // Hot: every transmit poll and re-file.
     pub(crate) sq: VecDeque<SendWqe>,
     /// Next packet to transmit: (index into `sq`, packet index in that WQE).
     pub(crate) cursor: (usize, u32),
+    pub(crate) rnr_until: Option<Nanos>,
     pub(crate) resp_q: VecDeque<RespItem>,
     pub(crate) rto_deadline: Option<Nanos>,
-    pub(crate) rnr_until: Option<Nanos>,
     /// The deadline this QP is filed under in the RNIC's timer index.
     pub(crate) filed: Option<Nanos>,
-    pub(crate) ah: Option<SocketAddr>,
-    pub(crate) qpn: u32,
-    pub(crate) dest_qpn: u32,
-    pub(crate) udp_sport: u16,
-    pub(crate) state: QpState,
-    pub(crate) mtu: Mtu,
-    pub(crate) dscp: u8,
-    pub(crate) timeout: u8,
-    pub(crate) init: QpInitAttr,
-    pub(crate) cnp_due: Option<(SocketAddr, u32)>,
-    // Requester and completer, per packet sent or ACK received.
     pub(crate) next_send_at: Nanos,
     /// `now` of the last transmit poll (to tell a pacing wait from other blocks).
     pub(crate) last_poll: Nanos,
-    pub(crate) inflight_bytes: u64,
-    /// Highest PSN ever transmitted (to tell retransmissions from new packets).
-    pub(crate) max_sent: Option<Psn>,
-    /// Requester, IRN: the first new PSN at or past this one asks for an
-    /// ACK, so a resend lost again shows in the SACK it draws.
-    pub(crate) irn_probe_at: Option<Psn>,
-    /// A rewind already requested for this PSN (one go-back per gap).
-    pub(crate) rewound_at: Option<Psn>,
-    /// PSN for the next WQE that starts.
-    pub(crate) next_psn: Psn,
-    /// Oldest unacknowledged PSN.
-    pub(crate) una: Psn,
-    pub(crate) since_ackreq: u32,
-    pub(crate) retries_left: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retries_left: u8,
-    pub(crate) rnr_retry: u8,
+    pub(crate) cnp_due: Option<(SocketAddr, u32)>,
+    pub(crate) state: QpState,
+    /// [`irn`](Self::irn), fixed at creation: `init`, which it is read
+    /// from, lies among the cold fields.
+    pub(crate) irn_rc: bool,
+    pub(crate) mtu: Mtu,
+    pub(crate) dscp: u8,
+    pub(crate) qpn: u32,
+    pub(crate) dest_qpn: u32,
+    // Every packet's header, and the responder per request packet received.
+    pub(crate) ah: Option<SocketAddr>,
+    pub(crate) udp_sport: u16,
+    pub(crate) timeout: u8,
     /// The ACK being processed echoed a CE mark.
     pub(crate) ece_rx: bool,
-    /// The lowest rate `cc` paced this QP at (reported as the minimum rate).
-    pub(crate) cc_min_rate: Option<u64>,
-    /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
-    pub(crate) sent_log: crate::cc::sample::SentLog,
-    // Responder, per request packet received.
     pub(crate) epsn: Psn,
     pub(crate) msn: u32,
+    pub(crate) access: Access,
     pub(crate) nak_gap: bool,
     /// A CE-marked request arrived since the last ACK was queued (ECN echo).
     pub(crate) ece_pending: bool,
     /// Responder: the request being executed was placed on arrival.
     pub(crate) placed: bool,
-    pub(crate) access: Access,
+    pub(crate) retries_left: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retries_left: u8,
+    pub(crate) rnr_retry: u8,
     pub(crate) last_cnp: Option<Nanos>,
     pub(crate) in_msg: Option<InMsg>,
+    // Requester and completer, per packet sent or ACK received.
+    pub(crate) cc: crate::cc::Controller,
+    pub(crate) inflight_bytes: u64,
+    /// Highest PSN ever transmitted (to tell retransmissions from new packets).
+    pub(crate) max_sent: Option<Psn>,
+    /// PSN for the next WQE that starts.
+    pub(crate) next_psn: Psn,
+    /// Oldest unacknowledged PSN.
+    pub(crate) una: Psn,
+    pub(crate) since_ackreq: u32,
+    /// Requester, IRN: the first new PSN at or past this one asks for an
+    /// ACK, so a resend lost again shows in the SACK it draws.
+    pub(crate) irn_probe_at: Option<Psn>,
+    /// A rewind already requested for this PSN (one go-back per gap).
+    pub(crate) rewound_at: Option<Psn>,
+    /// The lowest rate `cc` paced this QP at (reported as the minimum rate).
+    pub(crate) cc_min_rate: Option<u64>,
+    /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
+    pub(crate) sent_log: crate::cc::sample::SentLog,
     // Seldom touched: attributes read at set-up or on rare paths, receive
     // WQEs (the simulator's flows are WRITEs), READ/ATOMIC resources, IRN.
+    pub(crate) init: QpInitAttr,
     pub(crate) qkey: u32,
     pub(crate) max_dest_rd_atomic: u8,
     pub(crate) min_rnr_timer: u8,
@@ -474,11 +487,16 @@ pub struct Qp {
     pub(crate) held_write: Option<crate::irn::HeldWrite>,
 }
 
+/// Bytes at the head of a [`Qp`] that every transmit poll and re-file
+/// reads (see its layout): what a driver's cache hint should load.
+pub const HOT_BYTES: usize = 192;
+
 impl Qp {
     pub(crate) fn new(qpn: u32, init: QpInitAttr, cc: Box<dyn CongestionControl>) -> Qp {
         Qp {
             qpn,
             init,
+            irn_rc: init.recovery == Recovery::Irn && init.qp_type == QpType::Rc,
             state: QpState::Reset,
             access: Access::NONE,
             qkey: 0,
@@ -532,6 +550,19 @@ impl Qp {
             held_write: None,
             placed: false,
         }
+    }
+
+    /// What a destroyed QP's slot holds in the RNIC's table (see
+    /// `table::QpTable`): number [`crate::table::DEAD`], and nothing on
+    /// the heap (no controller, empty queues).
+    pub(crate) fn tombstone() -> Qp {
+        Qp::tombstone_numbered(crate::table::DEAD)
+    }
+
+    /// A tombstone numbered `qpn` (tests: a QP that holds nothing).
+    pub(crate) fn tombstone_numbered(qpn: u32) -> Qp {
+        let init = QpInitAttr::new(QpType::Rc, PdHandle(0), CqHandle(0), CqHandle(0));
+        Qp::new(qpn, init, Box::new(crate::cc::NoCc))
     }
 
     pub fn qpn(&self) -> u32 {
@@ -598,7 +629,11 @@ impl Qp {
     }
 
     pub(crate) fn irn(&self) -> bool {
-        self.init.recovery == Recovery::Irn && self.init.qp_type == QpType::Rc
+        debug_assert_eq!(
+            self.irn_rc,
+            self.init.recovery == Recovery::Irn && self.init.qp_type == QpType::Rc
+        );
+        self.irn_rc
     }
 
     /// The timeout to arm now: IBA's for go-back-N; IRN's RTO_low while
@@ -756,5 +791,58 @@ impl<Mem: Memory + ?Sized> Ctx<'_, Mem> {
             }
             None => self.counters.cq_overflows += 1,
         }
+    }
+}
+
+#[cfg(test)]
+mod layout {
+    use super::{HOT_BYTES, Qp};
+    use std::mem::offset_of;
+
+    /// Every field a transmit poll or a re-file reads lies in the first
+    /// [`HOT_BYTES`]: a field moved out of them (or one grown so that
+    /// others are pushed out) costs a cache miss per packet at scale,
+    /// with nothing else to show for it.
+    #[test]
+    fn hot_fields_lie_in_the_first_lines() {
+        // (offset, size) of each hot field.
+        let hot = [
+            (offset_of!(Qp, sq), 32, "sq"),
+            (offset_of!(Qp, cursor), 16, "cursor"),
+            (offset_of!(Qp, rnr_until), 16, "rnr_until"),
+            (offset_of!(Qp, resp_q), 32, "resp_q"),
+            (offset_of!(Qp, rto_deadline), 16, "rto_deadline"),
+            (offset_of!(Qp, filed), 16, "filed"),
+            (offset_of!(Qp, next_send_at), 8, "next_send_at"),
+            (offset_of!(Qp, last_poll), 8, "last_poll"),
+            (offset_of!(Qp, cnp_due), 36, "cnp_due"),
+            (offset_of!(Qp, state), 1, "state"),
+            (offset_of!(Qp, irn_rc), 1, "irn_rc"),
+            (offset_of!(Qp, mtu), 1, "mtu"),
+            (offset_of!(Qp, dscp), 1, "dscp"),
+            (offset_of!(Qp, qpn), 4, "qpn"),
+            (offset_of!(Qp, dest_qpn), 4, "dest_qpn"),
+        ];
+        for (off, size, name) in hot {
+            assert!(off + size <= HOT_BYTES, "{name} at {off}+{size}");
+        }
+        // The sizes assumed above.
+        assert_eq!(std::mem::size_of::<std::collections::VecDeque<u8>>(), 32);
+        assert_eq!(
+            std::mem::size_of::<Option<(std::net::SocketAddr, u32)>>(),
+            36
+        );
+        // The first line: what a poll of a QP with nothing to send reads.
+        assert_eq!(offset_of!(Qp, rnr_until), 48);
+        assert_eq!(offset_of!(Qp, filed), 112);
+        assert_eq!(offset_of!(Qp, dest_qpn), 188);
+        assert_eq!(std::mem::align_of::<Qp>(), 64);
+        // The whole: a QP is stored inline in its table, so each byte is
+        // one per QP slot.
+        assert!(
+            std::mem::size_of::<Qp>() <= 896,
+            "{}",
+            std::mem::size_of::<Qp>()
+        );
     }
 }
