@@ -3460,22 +3460,7 @@ sample_us = 5
         };
         let mut stopped = small_fat_tree("dcqcn");
         stopped.cfg.stop = Some(100 * PS_PER_US);
-        let stall_src = r#"
-[transport]
-timeout = 0
-[switch]
-buffer_kb = 64
-pfc = "off"
-[topology]
-kind = "star"
-hosts = 5
-[[workload]]
-kind = "incast"
-dst = 0
-size = 200000
-[output]
-sample_us = 10
-"#;
+        let stall_src = include_str!("../tests/data/stall_incast.toml");
         let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         let stall = crate::scenario::Scenario::parse(stall_src, "t.toml", &base, None).unwrap();
         let cases = [

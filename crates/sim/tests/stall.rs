@@ -104,22 +104,7 @@ flows = [
 /// stalled QPs, rather than end with flows quietly `unfinished`.
 #[test]
 fn a_run_that_stalls_is_an_error_naming_the_stalled_qps() {
-    let src = r#"
-[transport]
-timeout = 0
-[switch]
-buffer_kb = 64
-pfc = "off"
-[topology]
-kind = "star"
-hosts = 5
-[[workload]]
-kind = "incast"
-dst = 0
-size = 200000
-[output]
-sample_us = 10
-"#;
+    let src = include_str!("data/stall_incast.toml");
     let (outcome, ok) = run(src);
     let Err(SimError::Stalled(stall)) = outcome else {
         panic!("expected a stall, got {outcome:?}");
