@@ -103,20 +103,36 @@ fn shipped_configs_write_every_output_at_its_configured_path() {
     run_and_check(configs);
 }
 
-/// How many flows of the 5 ms WebSearch file the `fat5ms` configs run
-/// here: all 3,570 take minutes in a debug build, and what is under test
-/// is where the outputs go, which a few flows show as well.
-const FAT5MS_FLOWS: usize = 24;
+/// How many flows of a large run's WebSearch file the configs of
+/// `fat5ms/` and `fat10ms/` run here: all 3,571 (7,097) take minutes in a
+/// debug build, and what is under test is where the outputs go, which a
+/// few flows show as well.
+const LARGE_RUN_FLOWS: usize = 24;
 
-/// The `fat5ms/` configs as shipped, from a copy of their folder layout
+/// The configs of each subfolder of `scenarios/hpcc/` (`fat5ms/`,
+/// `fat10ms/`) as shipped, from a copy of their folder layout
 /// (`../topo_fat320.txt` and `../trace.txt` one level up) whose flow file
-/// is cut to its first [`FAT5MS_FLOWS`] flows.
+/// is cut to its first [`LARGE_RUN_FLOWS`] flows.
 #[test]
-fn fat5ms_configs_write_every_output_at_its_configured_path() {
-    let shipped = hpcc_dir().join("fat5ms");
+fn large_run_configs_write_every_output_at_their_configured_paths() {
+    let mut folders: Vec<String> = std::fs::read_dir(hpcc_dir())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_dir())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    folders.sort();
+    assert_eq!(folders, ["fat10ms", "fat5ms"]);
+    for folder in &folders {
+        check_large_run_folder(folder);
+    }
+}
+
+fn check_large_run_folder(folder: &str) {
+    let shipped = hpcc_dir().join(folder);
     let layout = tempfile::tempdir().unwrap();
     let root = layout.path().join("hpcc");
-    let sub = root.join("fat5ms");
+    let sub = root.join(folder);
     std::fs::create_dir_all(&sub).unwrap();
     let configs = configs_in(&shipped);
     assert_eq!(configs.len(), 3, "{configs:?}");
@@ -135,9 +151,9 @@ fn fat5ms_configs_write_every_output_at_its_configured_path() {
             let body = if key == "FLOW_FILE" {
                 let mut lines = body.lines();
                 let total: usize = lines.next().unwrap().trim().parse().unwrap();
-                assert!(total > FAT5MS_FLOWS, "{rel} has {total} flows");
-                let mut cut = format!("{FAT5MS_FLOWS}\n");
-                for l in lines.take(FAT5MS_FLOWS) {
+                assert!(total > LARGE_RUN_FLOWS, "{rel} has {total} flows");
+                let mut cut = format!("{LARGE_RUN_FLOWS}\n");
+                for l in lines.take(LARGE_RUN_FLOWS) {
                     cut += l;
                     cut += "\n";
                 }
