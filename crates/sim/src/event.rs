@@ -214,6 +214,15 @@ impl Ord for Far {
 /// log₂ of a calendar slot's width in ps (1.02 ns: about ten events of
 /// a busy fabric, sorted in one go by [`sort_slot`]; 512 ps slots were no
 /// faster on the 320-host fat tree).
+///
+/// At 8,192 hosts a slot holds about 100 events, and narrower slots
+/// looked faster there (session 24, k=32 cut at 1 ms, user s, three
+/// interleaved rounds on a noisy machine, outputs identical): 10 bits
+/// 56.5, 52.8, 55.9; 9 bits 50.2, 42.9, 50.2; 8 bits 49.2, 47.7, 40.5.
+/// On the full fat5ms HPCC run the same binaries gave 13.7, 14.6 (10),
+/// 17.0, 13.6 (9) and 18.7, 14.8 (8): too few rounds to rule out a loss
+/// at 320 hosts. Not changed; a width chosen from the fabric's size is
+/// the next thing to measure.
 const SLOT_BITS: u32 = 10;
 /// How many slots past the current one [`EventQueue::upcoming`] looks.
 const LOOKAHEAD: u64 = 3;
