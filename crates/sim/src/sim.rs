@@ -3508,20 +3508,31 @@ sample_us = 5
             let sc = small_fat_tree(cc);
             let run = |heap: bool| {
                 FORCE_HEAP_SLABS.set(heap);
-                let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                let sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
                 FORCE_HEAP_SLABS.set(false);
                 assert_eq!(sim.packets.is_reserved(), !heap, "{cc}");
                 assert_eq!(sim.ints.is_reserved(), !heap, "{cc}");
-                sim.trace = Some(Vec::new());
-                sim.run().unwrap();
-                let trace = sim.trace.take().unwrap_or_default();
-                (format!("{:?}", sim.report()), trace)
+                traced_run(sim)
             };
-            let ((res, res_trace), (heap, heap_trace)) = (run(false), run(true));
-            assert!(!res_trace.is_empty(), "{cc}");
-            assert!(res_trace == heap_trace, "{cc}: event order");
-            assert_eq!(res, heap, "{cc}");
+            assert_same_run(cc, run(false), run(true));
         }
+    }
+
+    /// Runs `sim` to the end with its event trace on: its report (as
+    /// text) and every event in the order run.
+    fn traced_run(mut sim: Simulator) -> (String, Vec<(Ps, Event)>) {
+        sim.trace = Some(Vec::new());
+        sim.run().unwrap();
+        let trace = sim.trace.take().unwrap_or_default();
+        (format!("{:?}", sim.report()), trace)
+    }
+
+    /// Two [`traced_run`]s of one scenario ran the same events in the
+    /// same order and reported the same.
+    fn assert_same_run(cc: &str, a: (String, Vec<(Ps, Event)>), b: (String, Vec<(Ps, Event)>)) {
+        assert!(!a.1.is_empty(), "{cc}");
+        assert!(a.1 == b.1, "{cc}: event order");
+        assert_eq!(a.0, b.0, "{cc}");
     }
 
     #[test]
@@ -3532,15 +3543,9 @@ sample_us = 5
                 let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
                 assert!(!sim.deep_prefetch, "{cc}: a small fabric");
                 sim.deep_prefetch = deep;
-                sim.trace = Some(Vec::new());
-                sim.run().unwrap();
-                let trace = sim.trace.take().unwrap_or_default();
-                (format!("{:?}", sim.report()), trace)
+                traced_run(sim)
             };
-            let ((off, off_trace), (on, on_trace)) = (run(false), run(true));
-            assert!(!off_trace.is_empty(), "{cc}");
-            assert!(off_trace == on_trace, "{cc}: event order");
-            assert_eq!(off, on, "{cc}");
+            assert_same_run(cc, run(false), run(true));
         }
     }
 
