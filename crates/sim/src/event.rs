@@ -75,12 +75,11 @@ pub enum Event {
 }
 
 /// Bits of a key holding the event's time within its calendar slot.
-const OFF_SHIFT: u32 = 64 - SLOT_BITS;
+const OFF_SHIFT: u32 = 64 - MAX_SLOT_BITS;
 /// Bits of a key below the sequence number: the payload's kind.
 const TAG_BITS: u32 = 3;
 /// Largest sequence number a key holds (2⁵¹: years of events).
 const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
-const OFF_MASK: u64 = (1 << SLOT_BITS) - 1;
 /// A key's bits below the time: sequence number and kind.
 const LOW_MASK: u64 = (1 << OFF_SHIFT) - 1;
 
@@ -175,7 +174,7 @@ fn unpack_node_port(x: u64) -> (u32, u16) {
 }
 
 /// A pending event in 16 bytes: the key (time within its slot in the top
-/// `SLOT_BITS`, then the schedule sequence number, then the payload's
+/// `MAX_SLOT_BITS`, then the schedule sequence number, then the payload's
 /// kind) and the packed payload. Within one slot, key order is exactly
 /// `(time, sequence)`.
 #[derive(Debug, Clone, Copy)]
@@ -211,19 +210,20 @@ impl Ord for Far {
     }
 }
 
-/// log₂ of a calendar slot's width in ps (1.02 ns: about ten events of
-/// a busy fabric, sorted in one go by [`sort_slot`]; 512 ps slots were no
-/// faster on the 320-host fat tree).
-///
-/// At 8,192 hosts a slot holds about 100 events, and narrower slots
-/// looked faster there (session 24, k=32 cut at 1 ms, user s, three
-/// interleaved rounds on a noisy machine, outputs identical): 10 bits
-/// 56.5, 52.8, 55.9; 9 bits 50.2, 42.9, 50.2; 8 bits 49.2, 47.7, 40.5.
-/// On the full fat5ms HPCC run the same binaries gave 13.7, 14.6 (10),
-/// 17.0, 13.6 (9) and 18.7, 14.8 (8): too few rounds to rule out a loss
-/// at 320 hosts. Not changed; a width chosen from the fabric's size is
-/// the next thing to measure.
-const SLOT_BITS: u32 = 10;
+/// log₂ of a calendar slot's widest width in ps (1.02 ns): the key holds
+/// an event's time within its slot in this many bits, whatever the
+/// queue's own width ([`EventQueue::with_horizon`]).
+const MAX_SLOT_BITS: u32 = 10;
+/// log₂ of the narrowest slot (64 ps). [`bucket_sort`] splits a slot by
+/// the top [`BUCKET_BITS`] of the time in it, so a slot must be at least
+/// that many picoseconds wide.
+pub const MIN_SLOT_BITS: u32 = 6;
+const _: () = assert!(MIN_SLOT_BITS >= BUCKET_BITS && MIN_SLOT_BITS <= MAX_SLOT_BITS);
+/// The slot width of [`EventQueue::new`] (1.02 ns: about ten events of the
+/// 320-host fat tree, sorted in one go by [`sort_slot`]; 512 ps slots were
+/// no faster there). A larger fabric's slots hold more events; the
+/// simulator narrows them (see `slot_bits_for` in the simulator).
+pub const DEFAULT_SLOT_BITS: u32 = MAX_SLOT_BITS;
 /// How many slots past the current one [`EventQueue::upcoming`] looks.
 const LOOKAHEAD: u64 = 3;
 /// Slots in the default calendar (2¹¹ × 1.02 ns = 2.1 µs ahead: a 1 µs
@@ -237,8 +237,9 @@ const MAX_SLOTS: usize = 1 << 16;
 ///
 /// A calendar queue (Brown, CACM 1988) tuned to packet simulation: nearly
 /// every event lands a serialization time or a link delay ahead, so events
-/// are dropped unsorted into 1 ns slots of a calendar that reaches just
-/// past the longest link delay (2.1 µs for 1 µs links), and only
+/// are dropped unsorted into slots of 1 ns (narrower in a large fabric:
+/// see [`with_horizon`](Self::with_horizon)) of a calendar that reaches
+/// just past the longest link delay (2.1 µs for 1 µs links), and only
 /// the current slot is sorted, once, when its time comes (earliest first,
 /// read from a cursor; see [`sort_slot`]: a busy slot's events come from
 /// many sources and are far from time order, but they are in schedule
@@ -247,7 +248,8 @@ const MAX_SLOTS: usize = 1 << 16;
 /// Events beyond the calendar (retransmission timers and the like) wait in
 /// an overflow heap and join the current slot when its time comes. An
 /// occupancy bitmap skips empty slots. The order is exactly `(time,
-/// sequence)`, as with one big heap, whatever the calendar's length.
+/// sequence)`, as with one big heap, whatever the calendar's length and
+/// its slots' width.
 ///
 /// The calendar is short on purpose: a slot's buffer is written again
 /// one calendar length after it was last emptied, and the shorter that
@@ -279,11 +281,21 @@ pub struct EventQueue {
     spill_free: Vec<u32>,
     /// Room for [`bucket_sort`] to copy a large slot into.
     scratch: Vec<Entry>,
-    /// Index (time >> SLOT_BITS) of the current slot.
+    /// log₂ of a slot's width in ps (between [`MIN_SLOT_BITS`] and
+    /// [`MAX_SLOT_BITS`]); the key holds the time within the slot in its
+    /// low `bits` of `MAX_SLOT_BITS`.
+    bits: u32,
+    /// `(1 << bits) - 1`: a time's offset within its slot.
+    off_mask: u64,
+    /// Index (time >> bits) of the current slot.
     cur: u64,
+    /// `cur << bits`: the current slot's first picosecond, kept so that a
+    /// pop adds an event's offset with no shift by a width read from
+    /// memory.
+    cur_time: Ps,
     /// How many slots past `cur` the calendar takes events into: the
     /// calendar's reach counts from `now`'s slot (see
-    /// [`schedule`](Self::schedule)), so this is `(now >> SLOT_BITS) +
+    /// [`schedule`](Self::schedule)), so this is `(now >> bits) +
     /// mask - cur`, or less (an event past it waits in the overflow heap,
     /// which is exact). Kept here so a schedule makes one comparison.
     reach: u64,
@@ -312,7 +324,7 @@ pub struct EventQueue {
 
 impl Default for EventQueue {
     fn default() -> Self {
-        Self::with_slots(DEFAULT_SLOTS)
+        Self::with_slots(DEFAULT_SLOTS, DEFAULT_SLOT_BITS)
     }
 }
 
@@ -331,9 +343,12 @@ impl EventQueue {
             + self.scratch.capacity() * size_of::<Entry>()) as u64
     }
 
-    fn with_slots(n: usize) -> Self {
+    fn with_slots(n: usize, bits: u32) -> Self {
         debug_assert!(n.is_power_of_two() && n >= 64);
+        debug_assert!((MIN_SLOT_BITS..=MAX_SLOT_BITS).contains(&bits));
         EventQueue {
+            bits,
+            off_mask: (1 << bits) - 1,
             current: Vec::new(),
             head: 0,
             slots: (0..n).map(|_| Vec::new()).collect(),
@@ -345,6 +360,7 @@ impl EventQueue {
             spill_free: Vec::new(),
             scratch: Vec::new(),
             cur: 0,
+            cur_time: 0,
             reach: (n - 1) as u64,
             ahead: 0,
             seq: 0,
@@ -361,13 +377,22 @@ impl EventQueue {
     }
 
     /// A queue whose calendar covers at least `horizon` ahead of now (in
-    /// whole powers of two of slots, between 1 and 67 µs): events further
-    /// out wait in the overflow heap, which is exact but slower, so the
-    /// horizon should cover the longest link delay plus a frame's
-    /// serialization.
-    pub fn with_horizon(horizon: Ps) -> Self {
-        let n = (horizon >> SLOT_BITS) as usize + 1;
-        Self::with_slots(n.next_power_of_two().clamp(MIN_SLOTS, MAX_SLOTS))
+    /// whole powers of two of slots, between 1,024 and 65,536 of them):
+    /// events further out wait in the overflow heap, which is exact but
+    /// slower, so the horizon should cover the longest link delay plus a
+    /// frame's serialization. Slots are `2^bits` ps wide (`bits` clamped
+    /// to [`MIN_SLOT_BITS`]..=[`MAX_SLOT_BITS`]); the order handed out is
+    /// `(time, sequence)` whatever the width, which only sets how many
+    /// events a slot gathers for one sort.
+    pub fn with_horizon(horizon: Ps, bits: u32) -> Self {
+        let bits = bits.clamp(MIN_SLOT_BITS, MAX_SLOT_BITS);
+        let n = (horizon >> bits) as usize + 1;
+        Self::with_slots(n.next_power_of_two().clamp(MIN_SLOTS, MAX_SLOTS), bits)
+    }
+
+    /// log₂ of a calendar slot's width in ps.
+    pub fn slot_bits(&self) -> u32 {
+        self.bits
     }
 
     /// The time of the event being handled (or last handled).
@@ -453,7 +478,7 @@ impl EventQueue {
         self.popped -= 1;
         let (tag, data) = self.pack(event);
         let low = (seq << TAG_BITS) | tag;
-        let slot = time >> SLOT_BITS;
+        let slot = time >> self.bits;
         if slot.wrapping_sub(self.cur + 1) < self.reach {
             let i = (slot as usize) & self.mask;
             let v = &mut self.slots[i];
@@ -461,7 +486,7 @@ impl EventQueue {
             v.insert(
                 at,
                 Entry {
-                    key: ((time & OFF_MASK) << OFF_SHIFT) | low,
+                    key: ((time & self.off_mask) << OFF_SHIFT) | low,
                     data,
                 },
             );
@@ -608,7 +633,7 @@ impl EventQueue {
         self.seq += 1;
         let (tag, data) = self.pack(event);
         let low = (self.seq << TAG_BITS) | tag;
-        let slot = time >> SLOT_BITS;
+        let slot = time >> self.bits;
         // Into the calendar when `cur < slot <= cur + reach` (one unsigned
         // comparison). `slot <= cur` only for the current slot, or after
         // a peek settled on a later slot (see `rewind`). The calendar's
@@ -619,10 +644,8 @@ impl EventQueue {
         // the two are the same slot and `reach` is the whole calendar.)
         if slot.wrapping_sub(self.cur + 1) < self.reach {
             let i = (slot as usize) & self.mask;
-            self.slot_mut(i).push(Entry {
-                key: ((time & OFF_MASK) << OFF_SHIFT) | low,
-                data,
-            });
+            let key = ((time & self.off_mask) << OFF_SHIFT) | low;
+            self.slot_mut(i).push(Entry { key, data });
             self.mark_occupied(i);
         } else {
             self.schedule_near_or_far(time, low, data);
@@ -682,11 +705,11 @@ impl EventQueue {
     #[inline(never)]
     fn schedule_near_or_far(&mut self, time: Ps, low: u64, data: u64) {
         self.check_seq();
-        if time >> SLOT_BITS < self.cur {
-            self.rewind(time >> SLOT_BITS);
+        if time >> self.bits < self.cur {
+            self.rewind(time >> self.bits);
         }
-        if time >> SLOT_BITS <= self.cur {
-            let key = ((time & OFF_MASK) << OFF_SHIFT) | low;
+        if time >> self.bits <= self.cur {
+            let key = ((time & self.off_mask) << OFF_SHIFT) | low;
             let at = self.head + self.current[self.head..].partition_point(|x| x.key < key);
             self.current.insert(at, Entry { key, data });
         } else {
@@ -696,7 +719,7 @@ impl EventQueue {
 
     /// `reach` for the current `now` and `cur`.
     fn reach_from_now(&self) -> u64 {
-        ((self.now >> SLOT_BITS) + self.mask as u64).saturating_sub(self.cur)
+        ((self.now >> self.bits) + self.mask as u64).saturating_sub(self.cur)
     }
 
     /// Makes `slot`, before the current one, current again: a peek
@@ -717,7 +740,7 @@ impl EventQueue {
         self.current.drain(..self.head);
         self.head = 0;
         let settled = std::mem::take(&mut self.current);
-        if self.cur - (self.now >> SLOT_BITS) <= self.mask as u64 {
+        if self.cur - (self.now >> self.bits) <= self.mask as u64 {
             let i = (self.cur as usize) & self.mask;
             debug_assert!(self.slots[i].is_empty());
             let spare = std::mem::replace(&mut self.slots[i], settled);
@@ -730,7 +753,7 @@ impl EventQueue {
         } else {
             for e in &settled {
                 self.overflow.push(Far {
-                    time: (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT),
+                    time: (self.cur << self.bits) | (e.key >> OFF_SHIFT),
                     low: e.key & ((1 << OFF_SHIFT) - 1),
                     data: e.data,
                 });
@@ -739,6 +762,7 @@ impl EventQueue {
             self.current.clear();
         }
         self.cur = slot;
+        self.cur_time = slot << self.bits;
         self.reach = self.reach_from_now();
     }
 
@@ -785,7 +809,7 @@ impl EventQueue {
         }
     }
 
-    /// The current calendar slot (time >> `SLOT_BITS`): it changes when
+    /// The current calendar slot (time >> its width's bits): it changes when
     /// the queue moves on to the next slot that holds events.
     pub fn slot(&self) -> u64 {
         self.cur
@@ -815,7 +839,7 @@ impl EventQueue {
     }
 
     /// The next occupied calendar slot after the current one, as a slot
-    /// number (time >> SLOT_BITS).
+    /// number (time >> self.bits).
     fn next_occupied(&self) -> Option<u64> {
         let n = self.mask + 1;
         let start = ((self.cur + 1) as usize) & self.mask;
@@ -866,7 +890,7 @@ impl EventQueue {
             // quiet fabric with only far timers) needs no scan.
             let in_cal = self.len() != self.overflow.len();
             let from_cal = if in_cal { self.next_occupied() } else { None };
-            let from_over = self.overflow.peek().map(|e| e.time >> SLOT_BITS);
+            let from_over = self.overflow.peek().map(|e| e.time >> self.bits);
             let next = match (from_cal, from_over) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) => a,
@@ -874,6 +898,7 @@ impl EventQueue {
                 (None, None) => return None,
             };
             self.cur = next;
+            self.cur_time = next << self.bits;
             self.reach = self.reach_from_now();
             let i = (next as usize) & self.mask;
             // Whether `current` is in schedule order, as a calendar slot
@@ -902,16 +927,16 @@ impl EventQueue {
                 std::mem::swap(&mut self.current, slot);
             }
             while let Some(e) = self.overflow.peek()
-                && e.time >> SLOT_BITS <= next
+                && e.time >> self.bits <= next
             {
                 let e = self.overflow.pop().expect("peeked");
                 self.current.push(Entry {
-                    key: ((e.time & OFF_MASK) << OFF_SHIFT) | e.low,
+                    key: ((e.time & self.off_mask) << OFF_SHIFT) | e.low,
                     data: e.data,
                 });
                 in_order = false;
             }
-            sort_slot(&mut self.current, &mut self.scratch, in_order);
+            sort_slot(&mut self.current, &mut self.scratch, in_order, self.bits);
             if let Some(&e) = self.current.first() {
                 return Some(e);
             }
@@ -928,7 +953,7 @@ impl EventQueue {
             Some(&e) => e,
             None => self.settle()?,
         };
-        Some((self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT))
+        Some(self.cur_time | (e.key >> OFF_SHIFT))
     }
 
     /// Takes the next event and advances `now` to its time.
@@ -957,7 +982,7 @@ impl EventQueue {
             Some(&e) => e,
             None => {
                 let e = self.settle()?;
-                let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
+                let time = self.cur_time | (e.key >> OFF_SHIFT);
                 if time > limit {
                     return None;
                 }
@@ -967,7 +992,7 @@ impl EventQueue {
                 e
             }
         };
-        let time = (self.cur << SLOT_BITS) | (e.key >> OFF_SHIFT);
+        let time = self.cur_time | (e.key >> OFF_SHIFT);
         if time > limit {
             return None;
         }
@@ -1018,7 +1043,7 @@ fn prefetch_entries(v: &[Entry]) {
 const RANK_MAX: usize = 64;
 const PLACE_BITS: u32 = RANK_MAX.trailing_zeros();
 // A rank key (time in the slot, then place) fits an `i16` lane.
-const _: () = assert!(SLOT_BITS + PLACE_BITS <= 16);
+const _: () = assert!(MAX_SLOT_BITS + PLACE_BITS <= 16);
 
 /// Sorts a slot by ascending key.
 ///
@@ -1039,7 +1064,7 @@ const _: () = assert!(SLOT_BITS + PLACE_BITS <= 16);
 /// event's sequence number against the one before (about four
 /// instructions per event on the 320-host fat tree).
 #[inline]
-fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
+fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool, bits: u32) {
     if v.len() <= 1 {
         return;
     }
@@ -1079,7 +1104,7 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool) {
         17..=24 => rank_sort::<24>(v),
         25..=32 => rank_sort::<32>(v),
         33..=RANK_MAX => rank_sort::<RANK_MAX>(v),
-        _ => bucket_sort(v, scratch),
+        _ => bucket_sort(v, scratch, bits),
     }
 }
 
@@ -1124,19 +1149,24 @@ const BUCKETS: usize = 1 << BUCKET_BITS;
 /// schedule order.
 ///
 /// One counting-sort pass on the top [`BUCKET_BITS`] of the time in the
-/// slot splits it into sub-slots of 32 ps, ascending; the pass is
+/// slot splits it into 32 sub-slots (of 32 ps in a 1.02 ns slot),
+/// ascending; the pass is
 /// stable, so each sub-slot is still in schedule order and is finished by
 /// [`rank_sort`] exactly as a small slot is (a sub-slot that still holds
 /// more than [`RANK_MAX`] events — many on the same few picoseconds —
 /// takes the general sort). This replaces a quicksort whose compare
 /// branches mispredict on such unsorted keys (4 % of the 8,192-host run's
 /// wall time).
-fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>) {
-    const SHIFT: u32 = 64 - BUCKET_BITS;
+///
+/// `bits` is the slot's width (log₂ ps): the time in the slot is the
+/// key's `bits` bits from [`OFF_SHIFT`] up.
+fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>, bits: u32) {
+    debug_assert!((MIN_SLOT_BITS..=MAX_SLOT_BITS).contains(&bits));
+    let shift = OFF_SHIFT + bits - BUCKET_BITS;
     debug_assert!(in_schedule_order(v));
     let mut count = [0usize; BUCKETS];
     for e in v.iter() {
-        count[(e.key >> SHIFT) as usize] += 1;
+        count[((e.key >> shift) as usize) & (BUCKETS - 1)] += 1;
     }
     let mut start = [0usize; BUCKETS];
     let mut at = 0;
@@ -1148,7 +1178,7 @@ fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>) {
     scratch.extend_from_slice(v);
     let mut next = start;
     for e in scratch.iter() {
-        let b = (e.key >> SHIFT) as usize;
+        let b = ((e.key >> shift) as usize) & (BUCKETS - 1);
         v[next[b]] = *e;
         next[b] += 1;
     }
@@ -1251,6 +1281,8 @@ mod tests {
         let mut x: u64 = 7;
         let mut scratch = Vec::new();
         for round in 0..40u64 {
+            // Every slot width, whose sub-slots are 2 ps to 32 ps wide.
+            let bits = MIN_SLOT_BITS + (round as u32) % (MAX_SLOT_BITS - MIN_SLOT_BITS + 1);
             let mut v = Vec::new();
             let mut seq = 1u64;
             while v.len() <= RANK_MAX {
@@ -1265,7 +1297,8 @@ mod tests {
                     x ^= x << 17;
                     // A time within the bucket (few distinct values, so
                     // ties too), then the sequence number.
-                    let off = (bucket << (SLOT_BITS - BUCKET_BITS)) | (x % 4);
+                    let sub = bits - BUCKET_BITS;
+                    let off = (bucket << sub) | (x & 3 & ((1 << sub) - 1));
                     v.push(Entry {
                         key: (off << OFF_SHIFT) | (seq << TAG_BITS),
                         data: seq,
@@ -1275,11 +1308,11 @@ mod tests {
             }
             let mut want = v.clone();
             want.sort_by_key(|e| e.key);
-            sort_slot(&mut v, &mut scratch, true);
+            sort_slot(&mut v, &mut scratch, true, bits);
             assert_eq!(
                 v.iter().map(|e| e.key).collect::<Vec<_>>(),
                 want.iter().map(|e| e.key).collect::<Vec<_>>(),
-                "round {round}"
+                "round {round} bits {bits}"
             );
         }
     }
@@ -1303,11 +1336,14 @@ mod tests {
 
     #[test]
     fn matches_a_sorted_order_under_random_schedules() {
-        // Calendars of every length.
+        // Calendars of every length and slots of every width.
         for q in [
             EventQueue::new(),
-            EventQueue::with_horizon(0),
-            EventQueue::with_horizon(50_000_000),
+            EventQueue::with_horizon(0, DEFAULT_SLOT_BITS),
+            EventQueue::with_horizon(50_000_000, DEFAULT_SLOT_BITS),
+            EventQueue::with_horizon(3_000_000, 9),
+            EventQueue::with_horizon(3_000_000, 8),
+            EventQueue::with_horizon(3_000_000, MIN_SLOT_BITS),
         ] {
             random_schedules(q);
         }
@@ -1458,7 +1494,7 @@ mod tests {
         // A peek settles on slot 1,000; an event then scheduled 2,000
         // slots further out (within the calendar from there, not from
         // now's slot 0) must not run early after a rewind to slot 100.
-        let slot = |s: u64| s << SLOT_BITS;
+        let slot = |s: u64| s << DEFAULT_SLOT_BITS;
         let mut q = EventQueue::new();
         q.schedule(0, Event::FlowStart { flow: 0 });
         assert_eq!(q.pop().map(|p| p.0), Some(0));
@@ -1605,10 +1641,11 @@ mod tests {
         #[test]
         fn pops_in_the_order_of_a_binary_heap(
             slots in proptest::sample::select(vec![0u64, 3_000_000, 50_000_000]),
+            bits in proptest::sample::select(vec![MIN_SLOT_BITS, 8, DEFAULT_SLOT_BITS]),
             ops in proptest::collection::vec(op(), 1..1_500),
         ) {
             use std::cmp::Reverse;
-            let mut q = EventQueue::with_horizon(slots);
+            let mut q = EventQueue::with_horizon(slots, bits);
             let mut model = BinaryHeap::new();
             // Events by sequence number (the heap orders `(time, seq)`).
             let mut events = vec![Event::Sample];
@@ -1643,7 +1680,7 @@ mod tests {
                         events.push(e);
                     }
                     Op::Burst(dt, n, mut x) => {
-                        let slot = (now + dt) >> SLOT_BITS << SLOT_BITS;
+                        let slot = (now + dt) >> bits << bits;
                         for _ in 0..n {
                             x ^= x << 13;
                             x ^= x >> 7;
@@ -1745,11 +1782,11 @@ mod tests {
         // sides of each of the rank sort's lane counts (4, 8, 16, 24, 32,
         // 64) and the bucket sort past them.
         let mut x: u64 = 99;
-        for n in 0..=100usize {
+        for (n, bits) in (0..=100usize).flat_map(|n| [(n, DEFAULT_SLOT_BITS), (n, 8)]) {
             for joined in [false, true] {
-                let mut q = EventQueue::new();
+                let mut q = EventQueue::with_horizon(2_000_000, bits);
                 let mut want = Vec::new();
-                let base = 50_000_000u64 << SLOT_BITS;
+                let base = 50_000_000u64 << DEFAULT_SLOT_BITS;
                 if joined {
                     for i in 0..3 {
                         q.schedule(
@@ -1793,7 +1830,7 @@ mod tests {
                     got.push((t, u64::from(flow)));
                 }
                 let sorted: Vec<_> = sorted.into_iter().map(|(_, w)| *w).collect();
-                assert_eq!(got, sorted, "n {n} joined {joined}");
+                assert_eq!(got, sorted, "n {n} bits {bits} joined {joined}");
             }
         }
     }
@@ -1818,7 +1855,7 @@ mod tests {
 
     #[test]
     fn upcoming_tells_what_each_slot_ahead_reads() {
-        let slot = |s: u64| s << SLOT_BITS;
+        let slot = |s: u64| s << DEFAULT_SLOT_BITS;
         let mut q = EventQueue::new();
         q.schedule(0, Event::Sample);
         q.schedule(slot(1) + 5, Event::TxDone { node: 9, port: 2 });

@@ -441,6 +441,43 @@ const KIND_OTHER: usize = 5;
 /// was 4 MB before), hence above that.
 const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 
+/// The 320-host fat tree's ports' capacity, in bits per second, summed
+/// over both ends of every link: 320 host links of 100 Gb/s and 160 of
+/// 400 Gb/s (`scenarios/hpcc/topo_fat320.txt`).
+const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000_000);
+
+/// log₂ of the event calendar's slot width in ps for `topo`: 1.02 ns up
+/// to four times the 320-host fat tree's port capacity, and one bit
+/// narrower for each further factor of four (256 ps for the k=32 fat
+/// tree, 25.6 times it).
+///
+/// Why: a slot gathers the events of its 1.02 ns to sort them in one go,
+/// about ten on the 320-host tree, where 512 ps slots were no faster. The
+/// k=32 tree's slots held about 100 at that width, past the rank sort's
+/// 64 lanes and into the bucket sort, and narrower slots were faster
+/// there: on the k=32 tree cut at 1 ms, interleaved with 1.02 ns runs,
+/// 256 ps slots took 47.8 s of user time on average (11 runs, 39.9–54.7)
+/// against 53.7 s (9 runs, 40.7–61.8), and were faster in 79 of the 99
+/// pairs (sessions 24 and 25, a noisy machine; outputs identical). 128
+/// and 64 ps, and a look-ahead reaching as far in time as at 1.02 ns,
+/// were no better than 256 ps (two rounds each, 49.1–59.2 s). At 1.02 ns
+/// the width read from the queue (not a constant) costs 0.6 % more
+/// instructions on the 320-host tree (callgrind, cut at 2 ms: 8,952 M to
+/// 9,002 M), no loss visible in its wall time. Events a slot grow with the
+/// fabric's capacity, but more slots cost a settle and a look-ahead
+/// each, hence one bit per factor of four rather than two. The width
+/// changes no output: the queue hands events out in `(time, sequence)`
+/// order whatever it is.
+fn slot_bits_for(topo: &Topology) -> u32 {
+    let capacity: u128 = (topo.ports.iter().flatten())
+        .map(|p| u128::from(p.rate_bps))
+        .sum();
+    let ratio = capacity / FAT320_CAPACITY_BPS;
+    // floor(log₂(ratio) / 2): 0 below 4×, 1 from 4×, 2 from 16×.
+    let narrower = if ratio == 0 { 0 } else { ratio.ilog2() / 2 };
+    (crate::event::DEFAULT_SLOT_BITS.saturating_sub(narrower)).max(crate::event::MIN_SLOT_BITS)
+}
+
 /// Tells the queue-length monitor every switch queue's length now, as it
 /// stands at the window's first sample.
 fn hand_queue_lengths(m: &mut QlenMonitor, switches: &[SwitchState], nodes: &[NodeState]) {
@@ -641,6 +678,9 @@ impl Simulator {
             });
         }
         let fib = Fib::new(&topo, routes);
+        let slot_bits = slot_bits_for(&topo);
+        #[cfg(test)]
+        let slot_bits = FORCE_SLOT_BITS.get().unwrap_or(slot_bits);
         let ns3_ips = if ns3_flows.is_empty() {
             Vec::new()
         } else {
@@ -657,7 +697,7 @@ impl Simulator {
             topo,
             cc,
             hops_from: Default::default(),
-            q: EventQueue::with_horizon(horizon + horizon / 4),
+            q: EventQueue::with_horizon(horizon + horizon / 4, slot_bits),
             nodes,
             hosts,
             switch_ports_queued: vec![0; switches.len()],
@@ -2837,6 +2877,9 @@ thread_local! {
     /// Tests set this to build simulators whose slabs take the fallback
     /// (as when no address space can be reserved).
     static FORCE_HEAP_SLABS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Tests set this to build simulators with this event calendar slot
+    /// width rather than [`slot_bits_for`]'s.
+    static FORCE_SLOT_BITS: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
 /// Huge page size (x86-64 and most others).
@@ -3533,6 +3576,57 @@ sample_us = 5
         assert!(!a.1.is_empty(), "{cc}");
         assert!(a.1 == b.1, "{cc}: event order");
         assert_eq!(a.0, b.0, "{cc}");
+    }
+
+    /// The event calendar's slot width (chosen from the fabric's size,
+    /// see [`slot_bits_for`]) changes nothing a run reports or the order
+    /// of its events: the calendar hands events out by `(time, sequence)`
+    /// whatever the width. 64 ps slots hold a few events each, 1.02 ns
+    /// slots of this tree tens; and the fabrics it picks for.
+    #[test]
+    fn slot_width_changes_nothing() {
+        for cc in ["dcqcn", "hpcc"] {
+            let sc = small_fat_tree(cc);
+            let run = |bits: Option<u32>| {
+                FORCE_SLOT_BITS.set(bits);
+                let sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                FORCE_SLOT_BITS.set(None);
+                assert_eq!(
+                    sim.q.slot_bits(),
+                    bits.unwrap_or(crate::event::DEFAULT_SLOT_BITS),
+                    "{cc}"
+                );
+                traced_run(sim)
+            };
+            let base = run(None);
+            for bits in [crate::event::MIN_SLOT_BITS, 8, 9] {
+                assert_same_run(cc, base.clone(), run(Some(bits)));
+            }
+        }
+    }
+
+    /// The shipped scale benchmarks' widths: 1.02 ns for the 320-host
+    /// tree (whose capacity [`FAT320_CAPACITY_BPS`] spells out) and the
+    /// k=16 tree (3.2 times it), 256 ps for the k=32 tree (25.6 times).
+    #[test]
+    fn slot_width_narrows_with_the_fabric() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/hpcc");
+        let (fat320, _) = crate::hpcc::read_topology(&dir.join("topo_fat320.txt")).unwrap();
+        let capacity: u128 = (fat320.ports.iter().flatten())
+            .map(|p| u128::from(p.rate_bps))
+            .sum();
+        assert_eq!(capacity, FAT320_CAPACITY_BPS);
+        assert_eq!(slot_bits_for(&fat320), 10);
+        let g100 = 100_000_000_000;
+        let k =
+            |k: usize| Topology::fat_tree(k, k / 2, k / 2, k / 2, k * k / 4, g100, g100, 1_000_000);
+        assert_eq!(slot_bits_for(&k(16).unwrap()), 10);
+        assert_eq!(slot_bits_for(&k(32).unwrap()), 8);
+        // From 64 times the capacity one bit narrower still, and never
+        // below the calendar's narrowest.
+        let star = |hosts, bps| slot_bits_for(&Topology::star(hosts, bps, 1_000_000).unwrap());
+        assert_eq!(star(16_000, 4 * g100), 7);
+        assert_eq!(star(9_000, 400 * g100), crate::event::MIN_SLOT_BITS);
     }
 
     #[test]
