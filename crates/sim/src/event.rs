@@ -174,9 +174,9 @@ fn unpack_node_port(x: u64) -> (u32, u16) {
 }
 
 /// A pending event in 16 bytes: the key (time within its slot in the top
-/// `MAX_SLOT_BITS`, then the schedule sequence number, then the payload's
-/// kind) and the packed payload. Within one slot, key order is exactly
-/// `(time, sequence)`.
+/// `MAX_SLOT_BITS`, right-aligned there when slots are narrower, then the
+/// schedule sequence number, then the payload's kind) and the packed
+/// payload. Within one slot, key order is exactly `(time, sequence)`.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     key: u64,
