@@ -460,7 +460,10 @@ const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000
 /// against 53.7 s (9 runs, 40.7–61.8), and were faster in 79 of the 99
 /// pairs (sessions 24 and 25, a noisy machine; outputs identical). 128
 /// and 64 ps, and a look-ahead reaching as far in time as at 1.02 ns,
-/// were no better than 256 ps (two rounds each, 49.1–59.2 s). At 1.02 ns
+/// were no better than 256 ps (two rounds each, 49.1–59.2 s). The k=16
+/// tree (3.2 times the capacity) keeps 1.02 ns: cut at 3 ms, 512 ps took
+/// 17.98, 15.83 and 18.48 s of user time against 16.35, 17.35 and
+/// 17.11 s (three interleaved rounds, session 25). At 1.02 ns
 /// the width read from the queue (not a constant) costs 0.6 % more
 /// instructions on the 320-host tree (callgrind, cut at 2 ms: 8,952 M to
 /// 9,002 M), no loss visible in its wall time. Events a slot grow with the
