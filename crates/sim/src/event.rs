@@ -705,10 +705,11 @@ impl EventQueue {
     #[inline(never)]
     fn schedule_near_or_far(&mut self, time: Ps, low: u64, data: u64) {
         self.check_seq();
-        if time >> self.bits < self.cur {
-            self.rewind(time >> self.bits);
+        let slot = time >> self.bits;
+        if slot < self.cur {
+            self.rewind(slot);
         }
-        if time >> self.bits <= self.cur {
+        if slot <= self.cur {
             let key = ((time & self.off_mask) << OFF_SHIFT) | low;
             let at = self.head + self.current[self.head..].partition_point(|x| x.key < key);
             self.current.insert(at, Entry { key, data });

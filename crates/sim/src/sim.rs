@@ -472,10 +472,7 @@ const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000
 /// changes no output: the queue hands events out in `(time, sequence)`
 /// order whatever it is.
 fn slot_bits_for(topo: &Topology) -> u32 {
-    let capacity: u128 = (topo.ports.iter().flatten())
-        .map(|p| u128::from(p.rate_bps))
-        .sum();
-    let ratio = capacity / FAT320_CAPACITY_BPS;
+    let ratio = topo.port_capacity_bps() / FAT320_CAPACITY_BPS;
     // floor(log₂(ratio) / 2): 0 below 4×, 1 from 4×, 2 from 16×.
     let narrower = if ratio == 0 { 0 } else { ratio.ilog2() / 2 };
     (crate::event::DEFAULT_SLOT_BITS.saturating_sub(narrower)).max(crate::event::MIN_SLOT_BITS)
@@ -3584,8 +3581,8 @@ sample_us = 5
     /// The event calendar's slot width (chosen from the fabric's size,
     /// see [`slot_bits_for`]) changes nothing a run reports or the order
     /// of its events: the calendar hands events out by `(time, sequence)`
-    /// whatever the width. 64 ps slots hold a few events each, 1.02 ns
-    /// slots of this tree tens; and the fabrics it picks for.
+    /// whatever the width (64 ps slots of this tree hold a few events
+    /// each, 1.02 ns slots tens).
     #[test]
     fn slot_width_changes_nothing() {
         for cc in ["dcqcn", "hpcc"] {
@@ -3615,10 +3612,7 @@ sample_us = 5
     fn slot_width_narrows_with_the_fabric() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/hpcc");
         let (fat320, _) = crate::hpcc::read_topology(&dir.join("topo_fat320.txt")).unwrap();
-        let capacity: u128 = (fat320.ports.iter().flatten())
-            .map(|p| u128::from(p.rate_bps))
-            .sum();
-        assert_eq!(capacity, FAT320_CAPACITY_BPS);
+        assert_eq!(fat320.port_capacity_bps(), FAT320_CAPACITY_BPS);
         assert_eq!(slot_bits_for(&fat320), 10);
         let g100 = 100_000_000_000;
         let k =

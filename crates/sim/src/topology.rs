@@ -242,6 +242,14 @@ impl Topology {
         self.hosts.len()
     }
 
+    /// Every port's line rate summed, in bits per second: both ends of
+    /// every link, so twice the links' capacity.
+    pub fn port_capacity_bps(&self) -> u128 {
+        (self.ports.iter().flatten())
+            .map(|p| u128::from(p.rate_bps))
+            .sum()
+    }
+
     /// Equal-cost next-hop ports toward each host, for every node:
     /// `table.get(node, host)` is a slice of port numbers.
     ///
