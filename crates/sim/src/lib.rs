@@ -22,6 +22,7 @@ pub mod hpcc;
 pub mod link;
 pub mod metrics;
 pub mod packet;
+pub mod partition;
 pub mod pfc;
 pub mod plot;
 pub mod qlen;

@@ -298,6 +298,11 @@ struct FlowState {
     ideal: Ps,
     src_addr: u64,
     dst_addr: u64,
+    /// The receiver's region key (set with the QP).
+    dst_rkey: u32,
+    /// Its QP and region were made ahead, by `accept_flow` (a
+    /// partitioned run).
+    accepted: bool,
     /// INT of the last data packet the receiver got, echoed in its next ACK.
     echo_int: IntRef,
 }
@@ -422,6 +427,18 @@ pub struct Simulator {
     /// [`DEEP_PREFETCH_PORT_BYTES`]).
     deep_prefetch: bool,
 }
+
+/// A flow receiver's memory region, as the sender's requests name it.
+#[derive(Debug, Clone, Copy)]
+struct DstMr {
+    addr: u64,
+    rkey: u32,
+    lkey: u32,
+}
+
+/// A flow receiver's region takes the sender's WRITEs (and SENDs).
+const RECEIVER_ACCESS: Access =
+    Access::from_bits(Access::LOCAL_WRITE.bits() | Access::REMOTE_WRITE.bits());
 
 const KIND_SWITCH_ARRIVE: usize = 0;
 const KIND_HOST_ARRIVE: usize = 1;
@@ -659,6 +676,8 @@ impl Simulator {
                 status: None,
                 src_addr: 0,
                 dst_addr: 0,
+                dst_rkey: 0,
+                accepted: false,
                 echo_int: IntRef::NONE,
                 ideal: ideal_fct(&path, f.size, cfg.mtu, cfg.ifg_bytes),
             });
@@ -746,8 +765,21 @@ impl Simulator {
             // never handed to a packet.
             sim.ints.push(IntRec::default());
         }
+        sim.partition(flows, horizon + horizon / 4);
+        let window = sim.q.partition().map(|p| p.window());
         for (i, f) in flows.iter().enumerate() {
-            sim.q.schedule(f.start, Event::FlowStart { flow: i as u32 });
+            let flow = i as u32;
+            // A partitioned run's receivers make their side a window
+            // ahead (at the start for flows of the first window).
+            match window {
+                Some(w) if f.start >= w => {
+                    sim.q
+                        .schedule((f.start / w) * w - 1, Event::FlowAccept { flow });
+                }
+                Some(_) => sim.accept_flow(flow),
+                None => {}
+            }
+            sim.q.schedule(f.start, Event::FlowStart { flow });
         }
         // No flows: all of them are finished from the start.
         sim.halted = sim.flows.is_empty();
@@ -765,6 +797,47 @@ impl Simulator {
             sim.q.schedule(0, Event::Sample);
         }
         Ok(sim)
+    }
+
+    /// Orders the run group by group within windows (see
+    /// [`crate::event::Partition`]) where the fabric is large enough for
+    /// that to pay: where the later prefetch stages run (its ports alone
+    /// outgrow a core's caches), with no queue-length monitor (whose
+    /// window opens at one time for all) and no host data-path models.
+    /// `horizon`: the calendar's reach in simulated time.
+    fn partition(&mut self, flows: &[FlowSpec], horizon: Ps) {
+        #[cfg(test)]
+        let force = FORCE_GROUPS.get();
+        #[cfg(not(test))]
+        let force = None;
+        if !(force.is_some() || self.deep_prefetch)
+            || self.cfg.qlen_monitor.is_some()
+            || self.hosts.iter().any(|h| h.path.is_some())
+        {
+            return;
+        }
+        let Some(g) = crate::partition::group_nodes(&self.topo, force) else {
+            return;
+        };
+        let window = crate::partition::window_for(g.min_cross_delay, self.cfg.sample);
+        let host_group: Vec<u32> = (self.topo.hosts.iter()).map(|&n| g.node_group[n]).collect();
+        let end = |h: u32| host_group.get(h as usize).copied().unwrap_or(1);
+        let flow_src = flows.iter().map(|f| end(f.src)).collect();
+        let flow_dst = flows.iter().map(|f| end(f.dst)).collect();
+        let groups = g.groups + 1;
+        // An event up to `horizon` ahead lands at most that many windows
+        // on, each `groups` windows long in the calendar's order.
+        let reach = (horizon.div_ceil(window) + 1) * window * u64::from(groups);
+        let mut q = EventQueue::with_horizon(reach, crate::event::DEFAULT_SLOT_BITS);
+        q.set_partition(crate::event::Partition::new(
+            window,
+            groups,
+            g.node_group,
+            host_group,
+            flow_src,
+            flow_dst,
+        ));
+        self.q = q;
     }
 
     /// Frames the hosts' NICs injected per priority: where the DSCP
@@ -799,12 +872,7 @@ impl Simulator {
     /// True when every flow finished, the stop time passed, or a deadlock
     /// was found.
     pub fn done(&mut self) -> bool {
-        self.halted
-            || self.q.is_empty()
-            || self
-                .cfg
-                .stop
-                .is_some_and(|s| self.q.peek_time().is_some_and(|t| t > s))
+        self.halted || self.q.is_empty() || self.cfg.stop.is_some_and(|s| self.q.past(s))
     }
 
     /// Handles up to `max` events; returns how many ran.
@@ -1247,6 +1315,10 @@ impl Simulator {
                 self.by_kind[KIND_OTHER] += 1;
                 self.start_flow(flow)
             }
+            Event::FlowAccept { flow } => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.accept_flow(flow)
+            }
             Event::Arrive { node, port, pkt } => return Some((node, port, pkt, true)),
             Event::TxDone { node, port } => return Some((node, port, 0, false)),
             Event::HostTimer { host, version } => {
@@ -1339,57 +1411,135 @@ impl Simulator {
     fn start_flow(&mut self, flow: u32) {
         let s = &self.flows[flow as usize].spec;
         let (src, dst) = (s.src, s.dst);
-        for h in [src, dst] {
+        // In a partitioned run the receiver, in another group, made its
+        // side a window before (`accept_flow`); its scheduling is not
+        // touched here.
+        let ends = if self.q.partition().is_some() {
+            [Some(src), None]
+        } else {
+            [Some(src), Some(dst)]
+        };
+        for h in ends.into_iter().flatten() {
             if self.hosts[h as usize].wake_seq != 0 {
                 self.settle_wake_slow(h);
             }
         }
         self.start_flow_inner(flow);
-        for h in [src, dst] {
+        for h in ends.into_iter().flatten() {
             if self.hosts[h as usize].wake_seq != 0 {
                 self.settle_wake_slow(h);
             }
         }
     }
 
-    fn start_flow_inner(&mut self, flow: u32) {
+    /// A partitioned run's receiver side of a flow (see
+    /// [`Event::FlowAccept`]): its QP and memory region, and a SEND
+    /// flow's receive requests. The sender connects the QP when the flow
+    /// starts: the QP has nothing to do until the flow's first packet,
+    /// at least a link between groups later, so that write reaches a QP
+    /// no event of its own group reads before then.
+    fn accept_flow(&mut self, flow: u32) {
+        let dst = self.flows[flow as usize].spec.dst;
+        if self.hosts[dst as usize].wake_seq != 0 {
+            self.settle_wake_slow(dst);
+        }
+        self.accept_flow_inner(flow);
+        if self.hosts[dst as usize].wake_seq != 0 {
+            self.settle_wake_slow(dst);
+        }
+    }
+
+    fn accept_flow_inner(&mut self, flow: u32) {
+        let spec = self.flows[flow as usize].spec;
+        let (dq, dmr) = match self.flow_qp(flow, spec.dst, RECEIVER_ACCESS, None) {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+                return;
+            }
+        };
+        let fs = &mut self.flows[flow as usize];
+        fs.dst_qpn = dq;
+        fs.dst_lkey = dmr.lkey;
+        fs.dst_rkey = dmr.rkey;
+        fs.dst_addr = dmr.addr;
+        fs.accepted = true;
+        if self.post_flow_recvs(flow, dq, dmr.addr, dmr.lkey) {
+            self.map_qp(spec.dst, dq, flow);
+        }
+    }
+
+    /// A QP (in INIT) and a memory region with `access` for one end of
+    /// `flow` at `host`.
+    fn flow_qp(
+        &mut self,
+        flow: u32,
+        host: u32,
+        access: Access,
+        cc: Option<Box<dyn roce_rnic::CongestionControl>>,
+    ) -> roce_rnic::Result<(u32, roce_rnic::Mr)> {
         let fs = &self.flows[flow as usize];
-        let spec = fs.spec;
-        let sport = fs.sport;
-        let mtu = self.cfg.mtu;
+        let (spec, sport) = (fs.spec, fs.sport);
         let dscp = self
             .cfg
             .data_dscp
             .map_or(self.cfg.data_prio << 3, |d| d & 63);
-        let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
         let recovery = self.cfg.recovery;
-        let (msgs, msg_len) = self.messages(spec.size);
+        let (msgs, _) = self.messages(spec.size);
         let depth = 4.max(msgs as u32);
-        let setup = |h: &mut Host,
-                     access: Access,
-                     cc: Option<Box<dyn roce_rnic::CongestionControl>>|
-         -> roce_rnic::Result<(u32, roce_rnic::Mr)> {
-            let buf = h.rnic.mem_mut().alloc(spec.size);
-            let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
-            let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
-            init.max_send_wr = depth;
-            init.max_recv_wr = depth;
-            init.recovery = recovery;
-            let qpn = match cc {
-                Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
-                None => h.rnic.create_qp(init)?,
-            };
-            let mut a = QpAttr::init(Access::ALL);
-            a.udp_sport = Some(sport);
-            a.dscp = Some(dscp);
-            h.rnic.modify_qp(qpn, QpState::Init, &a)?;
-            Ok((qpn, mr))
+        let h = &mut self.hosts[host as usize];
+        let buf = h.rnic.mem_mut().alloc(spec.size);
+        let mr = h.rnic.reg_mr(h.pd, buf, spec.size, access)?;
+        let mut init = QpInitAttr::new(QpType::Rc, h.pd, h.cq, h.cq);
+        init.max_send_wr = depth;
+        init.max_recv_wr = depth;
+        init.recovery = recovery;
+        let qpn = match cc {
+            Some(cc) => h.rnic.create_qp_with_cc(init, cc)?,
+            None => h.rnic.create_qp(init)?,
         };
-        let dst_res = setup(
-            &mut self.hosts[spec.dst as usize],
-            Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-            None,
-        );
+        let mut a = QpAttr::init(Access::ALL);
+        a.udp_sport = Some(sport);
+        a.dscp = Some(dscp);
+        h.rnic.modify_qp(qpn, QpState::Init, &a)?;
+        Ok((qpn, mr))
+    }
+
+    fn start_flow_inner(&mut self, flow: u32) {
+        let fs = &self.flows[flow as usize];
+        let spec = fs.spec;
+        if fs.status.is_some() {
+            // Failed as its receiver accepted it.
+            return;
+        }
+        let accepted = fs.accepted.then_some({
+            (
+                fs.dst_qpn,
+                DstMr {
+                    addr: fs.dst_addr,
+                    rkey: fs.dst_rkey,
+                    lkey: fs.dst_lkey,
+                },
+            )
+        });
+        let mtu = self.cfg.mtu;
+        let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
+        let (msgs, msg_len) = self.messages(spec.size);
+        let dst_res = match accepted {
+            Some(a) => Ok(a),
+            None => self
+                .flow_qp(flow, spec.dst, RECEIVER_ACCESS, None)
+                .map(|(q, m)| {
+                    (
+                        q,
+                        DstMr {
+                            addr: m.addr,
+                            rkey: m.rkey,
+                            lkey: m.lkey,
+                        },
+                    )
+                }),
+        };
         let src_node = self.hosts[spec.src as usize].node as usize;
         let line = self.nodes[src_node].ports[0].rate_bps;
         let cc = match self.cc {
@@ -1420,7 +1570,7 @@ impl Simulator {
             }) as Box<dyn roce_rnic::CongestionControl>),
             None => cc,
         };
-        let src_res = setup(&mut self.hosts[spec.src as usize], Access::LOCAL_WRITE, cc);
+        let src_res = self.flow_qp(flow, spec.src, Access::LOCAL_WRITE, cc);
         let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {
             (Ok(d), Ok(s)) => (d, s),
             (Err(e), _) | (_, Err(e)) => {
@@ -1447,7 +1597,6 @@ impl Simulator {
         // Message `i` of the flow: wr_id carries `i` above the flow id.
         let signal_every = u64::from(self.cfg.signal_every.max(1));
         let mut wrs = Vec::with_capacity(msgs as usize);
-        let mut rwrs = Vec::new();
         for i in 0..msgs {
             let off = i * msg_len;
             let len = msg_len.min(spec.size - off) as u32;
@@ -1474,25 +1623,9 @@ impl Simulator {
             } else {
                 wr.unsignaled()
             });
-            if spec.op == FlowOp::Send {
-                rwrs.push(RecvWr {
-                    wr_id,
-                    sg_list: vec![Sge {
-                        addr: dmr.addr + off,
-                        length: len,
-                        lkey: dmr.lkey,
-                    }],
-                });
-            }
         }
-        if !rwrs.is_empty() {
-            if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs) {
-                self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
-                return;
-            }
-            if let Some(hp) = &mut self.hosts[spec.dst as usize].path {
-                hp.post_recv(self.q.now(), msgs);
-            }
+        if accepted.is_none() && !self.post_flow_recvs(flow, dq, dmr.addr, dmr.lkey) {
+            return;
         }
         let fs = &mut self.flows[flow as usize];
         fs.src_qpn = sq;
@@ -1501,16 +1634,9 @@ impl Simulator {
         fs.dst_lkey = dmr.lkey;
         fs.src_addr = smr.addr;
         fs.dst_addr = dmr.addr;
-        for (h, qpn) in [(spec.src, sq), (spec.dst, dq)] {
-            let host = &mut self.hosts[h as usize];
-            if host.qp_flow.is_empty() {
-                host.qpn_base = qpn;
-            }
-            let i = (qpn - host.qpn_base) as usize;
-            if host.qp_flow.len() <= i {
-                host.qp_flow.resize(i + 1, QpSlot::NONE);
-            }
-            host.qp_flow[i].flow = flow;
+        self.map_qp(spec.src, sq, flow);
+        if accepted.is_none() {
+            self.map_qp(spec.dst, dq, flow);
         }
         if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &wrs) {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
@@ -1520,6 +1646,51 @@ impl Simulator {
             hp.post(self.q.now(), msgs);
         }
         self.after_host(spec.src);
+    }
+
+    /// A SEND flow's receive requests at its receiver, QP `dq` with its
+    /// region at `addr` (`lkey`), one per message; false if the flow
+    /// failed.
+    fn post_flow_recvs(&mut self, flow: u32, dq: u32, addr: u64, lkey: u32) -> bool {
+        let spec = self.flows[flow as usize].spec;
+        if spec.op != FlowOp::Send {
+            return true;
+        }
+        let (msgs, msg_len) = self.messages(spec.size);
+        let rwrs: Vec<RecvWr> = (0..msgs)
+            .map(|i| {
+                let off = i * msg_len;
+                RecvWr {
+                    wr_id: (i << 32) | u64::from(flow),
+                    sg_list: vec![Sge {
+                        addr: addr + off,
+                        length: msg_len.min(spec.size - off) as u32,
+                        lkey,
+                    }],
+                }
+            })
+            .collect();
+        if let Err(e) = self.hosts[spec.dst as usize].rnic.post_recv(dq, &rwrs) {
+            self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
+            return false;
+        }
+        if let Some(hp) = &mut self.hosts[spec.dst as usize].path {
+            hp.post_recv(self.q.now(), msgs);
+        }
+        true
+    }
+
+    /// Files `host`'s QP `qpn` as `flow`'s end.
+    fn map_qp(&mut self, host: u32, qpn: u32, flow: u32) {
+        let host = &mut self.hosts[host as usize];
+        if host.qp_flow.is_empty() {
+            host.qpn_base = qpn;
+        }
+        let i = (qpn - host.qpn_base) as usize;
+        if host.qp_flow.len() <= i {
+            host.qp_flow.resize(i + 1, QpSlot::NONE);
+        }
+        host.qp_flow[i].flow = flow;
     }
 
     /// How many messages a flow of `size` bytes is sent as, and their
@@ -1763,7 +1934,7 @@ impl Simulator {
         let (node, seq) = (h.node, h.wake_seq);
         let p = &mut self.nodes[node as usize].ports[0];
         let end = p.busy_until;
-        if !self.q.is_ahead(end, seq) {
+        if !self.q.is_ahead(end, seq, &Event::TxDone { node, port: 0 }) {
             h.wake_seq = 0;
             p.wake_pending = false;
             h.rnic.advance_clock(end / PS_PER_NS);
@@ -1854,10 +2025,13 @@ impl Simulator {
             | Event::PfcArrive { node, .. }
             | Event::PauseEnd { node, .. } => (host_of(node), None),
             Event::HostTimer { host, .. } | Event::HostRxDrain { host } => (Some(host), None),
+            // A partitioned run's sender does not touch the receiver's
+            // scheduling (its own event, `FlowAccept`, did).
             Event::FlowStart { flow } => {
                 let s = &self.flows[flow as usize].spec;
-                (Some(s.src), Some(s.dst))
+                (Some(s.src), self.q.partition().is_none().then_some(s.dst))
             }
+            Event::FlowAccept { flow } => (Some(self.flows[flow as usize].spec.dst), None),
             Event::PfcRefresh { .. } | Event::Sample => (None, None),
         };
         for host in [a, b].into_iter().flatten() {
@@ -1886,8 +2060,16 @@ impl Simulator {
             .is_some_and(|hp| !hp.pipe.is_empty() && hp.wake_at.is_some_and(|w| w >= now));
         // A skipped wake-up counts while it is still ahead (it is then
         // scheduled if the host gets work before it).
-        let wake =
-            port.wake_pending && (h.wake_seq == 0 || self.q.is_ahead(port.busy_until, h.wake_seq));
+        let wake = port.wake_pending
+            && (h.wake_seq == 0
+                || self.q.is_ahead(
+                    port.busy_until,
+                    h.wake_seq,
+                    &Event::TxDone {
+                        node: h.node,
+                        port: 0,
+                    },
+                ));
         let port_event = wake || port.queued_pkts() > 0 || pipe_event;
         let next = h.rnic.poll_timeout().map(|t| t.saturating_mul(PS_PER_NS));
         // (The timer may be due at this very instant, after the event
@@ -2755,10 +2937,24 @@ impl Simulator {
             counters: c,
             flows,
             ports,
-            pfc: self.pfc_log.clone(),
+            pfc: {
+                // A partitioned run logs a window's groups one after
+                // another: the file reads in time order all the same.
+                let mut v = self.pfc_log.clone();
+                if self.q.partition().is_some() {
+                    v.sort_by_key(|e| e.time);
+                }
+                v
+            },
             queues: self.queue_log.clone(),
             flow_progress: self.flow_log.clone(),
-            pfc_frames: self.pfc_frames.clone(),
+            pfc_frames: {
+                let mut v = self.pfc_frames.clone();
+                if self.q.partition().is_some() {
+                    v.sort_by_key(|f| f.0);
+                }
+                v
+            },
             node_names: self.topo.nodes.iter().map(|n| n.name.clone()).collect(),
             host_nodes: self.topo.hosts.iter().map(|&n| n as u32).collect(),
             qlen_mon: self.qlen.clone().map(|m| self.finish_qlen(m)),
@@ -2880,6 +3076,9 @@ thread_local! {
     /// Tests set this to build simulators with this event calendar slot
     /// width rather than [`slot_bits_for`]'s.
     static FORCE_SLOT_BITS: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// Tests set this to partition a fabric of any size into this many
+    /// groups (see [`crate::partition`]).
+    static FORCE_GROUPS: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
 /// Huge page size (x86-64 and most others).
@@ -3601,6 +3800,115 @@ sample_us = 5
             let base = run(None);
             for bits in [crate::event::MIN_SLOT_BITS, 8, 9] {
                 assert_same_run(cc, base.clone(), run(Some(bits)));
+            }
+        }
+    }
+
+    /// Partitioned runs (see [`crate::event::Partition`]) of the small fat
+    /// tree, in its two pods and in four groups (one per ToR, the
+    /// aggregation and core switches dealt out), with each congestion
+    /// control: every event scheduled across groups lands in a later
+    /// window (the queue asserts it in debug builds, which tests are),
+    /// events run window by window and group by group in time order, the
+    /// samples at windows' starts, every flow finishes, a second run is
+    /// the same event for event, and the slowdowns stay near the run in
+    /// global time order (the same physics, another interleaving of
+    /// independent events).
+    #[test]
+    fn a_partitioned_run_keeps_causal_order_and_finishes_every_flow() {
+        for cc in ["dcqcn", "hpcc", "none"] {
+            let sc = small_fat_tree(cc);
+            let plain = {
+                let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                assert!(sim.q.partition().is_none(), "16 hosts: not partitioned");
+                sim.run().unwrap();
+                sim.report()
+            };
+            let mean = |r: &Report| {
+                assert!(r.flows.iter().all(|f| f.ok && f.finish.is_some()), "{cc}");
+                r.flows.iter().filter_map(FlowResult::slowdown).sum::<f64>() / r.flows.len() as f64
+            };
+            for groups in [2, 4] {
+                let make = || {
+                    FORCE_GROUPS.set(Some(groups));
+                    let sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                    FORCE_GROUPS.set(None);
+                    sim
+                };
+                let sim = make();
+                let p = sim.q.partition().expect("forced").clone();
+                assert_eq!(p.node_groups(), groups, "{cc}");
+                // 1 µs links, samples every 5 µs.
+                assert_eq!(p.window(), PS_PER_US, "{cc}");
+                let mut sim2 = make();
+                let (report, trace) = traced_run(sim);
+                let order = |&(t, ev): &(Ps, Event)| (t / p.window(), p.group_of(&ev), t);
+                assert!(
+                    trace.windows(2).all(|w| order(&w[0]) <= order(&w[1])),
+                    "{cc} {groups}"
+                );
+                assert!(
+                    (trace.iter())
+                        .filter(|(_, ev)| *ev == Event::Sample)
+                        .all(|(t, _)| t % p.window() == 0),
+                    "{cc}"
+                );
+                assert!(
+                    trace
+                        .iter()
+                        .any(|(_, ev)| matches!(ev, Event::FlowAccept { .. }))
+                );
+                sim2.trace = Some(Vec::new());
+                sim2.run().unwrap();
+                let r2 = sim2.report();
+                assert!(
+                    sim2.trace.take() == Some(trace),
+                    "{cc} {groups}: not repeatable"
+                );
+                assert_eq!(format!("{r2:?}"), report, "{cc} {groups}");
+                assert!(r2.pfc.windows(2).all(|w| w[0].time <= w[1].time));
+                let (a, b) = (mean(&plain), mean(&r2));
+                assert!(
+                    (a - b).abs() <= 0.1 * a,
+                    "{cc} {groups}: mean slowdown {a} against {b}"
+                );
+            }
+        }
+    }
+
+    /// A partitioned run stopped part-way runs exactly the events, in the
+    /// same order, that the whole run ran up to the stop time: at the
+    /// stop, the groups before the last set aside their events past it
+    /// while the later groups run on to it.
+    #[test]
+    fn a_partitioned_run_stops_at_the_stop_time_in_every_group() {
+        let sc = small_fat_tree("dcqcn");
+        let run = |stop: Option<Ps>| {
+            let mut cfg = sc.cfg.clone();
+            cfg.stop = stop;
+            FORCE_GROUPS.set(Some(4));
+            let mut sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+            FORCE_GROUPS.set(None);
+            sim.trace = Some(Vec::new());
+            sim.run().unwrap();
+            assert!(sim.done());
+            (sim.trace.take().unwrap(), sim.q.set_aside())
+        };
+        let (whole, none) = run(None);
+        assert_eq!(none, 0);
+        // Mid-window, and at a window's last picosecond.
+        for stop in [100 * PS_PER_US + 400_000, 50 * PS_PER_US - 1] {
+            let (cut, aside) = run(Some(stop));
+            let want: Vec<_> = whole.iter().filter(|(t, _)| *t <= stop).copied().collect();
+            assert!(
+                cut == want,
+                "stop {stop}: {} events against {}",
+                cut.len(),
+                want.len()
+            );
+            assert!(whole.len() > want.len());
+            if stop % PS_PER_US != PS_PER_US - 1 {
+                assert!(aside > 0, "stop {stop}: some group ran past it first");
             }
         }
     }
