@@ -237,6 +237,13 @@ fn print_summary(s: &Summary, out: &Path) {
         s.events_per_second / 1e6,
         s.simulated_us
     );
+    if let Some(p) = s.partition {
+        say!(
+            "partitioned: {} groups of nodes run in turn over {} ns windows (exact; see scenarios/SCALE.md)",
+            p.groups,
+            p.window_ns
+        );
+    }
     say!("results in {}", out.display());
 }
 

@@ -222,8 +222,10 @@ impl Ord for Far {
 /// Why: at 8,192 hosts the simulator's state is a gigabyte and more, and
 /// in time order consecutive events touch nodes anywhere in it, so nearly
 /// every packet record, port and QP an event reads is a miss to memory.
-/// A group's window is a few thousand events over one pod's state, which
-/// the caches hold (issue 12, part 4: figures in `scenarios/SCALE.md`).
+/// A group's window is some thousands of events over one pod's state, far
+/// more of which is still in cache from the group's previous events: the
+/// k=32 fat tree runs about a fifth faster in 32 groups (issue 12, part 4;
+/// figures and the group counts tried in `scenarios/SCALE.md`).
 ///
 /// Why it is exact: an event at one node can affect another group only
 /// through an event it schedules there, and every such event crosses a

@@ -43,6 +43,9 @@ pub struct Counters {
     pub failed_flows: u64,
     pub buffer_peak: u64,
     pub peak_pending_events: u64,
+    /// A partitioned run's groups and window (see
+    /// [`crate::event::Partition`]).
+    pub partition: Option<PartitionSummary>,
     pub events_by_kind: EventsByKind,
     pub first_error: Option<String>,
     pub deadlock: Option<String>,
@@ -253,6 +256,17 @@ pub struct Summary {
     /// The DDR-to-DDR table (hosts with a profile only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_path: Option<crate::host::PathTable>,
+    /// Large fabrics only: the run went window by window, group of nodes
+    /// by group (see [`crate::event::Partition`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionSummary>,
+}
+
+/// How a partitioned run split the fabric and time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PartitionSummary {
+    pub groups: u32,
+    pub window_ns: u64,
 }
 
 /// `a / b`, 0 when `b` is.
@@ -306,6 +320,7 @@ impl Report {
             events_per_delivered_packet: ratio(self.events, c.delivered_pkts),
             events_per_hop: ratio(self.events, c.events_by_kind.hops()),
             peak_pending_events: c.peak_pending_events,
+            partition: c.partition,
             simulated_us: self.now as f64 / 1e6,
             wall_seconds,
             events_per_second: if wall_seconds > 0.0 {

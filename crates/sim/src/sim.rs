@@ -2880,6 +2880,13 @@ impl Simulator {
         c.paused_ps = paused_ps;
         c.live_bytes = self.live_bytes;
         c.peak_pending_events = self.q.peak_len() as u64;
+        c.partition = self
+            .q
+            .partition()
+            .map(|p| crate::metrics::PartitionSummary {
+                groups: p.node_groups(),
+                window_ns: p.window() / PS_PER_NS,
+            });
         let k = &self.by_kind;
         c.events_by_kind = crate::metrics::EventsByKind {
             switch_arrive: k[KIND_SWITCH_ARRIVE],
