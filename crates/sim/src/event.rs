@@ -290,10 +290,6 @@ impl Partition {
         (self.groups - 1) as u32
     }
 
-    pub fn group_of_node(&self, node: u32) -> u32 {
-        self.node_group[node as usize]
-    }
-
     /// The group whose state `event` reads: its node's, host's or flow
     /// end's.
     #[inline(always)]
