@@ -428,14 +428,6 @@ pub struct Simulator {
     deep_prefetch: bool,
 }
 
-/// A flow receiver's memory region, as the sender's requests name it.
-#[derive(Debug, Clone, Copy)]
-struct DstMr {
-    addr: u64,
-    rkey: u32,
-    lkey: u32,
-}
-
 /// A flow receiver's region takes the sender's WRITEs (and SENDs).
 const RECEIVER_ACCESS: Access =
     Access::from_bits(Access::LOCAL_WRITE.bits() | Access::REMOTE_WRITE.bits());
@@ -1512,34 +1504,19 @@ impl Simulator {
             // Failed as its receiver accepted it.
             return;
         }
-        let accepted = fs.accepted.then_some({
-            (
-                fs.dst_qpn,
-                DstMr {
-                    addr: fs.dst_addr,
-                    rkey: fs.dst_rkey,
-                    lkey: fs.dst_lkey,
-                },
-            )
-        });
+        if !fs.accepted {
+            // Not accepted ahead (a run in time order): the receiver's
+            // side now, as a partitioned run's `FlowAccept` does.
+            self.accept_flow_inner(flow);
+            if self.flows[flow as usize].status.is_some() {
+                return;
+            }
+        }
+        let fs = &self.flows[flow as usize];
+        let (dq, dst_addr, dst_rkey) = (fs.dst_qpn, fs.dst_addr, fs.dst_rkey);
         let mtu = self.cfg.mtu;
         let (timeout, retry) = (self.cfg.qp_timeout, self.cfg.retry_cnt);
         let (msgs, msg_len) = self.messages(spec.size);
-        let dst_res = match accepted {
-            Some(a) => Ok(a),
-            None => self
-                .flow_qp(flow, spec.dst, RECEIVER_ACCESS, None)
-                .map(|(q, m)| {
-                    (
-                        q,
-                        DstMr {
-                            addr: m.addr,
-                            rkey: m.rkey,
-                            lkey: m.lkey,
-                        },
-                    )
-                }),
-        };
         let src_node = self.hosts[spec.src as usize].node as usize;
         let line = self.nodes[src_node].ports[0].rate_bps;
         let cc = match self.cc {
@@ -1570,10 +1547,9 @@ impl Simulator {
             }) as Box<dyn roce_rnic::CongestionControl>),
             None => cc,
         };
-        let src_res = self.flow_qp(flow, spec.src, Access::LOCAL_WRITE, cc);
-        let ((dq, dmr), (sq, smr)) = match (dst_res, src_res) {
-            (Ok(d), Ok(s)) => (d, s),
-            (Err(e), _) | (_, Err(e)) => {
+        let (sq, smr) = match self.flow_qp(flow, spec.src, Access::LOCAL_WRITE, cc) {
+            Ok(s) => s,
+            Err(e) => {
                 self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
                 return;
             }
@@ -1610,8 +1586,8 @@ impl Simulator {
                 FlowOp::Write => SendWr::new(
                     wr_id,
                     WrOpcode::RdmaWrite {
-                        remote_addr: dmr.addr + off,
-                        rkey: dmr.rkey,
+                        remote_addr: dst_addr + off,
+                        rkey: dst_rkey,
                     },
                     vec![sge],
                 ),
@@ -1624,20 +1600,11 @@ impl Simulator {
                 wr.unsignaled()
             });
         }
-        if accepted.is_none() && !self.post_flow_recvs(flow, dq, dmr.addr, dmr.lkey) {
-            return;
-        }
         let fs = &mut self.flows[flow as usize];
         fs.src_qpn = sq;
-        fs.dst_qpn = dq;
         fs.src_lkey = smr.lkey;
-        fs.dst_lkey = dmr.lkey;
         fs.src_addr = smr.addr;
-        fs.dst_addr = dmr.addr;
         self.map_qp(spec.src, sq, flow);
-        if accepted.is_none() {
-            self.map_qp(spec.dst, dq, flow);
-        }
         if let Err(e) = self.hosts[spec.src as usize].rnic.post_send(sq, &wrs) {
             self.fail_flow(flow, WcStatus::GeneralErr, &e.to_string());
             return;
