@@ -82,7 +82,7 @@ pub enum Event {
 const OFF_SHIFT: u32 = 64 - MAX_SLOT_BITS;
 /// Bits of a key below the sequence number: the payload's kind.
 const TAG_BITS: u32 = 3;
-/// Largest sequence number a key holds (2⁵¹: years of events).
+/// Largest sequence number a key holds (2⁴⁹: years of events).
 const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
 /// A key's bits below the time: sequence number and kind.
 const LOW_MASK: u64 = (1 << OFF_SHIFT) - 1;
@@ -342,10 +342,15 @@ fn real_time(window: Ps, groups: u64, o: Ps) -> Ps {
     (o / (window * groups)) * window + o % window
 }
 
-/// log₂ of a calendar slot's widest width in ps (1.02 ns): the key holds
-/// an event's time within its slot in this many bits, whatever the
-/// queue's own width ([`EventQueue::with_horizon`]).
-const MAX_SLOT_BITS: u32 = 10;
+/// log₂ of a calendar slot's widest width in ps (4.1 ns, a partitioned
+/// run's; see `PARTITION_SLOT_BITS` in the simulator): the key holds an
+/// event's time within its slot in this many bits, whatever the queue's
+/// own width ([`EventQueue::with_horizon`]).
+pub const MAX_SLOT_BITS: u32 = 12;
+/// log₂ of the widest slot [`rank_sort`] takes (1.02 ns): its 16-bit keys
+/// hold the time in the slot and the event's place in it. Wider slots
+/// take [`sort_ascending`].
+const RANK_SLOT_BITS: u32 = 10;
 /// log₂ of the narrowest slot (64 ps). [`bucket_sort`] splits a slot by
 /// the top [`BUCKET_BITS`] of the time in it, so a slot must be at least
 /// that many picoseconds wide.
@@ -355,7 +360,7 @@ const _: () = assert!(MIN_SLOT_BITS >= BUCKET_BITS && MIN_SLOT_BITS <= MAX_SLOT_
 /// 320-host fat tree, sorted in one go by [`sort_slot`]; 512 ps slots were
 /// no faster there). A larger fabric's slots hold more events; the
 /// simulator narrows them (see `slot_bits_for` in the simulator).
-pub const DEFAULT_SLOT_BITS: u32 = MAX_SLOT_BITS;
+pub const DEFAULT_SLOT_BITS: u32 = RANK_SLOT_BITS;
 /// How many slots past the current one [`EventQueue::upcoming`] looks.
 const LOOKAHEAD: u64 = 3;
 /// Slots in the default calendar (2¹¹ × 1.02 ns = 2.1 µs ahead: a 1 µs
@@ -1060,7 +1065,7 @@ impl EventQueue {
     /// holds, far fewer than the half of the numbers above this bound.
     #[inline(always)]
     fn check_seq(&self) {
-        assert!(self.seq <= SEQ_MAX / 2, "more than 2^50 events scheduled");
+        assert!(self.seq <= SEQ_MAX / 2, "more than 2^48 events scheduled");
     }
 
     /// `schedule` into the current slot (in order) or beyond the calendar.
@@ -1502,7 +1507,7 @@ fn prefetch_entries(v: &[Entry]) {
 const RANK_MAX: usize = 64;
 const PLACE_BITS: u32 = RANK_MAX.trailing_zeros();
 // A rank key (time in the slot, then place) fits an `i16` lane.
-const _: () = assert!(MAX_SLOT_BITS + PLACE_BITS <= 16);
+const _: () = assert!(RANK_SLOT_BITS + PLACE_BITS <= 16);
 
 /// Sorts a slot by ascending key.
 ///
@@ -1527,7 +1532,7 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool, bits: u3
     if v.len() <= 1 {
         return;
     }
-    if !in_order {
+    if !in_order || bits > RANK_SLOT_BITS {
         sort_ascending(v);
         return;
     }

@@ -480,6 +480,23 @@ const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000
 /// each, hence one bit per factor of four rather than two. The width
 /// changes no output: the queue hands events out in `(time, sequence)`
 /// order whatever it is.
+/// log₂ of a partitioned run's calendar slot width in ps (4.1 ns).
+///
+/// A group's window holds only its own events, a thirty-second of the
+/// fabric's at k=32: in 1.02 ns slots (the width before session 28) that
+/// was about four events a slot, so the look-ahead's three slots
+/// (`Simulator::prefetch_upcoming`) reached a dozen events ahead, and
+/// each slot's fixed costs (settling it, staging it, its header's and
+/// buffer's lines when an inbox is taken) fell on few events. 4.1 ns
+/// slots hold about eighteen. On the k=32 tree cut at 1 ms, interleaved,
+/// user s: 30.2, 30.2, 34.7, 30.3, 33.7 (mean 31.8) against 31.1, 34.8,
+/// 35.6, 36.1, 34.6 (mean 34.4) for 1.02 ns slots; 2.05 ns slots 37.8,
+/// 34.8, 32.5; 8.2 and 16.4 ns slots 32.1 and 31.1 (one round each).
+/// Outputs are identical: the order is `(time, sequence)` whatever the
+/// width. These slots are too wide for the rank sort's 16-bit keys, so
+/// they take the insertion sort.
+const PARTITION_SLOT_BITS: u32 = crate::event::MAX_SLOT_BITS;
+
 fn slot_bits_for(topo: &Topology) -> u32 {
     let ratio = topo.port_capacity_bps() / FAT320_CAPACITY_BPS;
     // floor(log₂(ratio) / 2): 0 below 4×, 1 from 4×, 2 from 16×.
@@ -820,7 +837,7 @@ impl Simulator {
         // An event up to `horizon` ahead lands at most that many windows
         // on, each `groups` windows long in the calendar's order.
         let reach = (horizon.div_ceil(window) + 1) * window * u64::from(groups);
-        let mut q = EventQueue::with_horizon(reach, crate::event::DEFAULT_SLOT_BITS);
+        let mut q = EventQueue::with_horizon(reach, PARTITION_SLOT_BITS);
         q.set_partition(crate::event::Partition::new(
             window,
             groups,
@@ -3755,7 +3772,8 @@ sample_us = 5
     /// see [`slot_bits_for`]) changes nothing a run reports or the order
     /// of its events: the calendar hands events out by `(time, sequence)`
     /// whatever the width (64 ps slots of this tree hold a few events
-    /// each, 1.02 ns slots tens).
+    /// each, 1.02 ns slots tens; slots wider than 1.02 ns, as partitioned
+    /// runs take, are sorted by insertion rather than rank).
     #[test]
     fn slot_width_changes_nothing() {
         for cc in ["dcqcn", "hpcc"] {
@@ -3772,7 +3790,13 @@ sample_us = 5
                 traced_run(sim)
             };
             let base = run(None);
-            for bits in [crate::event::MIN_SLOT_BITS, 8, 9] {
+            for bits in [
+                crate::event::MIN_SLOT_BITS,
+                8,
+                9,
+                11,
+                crate::event::MAX_SLOT_BITS,
+            ] {
                 assert_same_run(cc, base.clone(), run(Some(bits)));
             }
         }
