@@ -455,6 +455,24 @@ const DEEP_PREFETCH_PORT_BYTES: usize = 16 << 20;
 /// 400 Gb/s (`scenarios/hpcc/topo_fat320.txt`).
 const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000_000);
 
+/// log₂ of a partitioned run's calendar slot width in ps (4.1 ns).
+///
+/// A group's window holds only its own events, a thirty-second of the
+/// fabric's at k=32: in 1.02 ns slots (the width before session 28) that
+/// was about four events a slot, so the look-ahead's three slots
+/// (`Simulator::prefetch_upcoming`) reached a dozen events ahead, and
+/// each slot's fixed costs (settling it, staging it, its header's and
+/// buffer's lines when an inbox is taken) fell on few events. 4.1 ns
+/// slots hold about eighteen. On the k=32 tree cut at 1 ms, interleaved,
+/// user s: 30.2, 30.2, 34.7, 30.3, 33.7 (mean 31.8) against 31.1, 34.8,
+/// 35.6, 36.1, 34.6 (mean 34.4) for 1.02 ns slots; 2.05 ns slots 37.8,
+/// 34.8, 32.5 (three rounds); 8.2 and 16.4 ns slots 32.1 and 31.1 (one
+/// round each). Outputs are identical: the order is `(time, sequence)`
+/// whatever the width. These slots are too wide for the rank sort's
+/// 16-bit keys, so they take `sort_ascending` (insertion, or
+/// `sort_unstable` past 24 events).
+const PARTITION_SLOT_BITS: u32 = crate::event::MAX_SLOT_BITS;
+
 /// log₂ of the event calendar's slot width in ps for `topo`: 1.02 ns up
 /// to four times the 320-host fat tree's port capacity, and one bit
 /// narrower for each further factor of four (256 ps for the k=32 fat
@@ -480,23 +498,6 @@ const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000
 /// each, hence one bit per factor of four rather than two. The width
 /// changes no output: the queue hands events out in `(time, sequence)`
 /// order whatever it is.
-/// log₂ of a partitioned run's calendar slot width in ps (4.1 ns).
-///
-/// A group's window holds only its own events, a thirty-second of the
-/// fabric's at k=32: in 1.02 ns slots (the width before session 28) that
-/// was about four events a slot, so the look-ahead's three slots
-/// (`Simulator::prefetch_upcoming`) reached a dozen events ahead, and
-/// each slot's fixed costs (settling it, staging it, its header's and
-/// buffer's lines when an inbox is taken) fell on few events. 4.1 ns
-/// slots hold about eighteen. On the k=32 tree cut at 1 ms, interleaved,
-/// user s: 30.2, 30.2, 34.7, 30.3, 33.7 (mean 31.8) against 31.1, 34.8,
-/// 35.6, 36.1, 34.6 (mean 34.4) for 1.02 ns slots; 2.05 ns slots 37.8,
-/// 34.8, 32.5; 8.2 and 16.4 ns slots 32.1 and 31.1 (one round each).
-/// Outputs are identical: the order is `(time, sequence)` whatever the
-/// width. These slots are too wide for the rank sort's 16-bit keys, so
-/// they take the insertion sort.
-const PARTITION_SLOT_BITS: u32 = crate::event::MAX_SLOT_BITS;
-
 fn slot_bits_for(topo: &Topology) -> u32 {
     let ratio = topo.port_capacity_bps() / FAT320_CAPACITY_BPS;
     // floor(log₂(ratio) / 2): 0 below 4×, 1 from 4×, 2 from 16×.
