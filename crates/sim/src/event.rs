@@ -38,8 +38,23 @@ pub fn ser_ps(bytes: u64, rate_bps: u64) -> Ps {
 /// host, flow), never by reference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// The last bit of packet `pkt` reached `node`'s `port`.
-    Arrive { node: u32, port: u16, pkt: u32 },
+    /// The last bit of packet `pkt` reached `node`'s `port`. `ce`: the
+    /// hop it left marked it Congestion Experienced.
+    ///
+    /// Why the mark travels with the event: a switch marks a packet as it
+    /// leaves the queue (RED on egress), when nothing else of the
+    /// packet's record is read (the queue entry holds its length). Set
+    /// there, the mark cost a miss on that record's line: at 8,192 hosts,
+    /// half the time of `start_tx` and 5.5 % of the run's (`perf`,
+    /// session 29). The next hop reads the record anyway, its line loaded
+    /// ahead (see [`EventQueue::upcoming`]), and sets the mark then;
+    /// nothing reads the packet between the two.
+    Arrive {
+        node: u32,
+        port: u16,
+        pkt: u32,
+        ce: bool,
+    },
     /// `node`'s `port` finished serializing a frame and may start the next.
     TxDone { node: u32, port: u16 },
     /// An RNIC timer (retransmission, pacing, congestion-control tick).
@@ -88,17 +103,21 @@ const SEQ_MAX: u64 = (1 << (OFF_SHIFT - TAG_BITS)) - 1;
 const LOW_MASK: u64 = (1 << OFF_SHIFT) - 1;
 
 const TAG_ARRIVE: u64 = 0;
-const TAG_TX_DONE: u64 = 1;
+/// An arrival marked Congestion Experienced on the way (see
+/// [`Event::Arrive`]): the tag's low bit is the mark.
+const TAG_ARRIVE_CE: u64 = 1;
+const TAG_TX_DONE: u64 = 2;
 // [`EventQueue::upcoming`] tells the two kinds apart from the rest with
-// one comparison.
-const _: () = assert!(TAG_ARRIVE < TAG_TX_DONE && TAG_TX_DONE == 1);
-const TAG_HOST_TIMER: u64 = 2;
-const TAG_PFC_ARRIVE: u64 = 3;
-const TAG_FLOW_START: u64 = 4;
-const TAG_SAMPLE: u64 = 5;
+// one comparison, and arrivals from transmissions with another.
+const _: () = assert!(TAG_ARRIVE | 1 == TAG_ARRIVE_CE && TAG_ARRIVE_CE + 1 == TAG_TX_DONE);
+const TAG_HOST_TIMER: u64 = 3;
+const TAG_PFC_ARRIVE: u64 = 4;
+const TAG_FLOW_START: u64 = 5;
+const TAG_SAMPLE: u64 = 6;
 /// The payload indexes `EventQueue::spilled` (rare events that do not fit
 /// in 64 bits).
-const TAG_SPILLED: u64 = 6;
+const TAG_SPILLED: u64 = 7;
+const _: () = assert!(TAG_SPILLED < 1 << TAG_BITS);
 
 /// What kind of event a [`Packed`] one is: its key's tag.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +152,7 @@ impl Packed {
     #[inline(always)]
     pub fn kind(self) -> Kind {
         match self.tag {
-            TAG_ARRIVE => Kind::Arrive,
+            TAG_ARRIVE | TAG_ARRIVE_CE => Kind::Arrive,
             TAG_TX_DONE => Kind::TxDone,
             TAG_HOST_TIMER => Kind::HostTimer,
             TAG_PFC_ARRIVE => Kind::PfcArrive,
@@ -143,12 +162,12 @@ impl Packed {
         }
     }
 
-    /// An arrival's node, port and packet ([`Kind::Arrive`] only).
+    /// An arrival's node, port, packet and mark ([`Kind::Arrive`] only).
     #[inline(always)]
-    pub fn arrive(self) -> (u32, u16, u32) {
+    pub fn arrive(self) -> (u32, u16, u32, bool) {
         debug_assert_eq!(self.kind(), Kind::Arrive);
         let (node, port) = unpack_node_port(self.data >> 32);
-        (node, port, self.data as u32)
+        (node, port, self.data as u32, self.tag == TAG_ARRIVE_CE)
     }
 
     /// A finished transmission's node and port ([`Kind::TxDone`] only).
@@ -727,9 +746,14 @@ impl EventQueue {
     #[inline(always)]
     fn pack(&mut self, event: Event) -> (u64, u64) {
         match event {
-            Event::Arrive { node, port, pkt } => match node_port(node, port) {
-                Some(np) => (TAG_ARRIVE, (np << 32) | u64::from(pkt)),
-                None => self.spill(Event::Arrive { node, port, pkt }),
+            Event::Arrive {
+                node,
+                port,
+                pkt,
+                ce,
+            } => match node_port(node, port) {
+                Some(np) => (TAG_ARRIVE | u64::from(ce), (np << 32) | u64::from(pkt)),
+                None => self.spill(event),
             },
             // Node and port where an arrival keeps them, so
             // [`EventQueue::upcoming`] reads both kinds' node alike.
@@ -814,12 +838,13 @@ impl EventQueue {
     #[inline]
     fn unpack(&self, low: u64, data: u64) -> Event {
         match low & ((1 << TAG_BITS) - 1) {
-            TAG_ARRIVE => {
+            tag @ (TAG_ARRIVE | TAG_ARRIVE_CE) => {
                 let (node, port) = unpack_node_port(data >> 32);
                 Event::Arrive {
                     node,
                     port,
                     pkt: data as u32,
+                    ce: tag == TAG_ARRIVE_CE,
                 }
             }
             TAG_TX_DONE => {
@@ -1170,7 +1195,7 @@ impl EventQueue {
                 if tag <= TAG_TX_DONE {
                     tell(Upcoming {
                         node: (e.data >> (32 + PORT_BITS)) as u32,
-                        pkt: (tag == TAG_ARRIVE).then_some(e.data as u32),
+                        pkt: (tag < TAG_TX_DONE).then_some(e.data as u32),
                     });
                 }
             }
@@ -1533,7 +1558,7 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool, bits: u3
         return;
     }
     if !in_order || bits > RANK_SLOT_BITS {
-        sort_ascending(v);
+        sort_wide_or_unordered(v, scratch, in_order, bits);
         return;
     }
     // The lanes are chosen here in one flat match, not through
@@ -1562,13 +1587,101 @@ fn sort_slot(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool, bits: u3
     // the one and added 1.0 M on the other (session 20): too few slots
     // come sorted to pay for the pass over the rest.
     match v.len() {
-        0..=4 => rank_sort::<4>(v),
-        5..=8 => rank_sort::<8>(v),
-        9..=16 => rank_sort::<16>(v),
-        17..=24 => rank_sort::<24>(v),
-        25..=32 => rank_sort::<32>(v),
-        33..=RANK_MAX => rank_sort::<RANK_MAX>(v),
+        0..=4 => rank_sort::<4, i16>(v),
+        5..=8 => rank_sort::<8, i16>(v),
+        9..=16 => rank_sort::<16, i16>(v),
+        17..=24 => rank_sort::<24, i16>(v),
+        25..=32 => rank_sort::<32, i16>(v),
+        33..=RANK_MAX => rank_sort::<RANK_MAX, i16>(v),
         _ => bucket_sort(v, scratch, bits),
+    }
+}
+
+/// [`sort_slot`] for a slot wider than [`RANK_SLOT_BITS`] (a partitioned
+/// run's 4.1 ns slots: about eighteen events each at 8,192 hosts) or one
+/// not in schedule order.
+///
+/// An unordered slot takes the general sort. An ordered wide slot takes
+/// the rank sort with 32-bit lanes (a wide slot's time and place need 18
+/// bits), or, past [`WIDE_RANK_MAX`] events, [`bucket_sort`], whose
+/// 128 ps sub-slots fit the 16-bit rank sort again.
+///
+/// Why: the general sort (insertion, or `sort_unstable` past 24 events)
+/// took 5.5 % of the k=32 fat tree's time cut at 2.5 ms (`quicksort`
+/// 3.4 %, `sort_ascending` 1.3 %, and its small sorts; `perf`, session
+/// 29), mostly mispredicted compares on keys from many interleaved
+/// sources, as on the 320-host tree before the rank sort.
+#[inline(never)]
+fn sort_wide_or_unordered(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: bool, bits: u32) {
+    if !in_order {
+        sort_ascending(v);
+        return;
+    }
+    match v.len() {
+        0 | 1 => {}
+        2 => {
+            if v[0].key > v[1].key {
+                v.swap(0, 1);
+            }
+        }
+        3 | 4 => rank_sort::<4, i32>(v),
+        5..=8 => rank_sort::<8, i32>(v),
+        9..=16 => rank_sort::<16, i32>(v),
+        17..=24 => rank_sort::<24, i32>(v),
+        25..=WIDE_RANK_MAX => rank_sort::<WIDE_RANK_MAX, i32>(v),
+        _ => bucket_sort(v, scratch, bits),
+    }
+}
+
+/// Most events a wide slot's rank sort takes (see
+/// [`sort_wide_or_unordered`]); a fuller one takes [`bucket_sort`].
+const WIDE_RANK_MAX: usize = 32;
+const _: () = assert!(WIDE_RANK_MAX <= RANK_MAX);
+// A wide rank key (time in the slot, then place) fits an `i32` lane with
+// its sign bit clear.
+const _: () = assert!(MAX_SLOT_BITS + PLACE_BITS < 32);
+
+/// A lane of [`rank_sort`]: an event's rank key (its time in the slot,
+/// then its place there) and, in the same type, its rank. Narrow lanes
+/// (`i16`) take slots of up to [`RANK_SLOT_BITS`], twice as many to a
+/// vector; wide ones (`i32`) take every slot width.
+trait Lane: Copy + PartialOrd + From<bool> + std::ops::AddAssign {
+    /// Larger than every key: padding lanes count for nothing.
+    const PAD: Self;
+    const ZERO: Self;
+    /// The rank key of `e` at `place` in its slot.
+    fn key(e: &Entry, place: usize) -> Self;
+    /// A rank as an index.
+    fn index(self) -> usize;
+}
+
+impl Lane for i16 {
+    const PAD: Self = i16::MAX;
+    const ZERO: Self = 0;
+    /// The sign bit flipped, so a signed compare orders the keys as
+    /// unsigned. Only the low 10 bits of the time in the slot are kept:
+    /// all of a narrow slot's, and in a [`bucket_sort`] sub-slot the bits
+    /// above them are its events' common ones.
+    #[inline(always)]
+    fn key(e: &Entry, place: usize) -> Self {
+        ((((e.key >> OFF_SHIFT) << PLACE_BITS) | place as u64) as u16 ^ 0x8000) as i16
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl Lane for i32 {
+    const PAD: Self = i32::MAX;
+    const ZERO: Self = 0;
+    #[inline(always)]
+    fn key(e: &Entry, place: usize) -> Self {
+        (((e.key >> OFF_SHIFT) << PLACE_BITS) | place as u64) as i32
+    }
+    #[inline(always)]
+    fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -1593,11 +1706,11 @@ fn rank_sort_any(v: &mut [Entry]) {
                 v.swap(0, 1);
             }
         }
-        3 | 4 => rank_sort::<4>(v),
-        5..=8 => rank_sort::<8>(v),
-        9..=16 => rank_sort::<16>(v),
-        17..=32 => rank_sort::<32>(v),
-        _ => rank_sort::<RANK_MAX>(v),
+        3 | 4 => rank_sort::<4, i16>(v),
+        5..=8 => rank_sort::<8, i16>(v),
+        9..=16 => rank_sort::<16, i16>(v),
+        17..=32 => rank_sort::<32, i16>(v),
+        _ => rank_sort::<RANK_MAX, i16>(v),
     }
 }
 
@@ -1664,16 +1777,17 @@ fn in_schedule_order(v: &[Entry]) -> bool {
 }
 
 /// [`sort_slot`]'s rank sort of `v` (at most `L` events, `L` a multiple
-/// of 4: half an SSE2 vector of `i16` lanes or whole ones), which must be
-/// in schedule order (the order is exact only then).
+/// of 4: half an SSE2 vector of `i16` lanes or whole ones, a whole one of
+/// `i32`), which must be in schedule order (the order is exact only then).
+/// `K` is the lane: `i16` for slots of up to [`RANK_SLOT_BITS`] and
+/// [`bucket_sort`]'s sub-slots, `i32` for any width.
 #[inline(always)]
-fn rank_sort<const L: usize>(v: &mut [Entry]) {
+fn rank_sort<const L: usize, K: Lane>(v: &mut [Entry]) {
     debug_assert!(v.len() <= L && L <= RANK_MAX && L.is_multiple_of(4));
     debug_assert!(in_schedule_order(v), "slot not in schedule order");
     // Keys, padded with the largest (never smaller than a key, so padding
-    // counts for nothing); the sign bit flipped so a signed compare
-    // orders them as unsigned. Sequence numbers (the key's low bits) are
-    // unique and at least 1.
+    // counts for nothing; see [`Lane::key`]). Sequence numbers (the key's
+    // low bits) are unique and at least 1.
     //
     // Every loop runs all `L` lanes, a count fixed at compile time (the
     // loops unroll, and no exit depends on the slot's length): loops over
@@ -1687,27 +1801,27 @@ fn rank_sort<const L: usize>(v: &mut [Entry]) {
     let n = v.len();
     debug_assert!(n > 0, "an empty slot is never sorted");
     let last = n - 1;
-    let mut k = [i16::MAX; L];
+    let mut k = [K::PAD; L];
     // The events, read once (then written back by rank).
     let mut src = [Entry { key: 0, data: 0 }; L];
     for i in 0..L {
         let e = v[i.min(last)];
-        let key = ((((e.key >> OFF_SHIFT) << PLACE_BITS) | i as u64) as u16 ^ 0x8000) as i16;
-        k[i] = if i < n { key } else { i16::MAX };
+        let key = K::key(&e, i);
+        k[i] = if i < n { key } else { K::PAD };
         src[i] = e;
     }
-    let mut rank = [0i16; L];
+    let mut rank = [K::ZERO; L];
     for &kj in &k {
         for (r, &k) in rank.iter_mut().zip(&k) {
-            *r += i16::from(kj < k);
+            *r += K::from(kj < k);
         }
     }
-    // A padding lane counts no key (`i16::MAX` is smaller than none) and
+    // A padding lane counts no key (`K::PAD` is smaller than none) and
     // lands at `n` at most (clamped to the slot's last place): written
     // first, from the last lane down, its write is overwritten, as the
     // real lanes' ranks are exactly the places `0..n`.
     for i in (0..L).rev() {
-        v[(rank[i] as usize).min(last)] = src[i];
+        v[rank[i].index().min(last)] = src[i];
     }
 }
 
@@ -1866,11 +1980,19 @@ mod tests {
                 node: 7,
                 port: 3,
                 pkt: u32::MAX,
+                ce: false,
+            },
+            Event::Arrive {
+                node: 7,
+                port: 3,
+                pkt: 11,
+                ce: true,
             },
             Event::Arrive {
                 node: 1 << 20,
                 port: 5000,
                 pkt: 9,
+                ce: true,
             },
             Event::TxDone {
                 node: (1 << 20) - 1,
@@ -2019,6 +2141,7 @@ mod tests {
                 node,
                 port,
                 pkt: n32,
+                ce: x & (1 << 40) != 0,
             },
             1 => Event::TxDone { node, port },
             2 => Event::HostTimer {
@@ -2195,8 +2318,13 @@ mod tests {
                             );
                             let got = match p.kind() {
                                 Kind::Arrive => {
-                                    let (node, port, pkt) = p.arrive();
-                                    Event::Arrive { node, port, pkt }
+                                    let (node, port, pkt, ce) = p.arrive();
+                                    Event::Arrive {
+                                        node,
+                                        port,
+                                        pkt,
+                                        ce,
+                                    }
                                 }
                                 Kind::TxDone => {
                                     let (node, port) = p.tx_done();
@@ -2380,9 +2508,12 @@ mod tests {
         // order and takes the general sort), and by events scheduled into
         // it once it is current (inserted in order). Every size, so both
         // sides of each of the rank sort's lane counts (4, 8, 16, 24, 32,
-        // 64) and the bucket sort past them.
+        // 64) and the bucket sort past them; slots wider than the 16-bit
+        // rank sort takes too (its 32-bit lanes, to 32 events).
         let mut x: u64 = 99;
-        for (n, bits) in (0..=100usize).flat_map(|n| [(n, DEFAULT_SLOT_BITS), (n, 8)]) {
+        for (n, bits) in (0..=100usize)
+            .flat_map(|n| [(n, DEFAULT_SLOT_BITS), (n, 8), (n, 11), (n, MAX_SLOT_BITS)])
+        {
             for joined in [false, true] {
                 let mut q = EventQueue::with_horizon(2_000_000, bits);
                 let mut want = Vec::new();
@@ -2401,11 +2532,13 @@ mod tests {
                 // Now close enough that the slot is within the calendar.
                 q.schedule(base - 1_000, Event::Sample);
                 assert_eq!(q.pop().map(|p| p.0), Some(base - 1_000));
+                // Across a wide slot's whole width.
+                let spread = ((1u64 << bits) - 32).max(1_000);
                 for i in 0..n {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let t = base + (x % 4) * 7 + if i % 2 == 0 { x % 1_000 } else { 0 };
+                    let t = base + (x % 4) * 7 + if i % 2 == 0 { x % spread } else { 0 };
                     q.schedule(t, Event::FlowStart { flow: i as u32 });
                     want.push((t, i as u64));
                 }
@@ -2465,6 +2598,7 @@ mod tests {
                 node: (1 << 20) - 1,
                 port: 4095,
                 pkt: u32::MAX,
+                ce: false,
             },
         );
         q.schedule(
@@ -2480,6 +2614,7 @@ mod tests {
                 node: 4,
                 port: 1,
                 pkt: 77,
+                ce: true,
             },
         );
         // Too large to pack: waits in the side table, so not told.
@@ -2489,6 +2624,7 @@ mod tests {
                 node: 1 << 20,
                 port: 1,
                 pkt: 78,
+                ce: false,
             },
         );
         q.schedule(slot(4), Event::TxDone { node: 5, port: 0 });

@@ -264,6 +264,12 @@ impl Packet {
         self.src_flags |= F_CE << 24;
     }
 
+    /// Marks congestion experienced if `ce`, without a branch.
+    #[inline(always)]
+    pub fn mark_ce_if(&mut self, ce: bool) {
+        self.src_flags |= u32::from(ce) * (F_CE << 24);
+    }
+
     /// ACK, NAK, atomic ACK or CNP.
     #[inline]
     pub fn control(&self) -> bool {
