@@ -1212,8 +1212,11 @@ impl EventQueue {
     /// or with `d == 0` those of the current slot not yet handed out: a
     /// later look at the events [`upcoming`](Self::upcoming) gave out,
     /// once what they read first has loaded, to prefetch what that
-    /// leads to. Events beyond the calendar are not included.
-    pub fn pending_in(&self, d: u64) -> impl Iterator<Item = Event> + '_ {
+    /// leads to. Events beyond the calendar are not included. In their
+    /// packed form (a spilled one reads as [`Kind::Spilled`]): unpacking
+    /// each into an [`Event`] to match it again cost the k=32 fat tree
+    /// cut at 300 µs 0.45 % more instructions (cachegrind, session 29).
+    pub fn pending_in(&self, d: u64) -> impl Iterator<Item = Packed> + '_ {
         let v = if d == 0 {
             &self.current[self.head..]
         } else if d <= self.mask as u64 {
@@ -1221,7 +1224,10 @@ impl EventQueue {
         } else {
             &[][..]
         };
-        v.iter().map(move |e| self.unpack(e.key, e.data))
+        v.iter().map(|e| Packed {
+            tag: e.key & ((1 << TAG_BITS) - 1),
+            data: e.data,
+        })
     }
 
     /// Most events ever pending at once. Pending events grow only by a
