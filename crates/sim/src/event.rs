@@ -373,9 +373,9 @@ fn real_time(window: Ps, groups: u64, o: Ps) -> Ps {
 /// event's time within its slot in this many bits, whatever the queue's
 /// own width ([`EventQueue::with_horizon`]).
 pub const MAX_SLOT_BITS: u32 = 12;
-/// log₂ of the widest slot [`rank_sort`] takes (1.02 ns): its 16-bit keys
-/// hold the time in the slot and the event's place in it. Wider slots
-/// take [`sort_ascending`].
+/// log₂ of the widest slot [`rank_sort`] takes with 16-bit lanes
+/// (1.02 ns): they hold the time in the slot and the event's place in it.
+/// Wider slots take [`sort_wide_or_unordered`].
 const RANK_SLOT_BITS: u32 = 10;
 /// log₂ of the narrowest slot (64 ps). [`bucket_sort`] splits a slot by
 /// the top [`BUCKET_BITS`] of the time in it, so a slot must be at least
@@ -1838,8 +1838,10 @@ fn rank_sort<const L: usize, K: Lane>(v: &mut [Entry]) {
     }
 }
 
-/// Sorts a slot by ascending key, when [`sort_slot`]'s rank sort does
-/// not apply (rare): an insertion sort for a few events, mostly in order.
+/// Sorts a slot by ascending key where no rank sort applies (both rare):
+/// a slot not in schedule order, or a [`bucket_sort`] sub-slot of more
+/// than [`RANK_MAX`] events. An insertion sort for a few events, mostly
+/// in order.
 #[cold]
 fn sort_ascending(v: &mut [Entry]) {
     if v.len() > 24 {

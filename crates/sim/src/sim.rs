@@ -469,8 +469,8 @@ const FAT320_CAPACITY_BPS: u128 = 2 * (320 * 100_000_000_000 + 160 * 400_000_000
 /// 34.8, 32.5 (three rounds); 8.2 and 16.4 ns slots 32.1 and 31.1 (one
 /// round each). Outputs are identical: the order is `(time, sequence)`
 /// whatever the width. These slots are too wide for the rank sort's
-/// 16-bit keys, so they take `sort_ascending` (insertion, or
-/// `sort_unstable` past 24 events).
+/// 16-bit keys, so they take its 32-bit lanes or the bucket sort (see
+/// `sort_wide_or_unordered` in the event queue).
 const PARTITION_SLOT_BITS: u32 = crate::event::MAX_SLOT_BITS;
 
 /// log₂ of the event calendar's slot width in ps for `topo`: 1.02 ns up
@@ -3807,7 +3807,8 @@ sample_us = 5
     /// of its events: the calendar hands events out by `(time, sequence)`
     /// whatever the width (64 ps slots of this tree hold a few events
     /// each, 1.02 ns slots tens; slots wider than 1.02 ns, as partitioned
-    /// runs take, are sorted by insertion rather than rank).
+    /// runs take, are sorted with the rank sort's 32-bit lanes or the
+    /// bucket sort).
     #[test]
     fn slot_width_changes_nothing() {
         for cc in ["dcqcn", "hpcc"] {
