@@ -1630,19 +1630,10 @@ fn sort_wide_or_unordered(v: &mut [Entry], scratch: &mut Vec<Entry>, in_order: b
         sort_ascending(v);
         return;
     }
-    match v.len() {
-        0 | 1 => {}
-        2 => {
-            if v[0].key > v[1].key {
-                v.swap(0, 1);
-            }
-        }
-        3 | 4 => rank_sort::<4, i32>(v),
-        5..=8 => rank_sort::<8, i32>(v),
-        9..=16 => rank_sort::<16, i32>(v),
-        17..=24 => rank_sort::<24, i32>(v),
-        25..=WIDE_RANK_MAX => rank_sort::<WIDE_RANK_MAX, i32>(v),
-        _ => bucket_sort(v, scratch, bits),
+    if v.len() <= WIDE_RANK_MAX {
+        rank_sort_any::<i32>(v);
+    } else {
+        bucket_sort(v, scratch, bits);
     }
 }
 
@@ -1698,9 +1689,10 @@ impl Lane for i32 {
     }
 }
 
-/// [`rank_sort`] with the fewest of 4, 8, 16, 32 or [`RANK_MAX`] lanes
-/// that hold `v` (at most [`RANK_MAX`] events); two events take one
-/// compare.
+/// [`rank_sort`] with lanes `K` and the fewest of 4, 8, 16, 24, 32 or
+/// [`RANK_MAX`] of them that hold `v` (at most [`RANK_MAX`] events); two
+/// events take one compare. Wide slots' sort takes it with `i32` lanes
+/// (a slot of about eighteen events: the 24 lanes are for them).
 ///
 /// [`bucket_sort`]'s sub-slots are this sort's slots: at 8,192 hosts a
 /// 32 ps sub-slot holds about 2.5 events, and with 8 lanes as the least
@@ -1709,7 +1701,7 @@ impl Lane for i32 {
 /// 3.1 % (five interleaved pairs, faster in each: 56.80 s against
 /// 55.04 s in all, session 20, quiet machine; same outputs).
 #[inline(always)]
-fn rank_sort_any(v: &mut [Entry]) {
+fn rank_sort_any<K: Lane>(v: &mut [Entry]) {
     match v.len() {
         0 | 1 => {}
         // Two events (a k=32 sub-slot holds about 2.5): one compare. The
@@ -1719,11 +1711,12 @@ fn rank_sort_any(v: &mut [Entry]) {
                 v.swap(0, 1);
             }
         }
-        3 | 4 => rank_sort::<4, i16>(v),
-        5..=8 => rank_sort::<8, i16>(v),
-        9..=16 => rank_sort::<16, i16>(v),
-        17..=32 => rank_sort::<32, i16>(v),
-        _ => rank_sort::<RANK_MAX, i16>(v),
+        3 | 4 => rank_sort::<4, K>(v),
+        5..=8 => rank_sort::<8, K>(v),
+        9..=16 => rank_sort::<16, K>(v),
+        17..=24 => rank_sort::<24, K>(v),
+        25..=32 => rank_sort::<32, K>(v),
+        _ => rank_sort::<RANK_MAX, K>(v),
     }
 }
 
@@ -1777,7 +1770,7 @@ fn bucket_sort(v: &mut [Entry], scratch: &mut Vec<Entry>, bits: u32) {
         if c > RANK_MAX {
             sort_ascending(part);
         } else {
-            rank_sort_any(part);
+            rank_sort_any::<i16>(part);
         }
     }
 }
