@@ -163,6 +163,10 @@ pub struct Port {
     pub visiting: bool,
     /// Bit `q` set: queue `q` is not empty.
     nonempty: u8,
+    /// `rate_bps`'s place in the simulator's table of link rates, which
+    /// an INT stamp records ([`crate::packet::IntStamp::rate`]); in what
+    /// was this line's padding.
+    pub int_rate: u16,
     pub rate_bps: u64,
     pub q: [PrioQueue; NPRIO],
     ecn: Option<EcnConfig>,
@@ -204,6 +208,7 @@ impl Port {
             ps_per_byte: exact_ps_per_byte(rate_bps),
             ecn_kmin: u64::MAX,
             nonempty: 0,
+            int_rate: 0,
             npkts: 0,
             ecn: None,
             ecn_prio: None,

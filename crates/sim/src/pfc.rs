@@ -337,6 +337,20 @@ pub struct Mmu {
 const NPRIO: usize = 8;
 
 impl Mmu {
+    /// The most bytes this switch can hold at once: every ingress queue's
+    /// reserve full, the shared pool used up and every lossless queue's
+    /// headroom full (what [`admit`](Self::admit) lets in, each part to its
+    /// bound). No egress queue is longer.
+    pub fn max_admitted(&self) -> u64 {
+        let reserves = u128::from(self.reserve_bytes) * self.q.len() as u128;
+        let headroom: u128 = (self.q.iter().enumerate())
+            .filter(|(_, q)| q.lossless)
+            .map(|(i, _)| u128::from(self.headroom.get(i / NPRIO).copied().unwrap_or(0)))
+            .sum();
+        let total = reserves + u128::from(self.shared_pool) + headroom;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
     /// Heap bytes of the per-port and per-queue accounts.
     pub fn heap_bytes(&self) -> u64 {
         use std::mem::size_of_val;
@@ -972,6 +986,56 @@ mod tests {
             ] {
                 let free = pool.saturating_sub(used);
                 proptest::prop_assert_eq!(used < from, min_alpha * free as f64 >= 1.0, "{}", used);
+            }
+        }
+
+        /// No run of admissions and releases, on any prio (lossless or
+        /// not), takes a switch past `max_admitted`, the bound INT's
+        /// 32-bit queue length rests on; and it is reached when every
+        /// part fills (the bound is not loose by a part).
+        #[test]
+        fn admitted_bytes_stay_within_max_admitted(
+            ops in proptest::collection::vec((0..3usize, 0..8u8, 64..9000u64, proptest::bool::weighted(0.2)), 1..400),
+            size in 0..200_000u64,
+            reserve in 0..4000u64,
+            once_per_port in proptest::bool::ANY,
+            lossless in proptest::num::u8::ANY,
+            alpha in proptest::prop_oneof![proptest::strategy::Just(f64::INFINITY), 1e-3..8.0f64],
+        ) {
+            let mut m = Mmu::new(
+                BufferConfig {
+                    size_bytes: size,
+                    reserve_bytes: reserve,
+                    threshold: Threshold::Dynamic { alpha },
+                    lossless,
+                    reserve_once_per_port: once_per_port,
+                    ..BufferConfig::default()
+                },
+                vec![12_000, 0, 30_000],
+                &[100_000_000_000; 3],
+            );
+            let bound = m.max_admitted();
+            let mut held: Vec<(usize, u8, u64)> = Vec::new();
+            for (port, prio, size, release) in ops {
+                if release && !held.is_empty() {
+                    let (port, prio, size) = held.swap_remove(size as usize % held.len());
+                    m.release(port, prio, size);
+                } else if m.admit(port, prio, size) != Admit::Drop {
+                    held.push((port, prio, size));
+                }
+                proptest::prop_assert!(m.used <= bound, "{} > {}", m.used, bound);
+            }
+            // With no threshold on the shared pool, filling every queue
+            // (a kilobyte at a time, then a byte) fills every part.
+            if alpha.is_infinite() {
+                for step in [1024, 1] {
+                    for port in 0..3 {
+                        for prio in 0..8 {
+                            while m.admit(port, prio, step) != Admit::Drop {}
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(m.used, bound);
             }
         }
 

@@ -17,7 +17,7 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    INT_SCRATCH, IntRec, IntRef, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
+    INT_SCRATCH, IntRec, IntRef, IntStamp, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
 };
 use crate::pfc::{BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -63,6 +63,13 @@ pub enum SimError {
     TooManyHosts(usize),
     #[error("RNIC refused the set-up of flow {flow}: {why}")]
     Rnic { flow: usize, why: String },
+    #[error(
+        "switch {switch} admits up to {bytes} bytes, more than INT's 32-bit queue length \
+         holds (at most 4 GiB of buffer with INT telemetry)"
+    )]
+    IntBufferTooLarge { switch: usize, bytes: u64 },
+    #[error("INT telemetry names at most 65536 distinct link rates; the switches have {0}")]
+    TooManyIntRates(usize),
     /// The event queue emptied with flows unfinished: a lost wake-up.
     #[error("{0}")]
     Stalled(Box<Stall>),
@@ -378,6 +385,9 @@ pub struct Simulator {
     /// HPCC fat-tree run).
     ints: Slab<IntRec>,
     int_free: Vec<u32>,
+    /// The switch ports' distinct link rates, which an INT stamp names by
+    /// place ([`IntStamp::rate`]).
+    int_rates: Vec<u64>,
     rng: ChaCha8Rng,
     pub counters: Counters,
     /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
@@ -743,6 +753,7 @@ impl Simulator {
             n_free: 0,
             ints: Slab::new(),
             int_free: Vec::new(),
+            int_rates: Vec::new(),
             rng,
             counters: Counters::default(),
             injected_by_prio: [0; 8],
@@ -774,6 +785,7 @@ impl Simulator {
             // The first INT record is the switches' scratch (`INT_SCRATCH`),
             // never handed to a packet.
             sim.ints.push(IntRec::default());
+            sim.set_int_rates()?;
         }
         sim.partition(flows, horizon + horizon / 4);
         let window = sim.q.partition().map(|p| p.window());
@@ -807,6 +819,36 @@ impl Simulator {
             sim.q.schedule(0, Event::Sample);
         }
         Ok(sim)
+    }
+
+    /// INT stamps hold a queue's length in 32 bits and a link's rate as
+    /// its place in [`int_rates`](Self::int_rates) ([`IntStamp`]): this
+    /// builds that table and refuses a switch that could queue more than
+    /// 32 bits of bytes, so that every stamp reads back exactly what the
+    /// switch saw.
+    fn set_int_rates(&mut self) -> Result<(), SimError> {
+        for (switch, sw) in self.switches.iter().enumerate() {
+            let bytes = sw.mmu.max_admitted();
+            if bytes > u64::from(u32::MAX) {
+                return Err(SimError::IntBufferTooLarge { switch, bytes });
+            }
+        }
+        let mut places = std::collections::BTreeMap::new();
+        for p in self
+            .nodes
+            .iter_mut()
+            .filter(|n| !n.host)
+            .flat_map(|n| &mut n.ports)
+        {
+            let next = places.len();
+            let at = *places.entry(p.rate_bps).or_insert(next);
+            p.int_rate = u16::try_from(at).map_err(|_| SimError::TooManyIntRates(at + 1))?;
+        }
+        self.int_rates = vec![0; places.len()];
+        for (rate, at) in places {
+            self.int_rates[at] = rate;
+        }
+        Ok(())
     }
 
     /// Orders the run group by group within windows (see
@@ -1781,7 +1823,7 @@ impl Simulator {
         let (int, payload) = (p.int(), p.payload());
         // The ACK's echoed hops, which its QP's controller reads after the
         // RNIC has handled the ACK itself: start loading them now. Their
-        // first, middle and last lines (all of up to six hops' three), at
+        // first, middle and last lines (all three of a full record's), at
         // fixed places and for data too (the scratch record's, which a
         // data packet's own hops are not read here): a loop over the hops
         // and a branch on ACK or data both mispredicted, as ACKs and data
@@ -1824,9 +1866,15 @@ impl Simulator {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
-            let hops = &self.ints[int.rec as usize].hops[..usize::from(int.len)];
+            let n = usize::from(int.len).min(MAX_INT_HOPS);
+            let mut hops = [IntHop::default(); MAX_INT_HOPS];
+            if let Some(r) = self.ints.get(int.rec as usize) {
+                for (h, s) in hops.iter_mut().zip(&r.hops[..n]) {
+                    *h = s.hop(&self.int_rates);
+                }
+            }
             rnic.prefetch_cc(prefetch_addr, repr.bth.dest_qp);
-            rnic.handle_packet_int(now_ns, src, ce, &repr, payload, hops);
+            rnic.handle_packet_int(now_ns, src, ce, &repr, payload, &hops[..n]);
             self.int_free.push(int.rec);
         } else {
             rnic.handle_packet(now_ns, src, ce, &repr, payload);
@@ -2429,11 +2477,13 @@ impl Simulator {
                 debug_assert_eq!(at, pk.int_hop(), "the hop switch_rx handed on");
                 pk.count_int_hop(at);
                 if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
-                    r.hops[at % MAX_INT_HOPS] = IntHop {
+                    // The queue fits 32 bits (`set_int_rates`).
+                    debug_assert!(qlen <= u64::from(u32::MAX));
+                    r.hops[at % MAX_INT_HOPS] = IntStamp {
                         ts: now / PS_PER_NS,
                         tx_bytes: p.tx_bytes,
-                        qlen,
-                        link_bps: p.rate_bps,
+                        qlen: qlen as u32,
+                        rate: u32::from(p.int_rate),
                     };
                 }
             }
@@ -3441,16 +3491,18 @@ mod slab_tests {
         let mut s: Slab<IntRec> = Slab::with_reservation(64 << 30, 1 << 30, step);
         assert!(s.is_reserved(), "64 GiB of address space is available");
         assert_eq!(s.base.as_ptr() as usize % HUGE_PAGE, 0);
-        let per_step = step / std::mem::size_of::<IntRec>();
-        let n = 5 * per_step + 3;
+        // Slots in `k` steps (a slot may straddle two).
+        let slots = |k: usize| k * step / std::mem::size_of::<IntRec>();
+        let n = slots(5) + 3;
         for i in 0..n {
             s.push(rec(i));
         }
         assert!(s.is_reserved());
-        assert_eq!(s.cap, 6 * per_step);
-        s[per_step + 1].hops[0].qlen = 7;
-        assert_eq!(s[per_step + 1].hops[0].qlen, 7);
-        s[per_step + 1].hops[0].qlen = 0;
+        assert_eq!(s.cap, slots(6));
+        let at = slots(1) + 1;
+        s[at].hops[0].qlen = 7;
+        assert_eq!(s[at].hops[0].qlen, 7);
+        s[at].hops[0].qlen = 0;
         check(&s, n);
         drop(s);
         // The real one, committing 32 MiB at a time.
@@ -3689,6 +3741,44 @@ sample_us = 5
         );
         let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         crate::scenario::Scenario::parse(&src, "t.toml", &base, None).unwrap()
+    }
+
+    /// An INT stamp names its port's link rate by place in the table
+    /// built at start: every switch port's place reads back its own rate
+    /// (hosts at 100 Gb/s, fabric at 400 here), and a switch that could
+    /// queue more than a stamp's 32 bits of bytes is refused before the
+    /// run rather than stamped wrong.
+    #[test]
+    fn int_stamps_name_rates_and_fit_the_buffer() {
+        let mut sc = small_fat_tree("hpcc");
+        let t = &mut sc.topo;
+        for (node, ports) in t.ports.iter_mut().enumerate() {
+            for p in ports {
+                if t.host_of[node].is_none() && t.host_of[p.peer].is_none() {
+                    p.rate_bps = 400_000_000_000;
+                    t.links[p.link].rate_bps = p.rate_bps;
+                }
+            }
+        }
+        let sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+        assert_eq!(sim.int_rates.len(), 2, "{:?}", sim.int_rates);
+        let switch_ports = sim.nodes.iter().filter(|n| !n.host).flat_map(|n| &n.ports);
+        for p in switch_ports {
+            assert_eq!(sim.int_rates[usize::from(p.int_rate)], p.rate_bps);
+        }
+        sc.cfg.buffer.size_bytes = 4 << 30;
+        match Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows) {
+            Err(e @ SimError::IntBufferTooLarge { switch: 0, bytes }) => {
+                assert!(bytes > u64::from(u32::MAX));
+                assert!(e.to_string().contains("4 GiB"), "{e}");
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+        // Without INT the same buffer is fine.
+        let mut sc = small_fat_tree("dcqcn");
+        sc.cfg.buffer.size_bytes = 4 << 30;
+        assert!(!sc.cfg.int);
+        assert!(Simulator::new(sc.cfg, sc.topo, &sc.flows).is_ok());
     }
 
     /// The look-ahead's later stages only read (they run above 16 MB of
