@@ -8,10 +8,13 @@ flow and per QP (issue 12, part 4).
 
     scripts/scale_report.py run --out /tmp/scale --roce target/release/roce [--only k16] [--stop-us 300] [--rounds 3]
     scripts/scale_report.py run --out /tmp/scale --roce target/release/roce --memory --stop-us 1000
+    scripts/scale_report.py run --out /tmp/scale --roce target/release/roce --arrivals-us 1000 --rounds 3
     scripts/scale_report.py report --out /tmp/scale [--write scenarios/SCALE.md]
 
-`run` stages each scenario (with `stop_us` added when `--stop-us` is given)
-into OUT/stage/ beside a link to `scenarios/workloads`, runs it alone under
+`run` stages each scenario (with `stop_us` added when `--stop-us` is given,
+and its workload's `duration_us` set to `--arrivals-us` when that is: the
+issue's own k=32 figure was for 1 ms of arrivals, run until every flow
+finished) into OUT/stage/ beside a link to `scenarios/workloads`, runs it alone under
 `/usr/bin/time -v` with `--no-plots`, and appends to OUT/runs.json what the
 run's `summary.json` and `time` reported. Rounds interleave the fabrics.
 With `--memory` the runs also print where memory goes at the run's largest
@@ -52,9 +55,10 @@ FABRICS = [
 BEGIN, END = "<!-- generated scale -->", "<!-- end generated scale -->"
 
 
-def stage(scenario, stop_us, where):
+def stage(scenario, stop_us, where, arrivals_us=None):
     """A copy of `scenario` in `where` (its workloads reachable as in
-    `scenarios/`), with `stop_us` set after its `seed` line when given;
+    `scenarios/`), with `stop_us` set after its `seed` line when given,
+    and every workload's `duration_us` set to `arrivals_us` when given;
     returns its path."""
     os.makedirs(where, exist_ok=True)
     link = os.path.join(where, "workloads")
@@ -62,17 +66,25 @@ def stage(scenario, stop_us, where):
         os.symlink(os.path.join(SCENARIOS, "workloads"), link)
     out = []
     seen_seed = False
+    durations = 0
     with open(os.path.join(SCENARIOS, scenario)) as f:
         for line in f:
             if re.match(r"\s*stop_us\s*=", line):
                 continue
+            if arrivals_us is not None and re.match(r"\s*duration_us\s*=", line):
+                line = f"duration_us = {arrivals_us}\n"
+                durations += 1
             out.append(line)
             if stop_us is not None and not seen_seed and re.match(r"\s*seed\s*=", line):
                 out.append(f"stop_us = {stop_us}\n")
                 seen_seed = True
     if stop_us is not None and not seen_seed:
         sys.exit(f"{scenario}: no top-level `seed` line to put `stop_us` after")
-    tag = scenario[:-len(".toml")] + (f"_cut{stop_us}us" if stop_us is not None else "")
+    if arrivals_us is not None and durations == 0:
+        sys.exit(f"{scenario}: no workload `duration_us` line to set")
+    tag = (scenario[:-len(".toml")]
+           + (f"_arrivals{arrivals_us}us" if arrivals_us is not None else "")
+           + (f"_cut{stop_us}us" if stop_us is not None else ""))
     path = os.path.join(where, tag + ".toml")
     with open(path, "w") as f:
         f.writelines(out)
@@ -139,12 +151,12 @@ def run(a):
         sys.exit(f"--only: none of {a.only} is one of {[f[0] for f in FABRICS]}")
     for rnd in range(a.rounds):
         for name, scenario, hosts in fabrics:
-            path = stage(scenario, a.stop_us, os.path.join(a.out, "stage"))
+            path = stage(scenario, a.stop_us, os.path.join(a.out, "stage"), a.arrivals_us)
             kind = "memory" if a.memory else "timed"
             out_dir = os.path.join(a.out, "runs", f"{name}-{kind}-{len(runs)}")
             rec = run_one(roce, path, out_dir, a.memory)
             rec.update(fabric=name, hosts=hosts, stop_us=a.stop_us, kind=kind,
-                       roce=roce, round=rnd)
+                       roce=roce, round=rnd, arrivals_us=a.arrivals_us)
             runs.append(rec)
             print(f"{name} ({kind}, cut {a.stop_us}): wall {rec['wall_s']} s, user "
                   f"{rec['user_s']} s, {rec['events']} events, "
@@ -154,8 +166,23 @@ def run(a):
                 json.dump(runs, f, indent=1)
 
 
-def fmt_cut(stop_us):
-    return "whole run" if stop_us is None else f"cut at {stop_us} µs"
+def fmt_cut(stop_us, arrivals_us=None):
+    run = "whole run" if stop_us is None else f"cut at {stop_us} µs"
+    if arrivals_us is None:
+        return run
+    return f"{arrivals_us / 1000:g} ms of arrivals, {run}"
+
+
+def run_key(r):
+    """Runs compare within one workload and cut: (arrivals, cut), -1 for
+    the scenario's own arrivals or no cut (records written before
+    `--arrivals-us` existed have no such field)."""
+    a = r.get("arrivals_us")
+    return (-1 if a is None else a, -1 if r["stop_us"] is None else r["stop_us"])
+
+
+def fmt_run(r):
+    return fmt_cut(r["stop_us"], r.get("arrivals_us"))
 
 
 def table(runs):
@@ -169,12 +196,11 @@ def table(runs):
         if r["kind"] == "memory":
             memory[r["fabric"]] = r
         else:
-            cut = r["stop_us"] if r["stop_us"] is not None else -1
-            timed_groups.setdefault((cut, r["fabric"]), []).append(r)
+            timed_groups.setdefault((run_key(r), r["fabric"]), []).append(r)
     # A fabric with memory runs only still gets a row.
     for fabric, r in memory.items():
         if not any(f == fabric for _, f in timed_groups):
-            timed_groups[(r["stop_us"] if r["stop_us"] is not None else -1, fabric)] = []
+            timed_groups[(run_key(r), fabric)] = []
     base = {}
     lines = [
         "| fabric | hosts | run | flows (finished) | events | events/s | of 320 hosts' | "
@@ -186,7 +212,7 @@ def table(runs):
         timed = timed_groups[(cut, fabric)]
         mem = memory.get(fabric)
         hosts = (timed or [mem])[0]["hosts"]
-        cells = [fabric, f"{hosts:,}", fmt_cut((timed or [mem])[0]["stop_us"])]
+        cells = [fabric, f"{hosts:,}", fmt_run((timed or [mem])[0])]
         if timed:
             def med(k):
                 return statistics.median(r[k] for r in timed)
@@ -211,7 +237,7 @@ def table(runs):
         if mem:
             m = mem["memory"]
             cells.append(f"{m['host_b']:,} / {m['switch_port_b']:,} / {m['flow_b']} / "
-                         f"{m['qp_b']:,} B ({fmt_cut(mem['stop_us'])}, "
+                         f"{m['qp_b']:,} B ({fmt_run(mem)}, "
                          f"{m['qps']:,} live QPs)")
         else:
             cells.append("–")
@@ -248,6 +274,8 @@ def main():
     r.add_argument("--roce", default=os.path.join(REPO, "target", "release", "roce"))
     r.add_argument("--only", nargs="*", help=f"of {[f[0] for f in FABRICS]}")
     r.add_argument("--stop-us", type=int, help="cut each run at this simulated time")
+    r.add_argument("--arrivals-us", type=int,
+                   help="set every workload's duration_us (arrivals) to this")
     r.add_argument("--rounds", type=int, default=1, help="interleaved rounds")
     r.add_argument("--memory", action="store_true",
                    help="print where memory goes (slower; kept out of the timings)")

@@ -28,8 +28,8 @@ def read(path):
         return f.read()
 
 
-def timed(fabric, hosts, eps, user, peak_kb, stop_us=None, events=1_000_000):
-    return {"fabric": fabric, "hosts": hosts, "stop_us": stop_us, "kind": "timed",
+def timed(fabric, hosts, eps, user, peak_kb, stop_us=None, events=1_000_000, arrivals_us=None):
+    return {"arrivals_us": arrivals_us, "fabric": fabric, "hosts": hosts, "stop_us": stop_us, "kind": "timed",
             "wall_s": user + 0.5, "user_s": user, "peak_kb": peak_kb, "load": 1.0,
             "events": events, "events_per_second": eps, "sim_wall_s": user,
             "events_per_delivered_packet": 7.5, "events_per_hop": 1.4,
@@ -51,6 +51,17 @@ class Stage(unittest.TestCase):
             # The workload's CDF resolves from the staged copy.
             self.assertTrue(os.path.isfile(os.path.join(d, "workloads",
                                                         "WebSearch_distribution.txt")))
+
+    def test_arrivals_replace_the_workload_duration_only(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = scale_report.stage("fattree_k32_websearch.toml", None, d, arrivals_us=1000)
+            text = read(path)
+            self.assertIn("_arrivals1000us", os.path.basename(path))
+            original = read(os.path.join(scale_report.SCENARIOS,
+                                         "fattree_k32_websearch.toml"))
+            self.assertIn("duration_us = 10000\n", original)
+            self.assertEqual(text, original.replace("duration_us = 10000\n",
+                                                    "duration_us = 1000\n"))
 
     def test_whole_run_is_the_scenario_as_shipped(self):
         with tempfile.TemporaryDirectory() as d:
@@ -83,6 +94,19 @@ class Table(unittest.TestCase):
         self.assertEqual(rows["fat320@whole run"].split("|")[13].strip(), "–")
         # The cut run is compared with the cut 320-host run, not the whole one.
         self.assertEqual(rows["k32@cut at 300 µs"].split("|")[7].strip(), "0.25")
+
+    def test_runs_with_other_arrivals_compare_among_themselves(self):
+        runs = [timed("fat320", 320, 10e6, 10.0, 40_000),
+                timed("k32", 8192, 4e6, 600.0, 1_500_000),
+                timed("fat320", 320, 12e6, 1.0, 20_000, arrivals_us=1000),
+                timed("k32", 8192, 6e6, 60.0, 900_000, arrivals_us=1000)]
+        rows = self.rows(runs)
+        self.assertEqual(rows["k32@whole run"].split("|")[7].strip(), "0.40")
+        self.assertEqual(rows["k32@1 ms of arrivals, whole run"].split("|")[7].strip(), "0.50")
+        # A record from before the field existed reads as the scenario's own.
+        old = timed("k16", 1024, 5e6, 50.0, 200_000)
+        del old["arrivals_us"]
+        self.assertEqual(self.rows(runs + [old])["k16@whole run"].split("|")[7].strip(), "0.50")
 
     def test_memory_runs_fill_the_memory_column_and_are_never_timed(self):
         # A memory run's own (slower) time is not a timed round: the row
