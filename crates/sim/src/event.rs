@@ -484,6 +484,18 @@ pub struct EventQueue {
     part: Option<Box<Partition>>,
     /// See [`set_aside`](Self::set_aside).
     set_aside: u64,
+    /// With a [`Partition`], the stretch of the order that one group's
+    /// window takes (`[seg_lo, seg_lo + seg_w)`: `seg_w` is the window,
+    /// 0 before the first pop) and what to take from an order time in it
+    /// for the simulated time, so that a pop needs no division while it
+    /// stays in the stretch (see [`real_time_of`](Self::real_time_of)).
+    seg_lo: Ps,
+    seg_w: Ps,
+    seg_off: Ps,
+    /// The last stop time a partitioned pop was given and its place in
+    /// the order ([`Partition::limit_order_time`], a division), kept for
+    /// the next pop, which is given the same one.
+    limit_memo: (Ps, Ps),
     /// With a [`Partition`], events due at or after `gate` (in the
     /// calendar's order: the first time of a group's window not yet
     /// begun) wait here, unsorted, one list per group, until that group's
@@ -578,6 +590,10 @@ impl EventQueue {
             now: 0,
             part: None,
             set_aside: 0,
+            seg_lo: 0,
+            seg_w: 0,
+            seg_off: 0,
+            limit_memo: (Ps::MAX, Ps::MAX),
             inbox: Vec::new(),
             inboxed: 0,
             spare: Vec::new(),
@@ -881,38 +897,52 @@ impl EventQueue {
     /// everything already scheduled for `now`).
     #[inline(always)]
     pub fn schedule(&mut self, time: Ps, event: Event) {
+        // Packed first, here, where the event's kind is known at the call
+        // site and the match on it folds away: the partitioned path then
+        // takes three words in registers, not an event built in memory and
+        // matched twice (for its group and to pack it), which made that
+        // path about 97 instructions an event at k=32 (cachegrind, session
+        // 32).
+        let (tag, data) = self.pack(event);
         if self.part.is_some() {
-            self.schedule_partitioned(time, event);
+            self.schedule_partitioned(time, tag, data);
             return;
         }
-        self.schedule_ordered::<false>(time, event);
+        self.schedule_ordered::<false>(time, tag, data);
     }
 
-    /// [`schedule`](Self::schedule) with a [`Partition`]: at the event's
-    /// place in the group-major order. Out of line, so that the common
-    /// path does not build the event in memory to find its group (inline,
+    /// [`schedule`](Self::schedule) with a [`Partition`], of an event
+    /// packed as `tag` and `data`: at its place in the group-major order.
+    /// Out of line, so that the plain queue's path stays small (inline,
     /// the partitioned queue cost the 320-host fat tree 1.6 % more
     /// instructions, out of line 1.2 %: callgrind, cut at 2 ms).
     #[inline(never)]
-    fn schedule_partitioned(&mut self, time: Ps, event: Event) {
+    fn schedule_partitioned(&mut self, time: Ps, tag: u64, data: u64) {
         let Some(p) = self.part.as_deref() else {
-            return self.schedule_ordered::<false>(time, event);
+            return self.schedule_ordered::<false>(time, tag, data);
         };
-        let g = p.group_of(&event);
+        // An arrival's or transmission's node is in its payload (as
+        // `upcoming` reads it); the rarer kinds are unpacked for theirs.
+        let g = if tag <= TAG_TX_DONE {
+            let node = (data >> (32 + PORT_BITS)) as usize;
+            u64::from(p.node_group.get(node).copied().unwrap_or(0))
+        } else {
+            p.group_of(&self.unpack(tag, data))
+        };
         let time = p.order_time(time, g);
         // Across groups an event lands in a later window (the window is
         // no longer than any link between groups): never in the past.
         debug_assert!(
             time >= self.order_now,
-            "{event:?} at {} ps scheduled into the past of a partitioned run",
+            "{:?} at {} ps scheduled into the past of a partitioned run",
+            self.unpack(tag, data),
             p.real_time(time)
         );
         if time < self.gate {
-            self.schedule_ordered::<true>(time, event);
+            self.schedule_ordered::<true>(time, tag, data);
             return;
         }
         self.seq += 1;
-        let (tag, data) = self.pack(event);
         let low = (self.seq << TAG_BITS) | tag;
         self.inbox_push(g, Far { time, low, data });
     }
@@ -1002,12 +1032,11 @@ impl EventQueue {
     /// run's; see `spare`). The plain queue pushes as a `Vec` does: the
     /// check cost the 320-host fat tree 0.9 % more instructions.
     #[inline(always)]
-    fn schedule_ordered<const SPARE: bool>(&mut self, time: Ps, event: Event) {
+    fn schedule_ordered<const SPARE: bool>(&mut self, time: Ps, tag: u64, data: u64) {
         let time = time.max(self.order_now);
         // The sequence number's bound is checked off this path (see
         // `check_seq`).
         self.seq += 1;
-        let (tag, data) = self.pack(event);
         let low = (self.seq << TAG_BITS) | tag;
         let slot = time >> self.bits;
         // Into the calendar when `cur < slot <= cur + reach` (one unsigned
@@ -1452,14 +1481,24 @@ impl EventQueue {
     /// (each group's own are in time order). Those are set aside, never
     /// run, and still count as pending (the run stopped with them
     /// queued); the other groups run on to the stop time.
-    #[cold]
+    ///
+    /// Out of line, so that the plain queue's pop stays small; but with
+    /// no division on its common path. Counted by cachegrind on the k=32
+    /// fat tree (session 32), the two divisions for the simulated time
+    /// and the one for the stop time's place made this function about 90
+    /// instructions an event.
     #[inline(never)]
     fn pop_partitioned(&mut self, limit: Ps) -> Option<(Ps, Packed)> {
-        let p = self.part.as_deref()?;
-        let (last, window, groups) = (p.limit_order_time(limit), p.window, p.groups);
+        let last = if limit == self.limit_memo.0 {
+            self.limit_memo.1
+        } else {
+            let last = self.part.as_deref()?.limit_order_time(limit);
+            self.limit_memo = (limit, last);
+            last
+        };
         loop {
             let (t, pk) = self.pop_ordered(last)?;
-            let real = real_time(window, groups, t);
+            let real = self.real_time_of(t);
             if real <= limit {
                 self.now = real;
                 return Some((real, pk));
@@ -1468,6 +1507,40 @@ impl EventQueue {
             self.popped -= 1;
             self.set_aside += 1;
         }
+    }
+
+    /// The simulated time of order time `t` (with a [`Partition`]): in
+    /// the stretch of the last one asked, by a subtraction; else the
+    /// stretch of `t`'s group window is found (two divisions) and kept.
+    #[inline(always)]
+    fn real_time_of(&mut self, t: Ps) -> Ps {
+        if t.wrapping_sub(self.seg_lo) < self.seg_w {
+            debug_assert!(
+                (self.part.as_deref()).is_none_or(|p| t - self.seg_off == p.real_time(t)),
+                "order time {t} read in the wrong stretch"
+            );
+            return t - self.seg_off;
+        }
+        self.enter_stretch(t)
+    }
+
+    /// See [`real_time_of`](Self::real_time_of): a group's window in the
+    /// order, `[lo, lo + w)` with `lo` a multiple of `w`, lies in one
+    /// round of every group's window, so its simulated times are `lo`'s
+    /// plus the offset from `lo`.
+    #[cold]
+    #[inline(never)]
+    fn enter_stretch(&mut self, t: Ps) -> Ps {
+        let Some(p) = self.part.as_deref() else {
+            return t;
+        };
+        let (w, groups) = (p.window, p.groups);
+        let lo = t - t % w;
+        self.seg_lo = lo;
+        self.seg_w = w;
+        self.seg_off = lo - real_time(w, groups, lo);
+        debug_assert_eq!(t - self.seg_off, real_time(w, groups, t));
+        t - self.seg_off
     }
 
     /// Events [`pop_partitioned`](Self::pop_partitioned) set aside at a
