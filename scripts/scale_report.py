@@ -158,7 +158,7 @@ def run(a):
             rec.update(fabric=name, hosts=hosts, stop_us=a.stop_us, kind=kind,
                        roce=roce, round=rnd, arrivals_us=a.arrivals_us)
             runs.append(rec)
-            print(f"{name} ({kind}, cut {a.stop_us}): wall {rec['wall_s']} s, user "
+            print(f"{name} ({kind}, {fmt_cut(a.stop_us, a.arrivals_us)}): wall {rec['wall_s']} s, user "
                   f"{rec['user_s']} s, {rec['events']} events, "
                   f"{rec['events_per_second'] / 1e6:.2f} M/s, peak {rec['peak_kb'] // 1024} MB",
                   flush=True)

@@ -189,6 +189,13 @@ fn node_port(node: u32, port: u16) -> Option<u64> {
         .then(|| (u64::from(node) << PORT_BITS) | u64::from(port))
 }
 
+/// The node of a packed arrival's or transmission's payload (the kinds
+/// tagged up to `TAG_TX_DONE`, which keep node and port alike).
+#[inline(always)]
+fn payload_node(data: u64) -> u32 {
+    (data >> (32 + PORT_BITS)) as u32
+}
+
 fn unpack_node_port(x: u64) -> (u32, u16) {
     (
         ((x >> PORT_BITS) & ((1 << NODE_BITS) - 1)) as u32,
@@ -924,7 +931,7 @@ impl EventQueue {
         // An arrival's or transmission's node is in its payload (as
         // `upcoming` reads it); the rarer kinds are unpacked for theirs.
         let g = if tag <= TAG_TX_DONE {
-            let node = (data >> (32 + PORT_BITS)) as usize;
+            let node = payload_node(data) as usize;
             u64::from(p.node_group.get(node).copied().unwrap_or(0))
         } else {
             p.group_of(&self.unpack(tag, data))
@@ -1230,7 +1237,7 @@ impl EventQueue {
                 let tag = e.key & ((1 << TAG_BITS) - 1);
                 if tag <= TAG_TX_DONE {
                     tell(Upcoming {
-                        node: (e.data >> (32 + PORT_BITS)) as u32,
+                        node: payload_node(e.data),
                         pkt: (tag < TAG_TX_DONE).then_some(e.data as u32),
                     });
                 }
