@@ -13,8 +13,11 @@
 //!
 //! The allocator decides only where objects live, never what the simulator
 //! computes: outputs are the same bit for bit (issue 12 part 4 checks this
-//! on every shipped scenario). `MALLOC_CONF` in the environment still
-//! overrides these settings, as jemalloc documents.
+//! on every shipped scenario). `_RJEM_MALLOC_CONF` in the environment
+//! still overrides these settings, as jemalloc documents for
+//! `MALLOC_CONF`: this build's symbols carry the `_rjem_` prefix, and so
+//! does the variable it reads (plain `MALLOC_CONF` is ignored; check with
+//! `_RJEM_MALLOC_CONF=stats_print:true`).
 
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
