@@ -131,7 +131,7 @@ pub struct PerfArgs {
     /// Congestion control of every QP: none, dcqcn, timely, swift or dctcp.
     #[arg(long, default_value = "none")]
     pub cc: String,
-    /// A parameter of --cc, named as in a simulator scenario's [cc] table
+    /// A parameter of --cc, named as in a simulator scenario's `[cc]` table
     /// (e.g. rp_timer_us=300, preset=connectx, rpg_ai_rate=5); repeatable.
     #[arg(long = "cc-param", value_name = "KEY=VALUE")]
     pub cc_param: Vec<String>,

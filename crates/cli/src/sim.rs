@@ -31,7 +31,7 @@ pub struct SimArgs {
     pub cmd: Option<SimCmd>,
     /// Scenario file (TOML; see scenarios/README.md).
     pub scenario: Option<PathBuf>,
-    /// Output directory (default: out/sim/<scenario name>).
+    /// Output directory (default: `out/sim/<scenario name>`).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Seed (overrides the scenario's).

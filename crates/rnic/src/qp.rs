@@ -390,8 +390,7 @@ pub(crate) enum InMsg {
 ///
 /// Three groups. Lines 0-2 ([`HOT_BYTES`]) hold what every transmit poll
 /// and every re-file reads, on either side of a connection: the gates of
-/// [`idle_tx`](Self::idle_tx), [`next_deadline`](Self::next_deadline),
-/// `response_due` and `next_request`. A poll that finds nothing to send
+/// `idle_tx`, `next_deadline`, `response_due` and `next_request`. A poll that finds nothing to send
 /// and a receiver's re-file after a packet touch these lines only, and
 /// they are the lines a driver's cache hint loads (the QP table stores QPs
 /// inline, so the QP's slot is its first line). Then the packet header's

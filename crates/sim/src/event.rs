@@ -384,13 +384,13 @@ pub const MAX_SLOT_BITS: u32 = 12;
 /// (1.02 ns): they hold the time in the slot and the event's place in it.
 /// Wider slots take [`sort_wide_or_unordered`].
 const RANK_SLOT_BITS: u32 = 10;
-/// log₂ of the narrowest slot (64 ps). [`bucket_sort`] splits a slot by
-/// the top [`BUCKET_BITS`] of the time in it, so a slot must be at least
+/// log₂ of the narrowest slot (64 ps). `bucket_sort` splits a slot by
+/// the top `BUCKET_BITS` of the time in it, so a slot must be at least
 /// that many picoseconds wide.
 pub const MIN_SLOT_BITS: u32 = 6;
 const _: () = assert!(MIN_SLOT_BITS >= BUCKET_BITS && MIN_SLOT_BITS <= MAX_SLOT_BITS);
 /// The slot width of [`EventQueue::new`] (1.02 ns: about ten events of the
-/// 320-host fat tree, sorted in one go by [`sort_slot`]; 512 ps slots were
+/// 320-host fat tree, sorted in one go by `sort_slot`; 512 ps slots were
 /// no faster there). A larger fabric's slots hold more events; the
 /// simulator narrows them (see `slot_bits_for` in the simulator).
 pub const DEFAULT_SLOT_BITS: u32 = RANK_SLOT_BITS;
@@ -411,7 +411,7 @@ const MAX_SLOTS: usize = 1 << 17;
 /// see [`with_horizon`](Self::with_horizon)) of a calendar that reaches
 /// just past the longest link delay (2.1 µs for 1 µs links), and only
 /// the current slot is sorted, once, when its time comes (earliest first,
-/// read from a cursor; see [`sort_slot`]: a busy slot's events come from
+/// read from a cursor; see `sort_slot`: a busy slot's events come from
 /// many sources and are far from time order, but they are in schedule
 /// order, which makes a branch-free rank sort exact; the rare event
 /// scheduled into the current slot is inserted in order).
@@ -724,7 +724,7 @@ impl EventQueue {
     /// have run had it been scheduled then. `(time, seq)` must still be
     /// ahead of the event being handled ([`is_ahead`](Self::is_ahead)).
     ///
-    /// A calendar slot is kept in schedule order (what [`sort_slot`]'s
+    /// A calendar slot is kept in schedule order (what `sort_slot`'s
     /// rank sort relies on) by inserting the entry at its sequence
     /// number's place rather than at the end: usually only the few events
     /// scheduled since the reservation move. The current slot is kept in
@@ -1203,7 +1203,7 @@ impl EventQueue {
     }
 
     /// Tells `tell` what the events of the calendar slots up to
-    /// [`LOOKAHEAD`] past the current one will read first (unordered;
+    /// `LOOKAHEAD` past the current one will read first (unordered;
     /// only slots not told before, so none until the calendar moves on),
     /// for prefetching: far
     /// enough ahead for the loads to land before they run, and each event
@@ -1550,8 +1550,7 @@ impl EventQueue {
         t - self.seg_off
     }
 
-    /// Events [`pop_partitioned`](Self::pop_partitioned) set aside at a
-    /// stop time.
+    /// Events `pop_partitioned` set aside at a stop time.
     pub fn set_aside(&self) -> u64 {
         self.set_aside
     }

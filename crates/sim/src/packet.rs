@@ -149,7 +149,7 @@ const TAIL_EXT: u32 = 2;
 /// The flow a packet belongs to is not stored: its endpoint finds it from
 /// the destination QP (QPNs are never reused on a host), and switches need
 /// none — ns-3's ECMP hash, which depends on the flow's ports, reads them
-/// from [`Packet::ecmp`].
+/// from the packet's `ecmp` key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C, align(32))]
 pub struct Packet {

@@ -443,7 +443,7 @@ fn icrc_from_prefix(state: u32, pieces: &[&[u8]]) -> u32 {
     h.finalize()
 }
 
-/// Prefix states ([`prefix_state`]) of the datagram shapes an engine sees:
+/// Prefix states (`prefix_state`) of the datagram shapes an engine sees:
 /// a peer and a length, one per packet size of a message (a full packet,
 /// the first with its RETH, the last). Found in one comparison when the
 /// shape is the last one's, as along a message; a few kept in turn.

@@ -13,7 +13,7 @@ use crate::opcode::{Headers, Opcode};
 pub const ICRC_LEN: usize = 4;
 
 /// BTH plus extension headers. Which `Option`s are `Some` is dictated by
-/// `bth.opcode`'s layout; [`TransportRepr::emit`] refuses a mismatch.
+/// `bth.opcode`'s layout; [`TransportRepr::emit_headers`] refuses a mismatch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TransportRepr {
     pub bth: BthRepr,

@@ -76,7 +76,7 @@ impl Default for HpccSettings {
     }
 }
 
-/// DCTCP settings as experiments state them (see [`roce_rnic::Dctcp`]).
+/// DCTCP settings as experiments state them (see [`crate::cc::Dctcp`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DctcpSettings {
     /// α's gain g (`EWMA_GAIN`).
