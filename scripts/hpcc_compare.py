@@ -356,8 +356,10 @@ def report(a):
         if not speed:
             sys.exit(f"no config has both simulators' timings in {', '.join(a.out)}")
         if a.write:
-            doc = open(a.write).read()
-            open(a.write, "w").write(replace_between(doc, GENERATED_SPEED, speed, a.write))
+            with open(a.write) as fd:
+                doc = fd.read()
+            with open(a.write, "w") as fd:
+                fd.write(replace_between(doc, GENERATED_SPEED, speed, a.write))
             print(f"wrote {a.write}")
         else:
             print(speed)
@@ -468,11 +470,13 @@ def report(a):
 
     text = "\n".join(L)
     if a.write:
-        doc = open(a.write).read()
+        with open(a.write) as fd:
+            doc = fd.read()
         doc = replace_between(doc, GENERATED, "\n" + text, a.write)
         if a.section == "all" and speed:
             doc = replace_between(doc, GENERATED_SPEED, speed, a.write)
-        open(a.write, "w").write(doc)
+        with open(a.write, "w") as fd:
+            fd.write(doc)
         print(f"wrote {a.write}")
     else:
         print(text)

@@ -76,14 +76,16 @@ class SpeedTable(unittest.TestCase):
         rc, out, err = report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed",
                               "--write", doc)
         self.assertEqual(rc, 0, err)
-        after = open(doc).read()
+        with open(doc) as fd:
+            after = fd.read()
         self.assertNotIn("old table", after)
         self.assertIn("agreement\n<!-- end generated -->", after)
         self.assertIn("<!-- generated speed: scripts/hpcc_compare.py report -->\n| run |", after)
         self.assertIn("12.8× |\n<!-- end generated speed -->\n\nAfter.\n", after)
         # Written twice, the same document.
         report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed", "--write", doc)
-        self.assertEqual(open(doc).read(), after)
+        with open(doc) as fd:
+            self.assertEqual(fd.read(), after)
 
     def test_a_document_without_markers_or_folders_without_timings_is_an_error(self):
         doc = os.path.join(self.tmp.name, "plain.md")
