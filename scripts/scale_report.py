@@ -82,7 +82,10 @@ def stage(scenario, stop_us, where, arrivals_us=None):
         sys.exit(f"{scenario}: no top-level `seed` line to put `stop_us` after")
     if arrivals_us is not None and durations == 0:
         sys.exit(f"{scenario}: no workload `duration_us` line to set")
-    tag = (scenario[:-len(".toml")]
+    # The staged copy's name: the scenario's own (a path given for it
+    # stays where it is: the copy goes into `where`, never beside it).
+    name = os.path.basename(scenario)
+    tag = (name[:-len(".toml")]
            + (f"_arrivals{arrivals_us}us" if arrivals_us is not None else "")
            + (f"_cut{stop_us}us" if stop_us is not None else ""))
     path = os.path.join(where, tag + ".toml")

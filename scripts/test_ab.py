@@ -98,8 +98,12 @@ class Whole(unittest.TestCase):
                 self.assertTrue(all(q["outputs_differ"] == [] for q in rec["pairs"]))
                 self.assertEqual(rec["summary"]["pairs"], 3)
                 self.assertIn("sign test p", p.stdout)
+                # Staged into the output folder, never beside the original.
+                self.assertEqual(os.path.dirname(rec["scenario"]), os.path.join(out, "stage"))
                 with open(rec["scenario"]) as f:
                     self.assertIn("stop_us = 50", f.read())
+                self.assertFalse(os.path.exists(
+                    os.path.join(ab.scale_report.SCENARIOS, "incast_dcqcn_cut50us.toml")))
 
     def test_different_outputs_stop_the_comparison(self):
         if not os.path.exists("/usr/bin/time"):
