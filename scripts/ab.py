@@ -33,6 +33,7 @@ Python 3, standard library only.
 """
 
 import argparse
+import filecmp
 import json
 import math
 import os
@@ -104,17 +105,16 @@ def finish(proc, what):
 def same_outputs(dir_a, dir_b):
     """The compared files that differ between the two runs' folders (a file
     one run wrote and the other did not counts as differing)."""
+    # Each pair rewrites the same paths: no result cached from the last.
+    filecmp.clear_cache()
     differ = []
     for name in COMPARED:
         pa, pb = os.path.join(dir_a, name), os.path.join(dir_b, name)
-        if not os.path.exists(pa) and not os.path.exists(pb):
+        there = (os.path.exists(pa), os.path.exists(pb))
+        if there == (False, False):
             continue
-        if not (os.path.exists(pa) and os.path.exists(pb)):
+        if there != (True, True) or not filecmp.cmp(pa, pb, shallow=False):
             differ.append(name)
-            continue
-        with open(pa, "rb") as fa, open(pb, "rb") as fb:
-            if fa.read() != fb.read():
-                differ.append(name)
     return differ
 
 

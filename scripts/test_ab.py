@@ -68,15 +68,22 @@ printf 'pfc\\n' > "$out/pfc.csv"
 
 
 class Whole(unittest.TestCase):
-    def fake(self, d, name, tag):
-        path = os.path.join(d, name)
+    def setUp(self):
+        if not os.path.exists("/usr/bin/time"):
+            self.skipTest("no /usr/bin/time")
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.d = tmp.name
+
+    def fake(self, name, tag):
+        path = os.path.join(self.d, name)
         with open(path, "w") as f:
             f.write(FAKE.replace("{tag}", tag))
         os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
         return path
 
-    def run_ab(self, d, a, b, *extra):
-        out = os.path.join(d, "out")
+    def run_ab(self, a, b, *extra):
+        out = os.path.join(self.d, "out")
         p = subprocess.run(
             [sys.executable, SCRIPT, "incast_dcqcn.toml", "--a", a, "--b", b, "--out", out,
              "--pairs", "3", "--stop-us", "50", *extra],
@@ -84,42 +91,36 @@ class Whole(unittest.TestCase):
         return p, out
 
     def test_interleaved_and_together_pairs_are_recorded(self):
-        if not os.path.exists("/usr/bin/time"):
-            self.skipTest("no /usr/bin/time")
-        with tempfile.TemporaryDirectory() as d:
-            a = self.fake(d, "a", "same")
-            b = self.fake(d, "b", "same")
-            for extra, firsts in [((), ["a", "b", "a"]), (("--together",), ["a+b", "b+a", "a+b"])]:
-                p, out = self.run_ab(d, a, b, *extra)
-                self.assertEqual(p.returncode, 0, p.stderr)
-                with open(os.path.join(out, "ab.json")) as f:
-                    rec = json.load(f)
-                self.assertEqual([q["first"] for q in rec["pairs"]], firsts)
-                self.assertTrue(all(q["outputs_differ"] == [] for q in rec["pairs"]))
-                self.assertEqual(rec["summary"]["pairs"], 3)
-                self.assertIn("sign test p", p.stdout)
-                # Staged into the output folder, never beside the original.
-                self.assertEqual(os.path.dirname(rec["scenario"]), os.path.join(out, "stage"))
-                with open(rec["scenario"]) as f:
-                    self.assertIn("stop_us = 50", f.read())
-                self.assertFalse(os.path.exists(
-                    os.path.join(ab.scale_report.SCENARIOS, "incast_dcqcn_cut50us.toml")))
-
-    def test_different_outputs_stop_the_comparison(self):
-        if not os.path.exists("/usr/bin/time"):
-            self.skipTest("no /usr/bin/time")
-        with tempfile.TemporaryDirectory() as d:
-            a = self.fake(d, "a", "one")
-            b = self.fake(d, "b", "other")
-            p, out = self.run_ab(d, a, b)
-            self.assertNotEqual(p.returncode, 0)
-            self.assertIn("different fct.csv", p.stderr)
-            self.assertFalse(os.path.exists(os.path.join(out, "ab.json")))
-            p, out = self.run_ab(d, a, b, "--outputs-may-differ")
+        a = self.fake("a", "same")
+        b = self.fake("b", "same")
+        for extra, firsts in [((), ["a", "b", "a"]), (("--together",), ["a+b", "b+a", "a+b"])]:
+            p, out = self.run_ab(a, b, *extra)
             self.assertEqual(p.returncode, 0, p.stderr)
             with open(os.path.join(out, "ab.json")) as f:
                 rec = json.load(f)
-            self.assertEqual(rec["pairs"][0]["outputs_differ"], ["fct.csv"])
+            self.assertEqual([q["first"] for q in rec["pairs"]], firsts)
+            self.assertTrue(all(q["outputs_differ"] == [] for q in rec["pairs"]))
+            self.assertEqual(rec["summary"]["pairs"], 3)
+            self.assertIn("sign test p", p.stdout)
+            # Staged into the output folder, never beside the original.
+            self.assertEqual(os.path.dirname(rec["scenario"]), os.path.join(out, "stage"))
+            with open(rec["scenario"]) as f:
+                self.assertIn("stop_us = 50", f.read())
+            self.assertFalse(os.path.exists(
+                os.path.join(ab.scale_report.SCENARIOS, "incast_dcqcn_cut50us.toml")))
+
+    def test_different_outputs_stop_the_comparison(self):
+        a = self.fake("a", "one")
+        b = self.fake("b", "other")
+        p, out = self.run_ab(a, b)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("different fct.csv", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "ab.json")))
+        p, out = self.run_ab(a, b, "--outputs-may-differ")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(out, "ab.json")) as f:
+            rec = json.load(f)
+        self.assertEqual(rec["pairs"][0]["outputs_differ"], ["fct.csv"])
 
 
 if __name__ == "__main__":
