@@ -1146,6 +1146,24 @@ impl<M: Memory> Rnic<M> {
         self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_int(now, hops));
     }
 
+    /// [`handle_packet`](Self::handle_packet) for an ACK that carries a
+    /// PINT code back (HPCC-PINT), then the code to the destination QP's
+    /// congestion control, with one re-file of the QP for both (as
+    /// [`handle_packet_int`](Self::handle_packet_int)).
+    pub fn handle_packet_pint(
+        &mut self,
+        now: Nanos,
+        src: SocketAddr,
+        ce: bool,
+        t: &TransportRepr,
+        payload: PayloadRef<'_>,
+        power: u16,
+    ) {
+        self.clock = self.clock.max(now);
+        self.handle_packet_inner(now, src, ce, t, payload);
+        self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_pint(now, power));
+    }
+
     /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):
     /// the driver calls this with the hops an ACK for that QP carried back.
     pub fn handle_int(&mut self, now: Nanos, qpn: u32, hops: &[IntHop]) {

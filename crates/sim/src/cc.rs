@@ -7,7 +7,9 @@
 use crate::baseline::{HopCost, max_base_rtt_ps};
 use crate::event::PS_PER_NS;
 use crate::topology::{Routes, Topology};
-pub use roce_rnic::cc::{CcConfig, CcPlan, DctcpSettings, HpccSettings, SwiftSettings};
+pub use roce_rnic::cc::{
+    CcConfig, CcPlan, DctcpSettings, HpccSettings, PintSettings, SwiftSettings,
+};
 
 /// What a run's controllers are built from (the RNIC's, shared with the
 /// real stack), resolved against this fabric: the hosts' line rate, the

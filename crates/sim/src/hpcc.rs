@@ -19,7 +19,7 @@
 //! working directory (third.cc `fopen`s them as given).
 
 use crate::baseline::{HopCost, max_base_rtt_ps, ns3_standalone_fct_ns};
-use crate::cc::{CcConfig, DctcpSettings, HpccSettings};
+use crate::cc::{CcConfig, DctcpSettings, HpccSettings, PintSettings};
 use crate::ecmp::EcmpMode;
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
@@ -58,8 +58,7 @@ pub fn cc_mode_name(m: u32) -> &'static str {
 }
 
 /// Keys that parameterise congestion control (DCQCN with CC_MODE 1, HPCC
-/// with CC_MODE 3, TIMELY with 7, DCTCP with 8; the PINT keys belong to
-/// mode 10, not implemented here).
+/// with CC_MODE 3, TIMELY with 7, DCTCP with 8, HPCC-PINT with 10).
 const CC_KEYS: &[&str] = &[
     "RATE_AI",
     "RATE_HAI",
@@ -268,20 +267,13 @@ impl Experiment {
         let cc_mode = match one("CC_MODE") {
             None => 1,
             Some((l, v)) => match v.parse::<u32>() {
-                Ok(m @ (0 | 1 | 3 | 7 | 8)) => m,
-                Ok(10) => {
-                    return Err(err(
-                        l,
-                        "CC_MODE",
-                        "10 (HPCC-PINT) is not implemented here; implemented: 0 (no congestion control), 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP)".into(),
-                    ));
-                }
+                Ok(m @ (0 | 1 | 3 | 7 | 8 | 10)) => m,
                 _ => {
                     return Err(err(
                         l,
                         "CC_MODE",
                         format!(
-                            "unknown congestion-control mode `{v}`: the HPCC ns-3 simulator has 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) and 10 (HPCC-PINT); implemented here: 0 (no congestion control), 1, 3, 7, 8"
+                            "unknown congestion-control mode `{v}`: the HPCC ns-3 simulator has 1 (DCQCN), 3 (HPCC), 7 (TIMELY), 8 (DCTCP) and 10 (HPCC-PINT), all implemented here, and 0 runs with no congestion control"
                         ),
                     ));
                 }
@@ -413,6 +405,53 @@ impl Experiment {
                 // ns-3's INT field has room for 5 hops (5 × 8 bytes + a
                 // 2-byte hop count) in every data packet and every ACK.
                 cfg.int_wire_bytes = 42;
+            }
+            10 => {
+                // HPCC-PINT (rdma-hw.cc `UpdateRateHpPint`, switch-node.cc,
+                // pint.cc): HPCC's rate step from one utilisation code
+                // per packet. It reads U_TARGET, MI_THRESH, RATE_AI and
+                // MIN_RATE as HPCC does, and always reacts to a sampled
+                // ACK (FAST_REACT is not read).
+                let mut p = PintSettings::default();
+                if let Some(u) = num("U_TARGET")? {
+                    p.hpcc.eta = u;
+                }
+                if let Some(m) = num("MI_THRESH")? {
+                    p.hpcc.max_stage = m as u32;
+                }
+                p.hpcc.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
+                p.hpcc.min_rate_bps = rate("MIN_RATE")?;
+                // third.cc's defaults: base 1.05, every ACK read.
+                if let Some(b) = num("PINT_LOG_BASE")? {
+                    if roce_rnic::cc::PintCodec::new(b).is_none() {
+                        let l = kv.get("PINT_LOG_BASE").map_or(0, |(l, _)| *l);
+                        return Err(err(
+                            l,
+                            "PINT_LOG_BASE",
+                            format!("expected a base > 1, got {b}"),
+                        ));
+                    }
+                    p.log_base = b;
+                }
+                if let Some(q) = num("PINT_PROB")? {
+                    if !(q > 0.0 && q <= 1.0) {
+                        let l = kv.get("PINT_PROB").map_or(0, |(l, _)| *l);
+                        return Err(err(
+                            l,
+                            "PINT_PROB",
+                            format!("expected a probability 0 < p ≤ 1, got {q}"),
+                        ));
+                    }
+                    p.prob = q;
+                }
+                expect("HAS_WIN", 1.0, "HPCC-PINT here always keeps a window")?;
+                expect("VAR_WIN", 1.0, "the window always follows the rate")?;
+                expect("GLOBAL_T", 1.0, "T is the largest base RTT of the fabric")?;
+                expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
+                cfg.cc = CcConfig::HpccPint(p);
+                // ns-3's INT header in PINT mode: the code's 2-byte union,
+                // in every data packet and every ACK.
+                cfg.int_wire_bytes = 2;
             }
             // CC_MODE 0 (checked above: nothing else reaches here): no
             // congestion control; PFC and ECN marking still apply.
@@ -655,7 +694,12 @@ impl Experiment {
         // HPCC's T (GLOBAL_T 1) and window as third.cc computes them: the
         // largest pair RTT, with PACKET_PAYLOAD_SIZE (not a whole frame)
         // serialized per hop.
-        if let CcConfig::Hpcc(h) = &mut cfg.cc
+        let hpcc = match &mut cfg.cc {
+            CcConfig::Hpcc(h) => Some(h),
+            CcConfig::HpccPint(p) => Some(&mut p.hpcc),
+            _ => None,
+        };
+        if let Some(h) = hpcc
             && h.base_rtt_ns.is_none()
         {
             let hop = HopCost::Ns3 { payload };

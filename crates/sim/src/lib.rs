@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod packet;
 pub mod partition;
 pub mod pfc;
+pub(crate) mod pint;
 pub mod plot;
 pub mod qlen;
 pub mod scenario;

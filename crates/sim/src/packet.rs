@@ -86,10 +86,31 @@ impl IntRef {
         len: 0,
     };
 
+    /// A record of the INT table (not [`NONE`](Self::NONE), nor a PINT
+    /// code: see [`PINT_TAG`]).
     pub fn is_some(self) -> bool {
-        self.rec != u32::MAX
+        self.rec & PINT_TAG == 0
+    }
+
+    /// A PINT code in the place of a record (HPCC-PINT keeps no records).
+    pub fn pint(code: u16) -> IntRef {
+        IntRef {
+            rec: PINT_TAG | u32::from(code),
+            len: 0,
+        }
+    }
+
+    /// The PINT code this holds, if one.
+    pub fn pint_code(self) -> Option<u16> {
+        (self.rec & PINT_TAG != 0 && self.rec != u32::MAX).then_some(self.rec as u16)
     }
 }
+
+/// An [`IntRef`]'s record with this bit set is no record: with HPCC-PINT
+/// the packet's field holds a PINT code (low 16 bits) instead, as ns-3's
+/// INT header holds the code in PINT mode. Records never reach 2^31 (the
+/// table would take 128 GB first).
+pub const PINT_TAG: u32 = 1 << 31;
 
 /// The INT record no packet owns: where a switch writes the hop of a
 /// packet it does not stamp (an ACK, a CNP, a full record), so that the
@@ -369,6 +390,18 @@ impl Packet {
         }
     }
 
+    /// The packet's PINT code (HPCC-PINT), if it carries one.
+    #[inline]
+    pub fn pint(&self) -> Option<u16> {
+        self.int().pint_code()
+    }
+
+    /// Carries PINT code `code`.
+    #[inline]
+    pub fn set_pint(&mut self, code: u16) {
+        self.set_int(IntRef::pint(code));
+    }
+
     #[inline]
     pub fn set_int(&mut self, int: IntRef) {
         self.int_rec = int.rec;
@@ -387,7 +420,7 @@ impl Packet {
     pub fn int_hop(&self) -> usize {
         let len = self.dst_hops >> 24;
         let stamp = (self.src_flags & (F_CONTROL << 24) == 0)
-            & (self.int_rec != u32::MAX)
+            & (self.int_rec & PINT_TAG == 0)
             & (len < MAX_INT_HOPS as u32);
         let at = (self.int_rec as usize)
             .wrapping_mul(MAX_INT_HOPS)

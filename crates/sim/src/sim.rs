@@ -17,7 +17,8 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    INT_SCRATCH, IntRec, IntRef, IntStamp, MAX_HOST, MAX_INT_HOPS, PREAMBLE_IFG, Packet, frame_len,
+    INT_SCRATCH, IntRec, IntRef, IntStamp, MAX_HOST, MAX_INT_HOPS, PINT_TAG, PREAMBLE_IFG, Packet,
+    frame_len,
 };
 use crate::pfc::{BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -385,6 +386,9 @@ pub struct Simulator {
     /// HPCC fat-tree run).
     ints: Slab<IntRec>,
     int_free: Vec<u32>,
+    /// HPCC-PINT's per-port estimates (`None` unless the run's congestion
+    /// control is HPCC-PINT).
+    pint: Option<Box<crate::pint::PintSwitches>>,
     /// The switch ports' distinct link rates, which an INT stamp names by
     /// place ([`IntStamp::rate`]).
     int_rates: Vec<u64>,
@@ -730,6 +734,15 @@ impl Simulator {
         let switch_seeds = (switches.iter())
             .map(|s| cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(s.node))
             .collect();
+        let pint = cc.pint().map(|p| {
+            let ports = switches.iter().map(|s| nodes[s.node as usize].ports.len());
+            Box::new(crate::pint::PintSwitches::new(
+                p.codec,
+                p.hpcc.base_rtt_ns,
+                ports,
+                cfg.seed,
+            ))
+        });
         let mut sim = Simulator {
             cfg,
             fib,
@@ -754,6 +767,7 @@ impl Simulator {
             ints: Slab::new(),
             int_free: Vec::new(),
             int_rates: Vec::new(),
+            pint,
             rng,
             counters: Counters::default(),
             injected_by_prio: [0; 8],
@@ -1625,7 +1639,9 @@ impl Simulator {
                         .or_insert_with(|| crate::cc::switch_hops_from(topo, from_node));
                     from[topo.hosts[spec.dst as usize]] + extra
                 };
-                Some(self.cc.controller(line, hops))
+                // The flow's own draws (HPCC-PINT's ACK sampling).
+                let seed = self.cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(flow);
+                Some(self.cc.controller_seeded(line, hops, seed))
             }
         };
         // The NIC's per-QP shaper (`ibv_modify_qp_rate_limit`) over
@@ -1862,7 +1878,21 @@ impl Simulator {
         let rnic = &mut self.hosts[host as usize].rnic;
         let ce = p.ce();
         let payload = PayloadRef::Virtual(payload);
-        if int.is_some() && p.payload() == 0 {
+        if let Some(code) = int.pint_code() {
+            // HPCC-PINT: an ACK's code goes to its QP's controller; data's
+            // is kept for the flow's next ACK (ns-3's receiver copies the
+            // data's INT header into its ACK).
+            if p.payload() == 0 {
+                rnic.handle_packet_pint(now_ns, src, ce, &repr, payload, code);
+            } else {
+                rnic.handle_packet(now_ns, src, ce, &repr, payload);
+                if let Some(f) = self.flows.get_mut(flow as usize)
+                    && f.status.is_none()
+                {
+                    f.echo_int = IntRef::pint(code);
+                }
+            }
+        } else if int.is_some() && p.payload() == 0 {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
@@ -2246,7 +2276,7 @@ impl Simulator {
     /// Whether [`packet_of_flow`](Self::packet_of_flow) reads the flow:
     /// only ns-3's ECMP hash and INT do.
     fn packets_need_flow(&self) -> bool {
-        self.cfg.int || matches!(self.cfg.ecmp, EcmpMode::Ns3 { .. })
+        self.cfg.int || self.pint.is_some() || matches!(self.cfg.ecmp, EcmpMode::Ns3 { .. })
     }
 
     /// [`packet_from`](Self::packet_from) for a packet of `flow` (which
@@ -2281,17 +2311,25 @@ impl Simulator {
             if cnp {
                 self.cnps_by_prio[pi] += 1;
             }
-            if self.cfg.int && opcode == Opcode::RcAck {
+            if (self.cfg.int || self.pint.is_some()) && opcode == Opcode::RcAck {
+                // The ACK echoes the INT (or PINT code) of the data it
+                // acknowledges.
                 p.grow(self.cfg.int_wire_bytes);
                 if let Some(f) = self.flows.get_mut(flow as usize) {
                     p.set_int(std::mem::replace(&mut f.echo_int, IntRef::NONE));
                 }
             }
+        } else if self.pint.is_some() && payload > 0 {
+            // HPCC-PINT: a code the switches raise to their ports' (ns-3's
+            // INT header in PINT mode, starting at 0).
+            p.grow(self.cfg.int_wire_bytes);
+            p.set_pint(0);
         } else if self.cfg.int && payload > 0 {
             p.grow(self.cfg.int_wire_bytes);
             let rec = match self.int_free.pop() {
                 Some(r) => r,
                 None => {
+                    debug_assert!(self.ints.len() < PINT_TAG as usize);
                     self.ints.push(IntRec::default());
                     (self.ints.len() - 1) as u32
                 }
@@ -2485,6 +2523,24 @@ impl Simulator {
                         qlen: qlen as u32,
                         rate: u32::from(p.int_rate),
                     };
+                }
+            }
+            // HPCC-PINT: every departure moves the port's estimate; data
+            // leaves with the larger of its code and the port's.
+            if let Some(pint) = &mut self.pint {
+                let pk = &mut self.packets[id as usize];
+                let data = !pk.control();
+                if let Some(code) = pint.depart(
+                    sw,
+                    pi,
+                    now / PS_PER_NS,
+                    p.queued_bytes(),
+                    p.rate_bps,
+                    frame as u32,
+                    data,
+                ) && let Some(old) = pk.pint()
+                {
+                    pk.set_pint(pint.codec().fold(old, code));
                 }
             }
         }

@@ -312,6 +312,35 @@ fn hop_load(t: f64, dt: f64, link_bps: f64, tx: f64, qlen: f64) -> f64 {
     qlen / (b * t) + tx_rate / b
 }
 
+impl Hpcc {
+    /// HPCC-PINT's update ([`super::pint::HpccPint`]; ns-3
+    /// `UpdateRateHpPint`): the bottleneck's utilisation `u` arrives
+    /// already averaged by the switch, so it replaces U outright. The
+    /// first call only starts the sequence; afterwards a full update (Wc
+    /// moves) once data sent after the last one is acknowledged, a fast
+    /// reaction otherwise, whatever `fast_react` says (ns-3's PINT always
+    /// reacts).
+    pub(crate) fn on_utilisation(&mut self, u: f64) {
+        if !self.started {
+            self.started = true;
+            self.last_update_seq = self.sent;
+            return;
+        }
+        let full = self.acked > self.last_update_seq;
+        self.u = u;
+        self.compute_wind(full);
+        if full && self.sent > self.last_update_seq {
+            self.last_update_seq = self.sent;
+        }
+    }
+
+    /// The additive step W_AI (bytes).
+    #[cfg(test)]
+    pub(crate) fn w_ai(&self) -> f64 {
+        self.cfg.w_ai
+    }
+}
+
 impl CongestionControl for Hpcc {
     fn name(&self) -> &'static str {
         "hpcc"

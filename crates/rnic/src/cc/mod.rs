@@ -16,6 +16,7 @@ pub mod dcqcn;
 pub mod dctcp;
 pub mod hpcc;
 pub mod params;
+pub mod pint;
 pub(crate) mod sample;
 pub mod swift;
 pub mod timely;
@@ -24,8 +25,10 @@ pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig, DctcpVariant};
 pub use hpcc::{Hpcc, HpccConfig};
 pub use params::{
-    CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, SwiftSettings,
+    CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, PintSettings,
+    SwiftSettings,
 };
+pub use pint::{HpccPint, HpccPintConfig, PintCodec};
 pub use sample::{AckFeedback, RttSample};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
@@ -93,6 +96,9 @@ pub trait CongestionControl: Send {
     /// INT next sees the rewound point (ns-3 rewinds snd_nxt first too).
     fn on_rewind(&mut self, _now: Nanos, _send_point: u64) {}
     fn on_int(&mut self, _now: Nanos, _hops: &[IntHop]) {}
+    /// The PINT code an ACK echoed (HPCC-PINT): the largest utilisation
+    /// code of the acknowledged packet's path (see [`pint`]).
+    fn on_pint(&mut self, _now: Nanos, _power: u16) {}
     /// Periodic work (rate-increase timers and the like).
     fn on_tick(&mut self, _now: Nanos) {}
     /// When the controller next wants [`on_tick`](Self::on_tick).
@@ -254,6 +260,9 @@ impl Controller {
     pub fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
         self.update(|c| c.on_int(now, hops))
     }
+    pub fn on_pint(&mut self, now: Nanos, power: u16) {
+        self.update(|c| c.on_pint(now, power))
+    }
     pub fn on_tick(&mut self, now: Nanos) {
         self.update(|c| c.on_tick(now))
     }
@@ -338,6 +347,9 @@ impl CongestionControl for RateLimit {
     }
     fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
         self.inner.on_int(now, hops)
+    }
+    fn on_pint(&mut self, now: Nanos, power: u16) {
+        self.inner.on_pint(now, power)
     }
     fn on_tick(&mut self, now: Nanos) {
         self.inner.on_tick(now)

@@ -11,7 +11,7 @@
 
 use super::{
     CongestionControl, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, DctcpVariant, Hpcc, HpccConfig,
-    NoCc, Swift, SwiftConfig, Timely, TimelyConfig,
+    HpccPint, HpccPintConfig, NoCc, PintCodec, Swift, SwiftConfig, Timely, TimelyConfig,
 };
 use serde::Deserialize;
 
@@ -72,6 +72,30 @@ impl Default for HpccSettings {
             base_rtt_ns: None,
             min_rate_bps: None,
             fast_react: true,
+        }
+    }
+}
+
+/// HPCC-PINT settings as experiments state them (see
+/// [`crate::cc::HpccPint`]): HPCC's, the code's base and the fraction of
+/// ACKs the sender reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PintSettings {
+    /// η, maxStage, the additive step, T and the rate floor, as HPCC's
+    /// (`fast_react` is not read: PINT reacts to every ACK it samples).
+    pub hpcc: HpccSettings,
+    /// The code's base (`PINT_LOG_BASE`; ns-3's default 1.05).
+    pub log_base: f64,
+    /// Fraction of ACKs the sender reads (`PINT_PROB`; default 1).
+    pub prob: f64,
+}
+
+impl Default for PintSettings {
+    fn default() -> Self {
+        PintSettings {
+            hpcc: HpccSettings::default(),
+            log_base: 1.05,
+            prob: 1.0,
         }
     }
 }
@@ -158,6 +182,9 @@ pub enum CcConfig {
     Dcqcn(DcqcnConfig),
     /// HPCC: switches stamp INT on data, receivers echo it in ACKs.
     Hpcc(HpccSettings),
+    /// HPCC-PINT: switches fold their ports' utilisation into one code per
+    /// packet, receivers echo it in ACKs.
+    HpccPint(PintSettings),
     /// TIMELY: the RTT gradient of the RNIC's per-ACK samples.
     Timely(TimelyConfig),
     /// DCTCP: receivers echo CE marks in their ACKs.
@@ -172,6 +199,7 @@ impl CcConfig {
             CcConfig::None => "none",
             CcConfig::Dcqcn(_) => "dcqcn",
             CcConfig::Hpcc(_) => "hpcc",
+            CcConfig::HpccPint(_) => "hpcc-pint",
             CcConfig::Timely(_) => "timely",
             CcConfig::Dctcp(_) => "dctcp",
             CcConfig::Swift(_) => "swift",
@@ -182,7 +210,7 @@ impl CcConfig {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CcParams {
-    /// `none`, `dcqcn`, `hpcc`, `timely`, `dctcp` or `swift`.
+    /// `none`, `dcqcn`, `hpcc`, `hpcc-pint`, `timely`, `dctcp` or `swift`.
     pub algorithm: String,
     /// A named parameter set the other keys adjust (dcqcn, timely).
     pub preset: Option<String>,
@@ -218,6 +246,9 @@ pub struct CcParams {
     pub eta: Option<f64>,
     pub max_stage: Option<u32>,
     pub base_rtt_us: Option<f64>,
+    // HPCC-PINT
+    pub pint_log_base: Option<f64>,
+    pub pint_prob: Option<f64>,
     // TIMELY
     pub t_low_us: Option<f64>,
     pub t_high_us: Option<f64>,
@@ -285,6 +316,18 @@ const CC_KEYS: &[(&str, &[&str])] = &[
             "rate_ai_mbps",
             "base_rtt_us",
             "min_rate_mbps",
+        ],
+    ),
+    (
+        "hpcc-pint",
+        &[
+            "eta",
+            "max_stage",
+            "rate_ai_mbps",
+            "base_rtt_us",
+            "min_rate_mbps",
+            "pint_log_base",
+            "pint_prob",
         ],
     ),
     (
@@ -385,6 +428,8 @@ impl CcParams {
         k("eta", self.eta.is_some());
         k("max_stage", self.max_stage.is_some());
         k("base_rtt_us", self.base_rtt_us.is_some());
+        k("pint_log_base", self.pint_log_base.is_some());
+        k("pint_prob", self.pint_prob.is_some());
         k("t_low_us", self.t_low_us.is_some());
         k("t_high_us", self.t_high_us.is_some());
         k("alpha", self.alpha.is_some());
@@ -493,7 +538,7 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
         return Err(CcParamError::new(
             "algorithm",
             format!(
-                "expected \"none\", \"dcqcn\", \"hpcc\", \"timely\", \"dctcp\" or \"swift\", got \"{alg}\""
+                "expected \"none\", \"dcqcn\", \"hpcc\", \"hpcc-pint\", \"timely\", \"dctcp\" or \"swift\", got \"{alg}\""
             ),
         ));
     };
@@ -654,6 +699,32 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
             h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
             h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
             CcConfig::Hpcc(h)
+        }
+        "hpcc-pint" => {
+            let mut p = PintSettings::default();
+            if let Some(e) = c.eta {
+                if !(e > 0.0 && e <= 1.0) {
+                    return Err(ck.err("eta", "expected 0 < eta ≤ 1"));
+                }
+                p.hpcc.eta = e;
+            }
+            p.hpcc.max_stage = c.max_stage.unwrap_or(p.hpcc.max_stage);
+            p.hpcc.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
+            p.hpcc.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
+            p.hpcc.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
+            if let Some(b) = c.pint_log_base {
+                if PintCodec::new(b).is_none() {
+                    return Err(ck.err("pint_log_base", format!("expected a base > 1, got {b}")));
+                }
+                p.log_base = b;
+            }
+            if let Some(q) = c.pint_prob {
+                if !(q > 0.0 && q <= 1.0) {
+                    return Err(ck.err("pint_prob", format!("expected 0 < p ≤ 1, got {q}")));
+                }
+                p.prob = q;
+            }
+            CcConfig::HpccPint(p)
         }
         "timely" => {
             let mut t = match c.preset.as_deref() {
@@ -869,6 +940,8 @@ impl CcParams {
             "eta" => self.eta = Some(parse::<f64>(key, value)?),
             "max_stage" => self.max_stage = Some(parse::<u32>(key, value)?),
             "base_rtt_us" => self.base_rtt_us = Some(parse::<f64>(key, value)?),
+            "pint_log_base" => self.pint_log_base = Some(parse::<f64>(key, value)?),
+            "pint_prob" => self.pint_prob = Some(parse::<f64>(key, value)?),
             "t_low_us" => self.t_low_us = Some(parse::<f64>(key, value)?),
             "t_high_us" => self.t_high_us = Some(parse::<f64>(key, value)?),
             "alpha" => self.alpha = Some(parse::<f64>(key, value)?),
@@ -912,6 +985,23 @@ pub fn keys_of(algorithm: &str) -> &'static [&'static str] {
         .map_or(&[], |(_, k)| k)
 }
 
+/// HPCC's controller settings from `h` for hosts of `line_bps`, T the
+/// fabric's base RTT unless `h` sets it.
+fn hpcc_config(h: &HpccSettings, line_bps: u64, fabric_rtt_ns: impl Fn() -> u64) -> HpccConfig {
+    let rtt = h.base_rtt_ns.unwrap_or_else(fabric_rtt_ns).max(1);
+    let mut c = HpccConfig::new(line_bps, rtt);
+    c.eta = h.eta;
+    c.max_stage = h.max_stage;
+    if let Some(ai) = h.rate_ai_bps {
+        c.w_ai = ai as f64 / 8.0 * rtt as f64 / 1e9;
+    }
+    if let Some(m) = h.min_rate_bps {
+        c.min_rate_bps = m;
+    }
+    c.fast_react = h.fast_react;
+    c
+}
+
 /// What a run's controllers are built from: a [`CcConfig`] with what it
 /// leaves to the network resolved.
 #[derive(Debug, Clone, Copy)]
@@ -919,6 +1009,7 @@ pub enum CcPlan {
     None,
     Dcqcn(DcqcnConfig),
     Hpcc(HpccConfig),
+    HpccPint(HpccPintConfig),
     Timely(TimelyConfig),
     Dctcp(DctcpConfig),
     /// Swift's settings with everything but the per-flow hop count resolved.
@@ -968,21 +1059,17 @@ impl CcPlan {
                 c.retx_reset_threshold = s.retx_reset_threshold;
                 CcPlan::Swift(c)
             }
-            CcConfig::Hpcc(h) => {
-                let line = line_bps;
-                let rtt = h.base_rtt_ns.unwrap_or_else(fabric_rtt_ns).max(1);
-                let mut c = HpccConfig::new(line, rtt);
-                c.eta = h.eta;
-                c.max_stage = h.max_stage;
-                if let Some(ai) = h.rate_ai_bps {
-                    c.w_ai = ai as f64 / 8.0 * rtt as f64 / 1e9;
-                }
-                if let Some(m) = h.min_rate_bps {
-                    c.min_rate_bps = m;
-                }
-                c.fast_react = h.fast_react;
-                CcPlan::Hpcc(c)
-            }
+            CcConfig::Hpcc(h) => CcPlan::Hpcc(hpcc_config(h, line_bps, fabric_rtt_ns)),
+            CcConfig::HpccPint(p) => CcPlan::HpccPint(HpccPintConfig {
+                hpcc: hpcc_config(&p.hpcc, line_bps, fabric_rtt_ns),
+                // Checked when the settings were read; a base that is not
+                // a code's falls back to ns-3's default.
+                codec: PintCodec::new(p.log_base)
+                    .unwrap_or_else(|| PintCodec::new(1.05).expect("1.05 is a base")),
+                // ns-3: `(uint32_t)(65536 * p)`.
+                sample_threshold: (65536.0 * p.prob.clamp(0.0, 1.0)) as u32,
+                seed: 0,
+            }),
         }
     }
 
@@ -997,6 +1084,7 @@ impl CcPlan {
             CcPlan::None => Box::new(NoCc),
             CcPlan::Dcqcn(d) => Box::new(Dcqcn::new(*d, line_bps)),
             CcPlan::Hpcc(h) => Box::new(Hpcc::new(*h, line_bps)),
+            CcPlan::HpccPint(p) => Box::new(HpccPint::new(*p, line_bps)),
             CcPlan::Timely(t) => Box::new(Timely::new(*t, line_bps)),
             CcPlan::Dctcp(d) => Box::new(Dctcp::new(*d, line_bps)),
             CcPlan::Swift(s) => Box::new(Swift::new(SwiftConfig { hops: hops(), ..*s })),
@@ -1013,6 +1101,30 @@ impl CcPlan {
         match self {
             CcPlan::Hpcc(h) => Some(*h),
             _ => None,
+        }
+    }
+
+    /// HPCC-PINT's settings, if HPCC-PINT: what switches need to code
+    /// their ports' utilisation (the base, and T).
+    pub fn pint(&self) -> Option<HpccPintConfig> {
+        match self {
+            CcPlan::HpccPint(p) => Some(*p),
+            _ => None,
+        }
+    }
+
+    /// [`controller`](Self::controller) with `seed` for the controller's
+    /// own random draws (HPCC-PINT's ACK sampling): a run gives each QP
+    /// its own, so that runs repeat and QPs do not sample in step.
+    pub fn controller_seeded(
+        &self,
+        line_bps: u64,
+        hops: impl FnOnce() -> u32,
+        seed: u64,
+    ) -> Box<dyn CongestionControl> {
+        match self {
+            CcPlan::HpccPint(p) => Box::new(HpccPint::new(HpccPintConfig { seed, ..*p }, line_bps)),
+            _ => self.controller(line_bps, hops),
         }
     }
 }
