@@ -735,7 +735,13 @@ impl Simulator {
             .map(|s| cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(s.node))
             .collect();
         let pint = cc.pint().map(|p| {
-            let ports = switches.iter().map(|s| nodes[s.node as usize].ports.len());
+            let ports = (switches.iter()).map(|s| {
+                nodes[s.node as usize]
+                    .ports
+                    .iter()
+                    .map(|p| p.rate_bps)
+                    .collect()
+            });
             Box::new(crate::pint::PintSwitches::new(
                 p.codec,
                 p.hpcc.base_rtt_ns,
@@ -2535,7 +2541,6 @@ impl Simulator {
                     pi,
                     now / PS_PER_NS,
                     p.queued_bytes(),
-                    p.rate_bps,
                     frame as u32,
                     data,
                 ) && let Some(old) = pk.pint()

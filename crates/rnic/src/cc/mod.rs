@@ -28,7 +28,7 @@ pub use params::{
     CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, PintSettings,
     SwiftSettings,
 };
-pub use pint::{HpccPint, HpccPintConfig, PintCodec};
+pub use pint::{HpccPint, HpccPintConfig, PintCodec, PintTable};
 pub use sample::{AckFeedback, RttSample};
 pub use swift::{Swift, SwiftConfig};
 pub use timely::{Timely, TimelyConfig};
