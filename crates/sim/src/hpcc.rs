@@ -1480,13 +1480,57 @@ mod tests {
             ("99", "unknown congestion-control mode `99`"),
             ("5", "unknown congestion-control mode `5`"),
             ("1.5", "unknown congestion-control mode `1.5`"),
-            ("10", "10 (HPCC-PINT) is not implemented"),
         ] {
             let path = d.join("config.txt");
             std::fs::write(&path, format!("ENABLE_QCN 1\nCC_MODE {mode}\n")).unwrap();
             let e = Experiment::load(&path, None).unwrap_err();
             assert_eq!((e.line, e.field.as_str()), (2, "CC_MODE"), "{e}");
             assert!(e.msg.contains(says), "{e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// CC_MODE 10 is HPCC-PINT with third.cc's defaults (base 1.05, every
+    /// ACK read) or the config's, HPCC's knobs read as mode 3 reads them,
+    /// a 2-byte code in every data packet and ACK, and T the fabric's.
+    #[test]
+    fn cc_mode_10_is_hpcc_pint() {
+        let e = load_with(
+            "pint",
+            "CC_MODE 10\nU_TARGET 0.9\nMI_THRESH 3\nRATE_AI 40Mb/s\n",
+        );
+        let CcConfig::HpccPint(p) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert_eq!((p.log_base, p.prob), (1.05, 1.0));
+        assert_eq!((p.hpcc.eta, p.hpcc.max_stage), (0.9, 3));
+        assert_eq!(p.hpcc.rate_ai_bps, Some(40_000_000));
+        assert!(p.hpcc.base_rtt_ns.is_some_and(|t| t > 0));
+        assert_eq!(e.cfg.int_wire_bytes, 2);
+        assert!(!e.cfg.int, "no per-hop INT records");
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("PINT")),
+            "{:?}",
+            e.warnings
+        );
+        let e = load_with(
+            "pint-set",
+            "CC_MODE 10\nPINT_LOG_BASE 1.01\nPINT_PROB 0.0625\n",
+        );
+        let CcConfig::HpccPint(p) = e.cfg.cc else {
+            panic!()
+        };
+        assert_eq!((p.log_base, p.prob), (1.01, 0.0625));
+        let d = std::env::temp_dir().join(format!("hpcc-pint-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        for (extra, field) in [
+            ("PINT_LOG_BASE 1", "PINT_LOG_BASE"),
+            ("PINT_PROB 0", "PINT_PROB"),
+        ] {
+            let path = d.join("config.txt");
+            std::fs::write(&path, format!("ENABLE_QCN 1\nCC_MODE 10\n{extra}\n")).unwrap();
+            let e = Experiment::load(&path, None).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (3, field), "{e}");
         }
         let _ = std::fs::remove_dir_all(&d);
     }

@@ -171,13 +171,15 @@ fn flows(hosts: u32) -> impl Strategy<Value = Vec<(u32, u32, u64, u64)>> {
 
 /// Every congestion control the simulator offers, with every preset and
 /// variant: the `[cc]` table of each.
-const CC: [&str; 11] = [
+const CC: [&str; 13] = [
     "algorithm = \"none\"",
     "algorithm = \"dcqcn\"",
     "algorithm = \"dcqcn\"\npreset = \"paper\"",
     "algorithm = \"dcqcn\"\npreset = \"connectx\"",
     "algorithm = \"dcqcn\"\npreset = \"hpcc-ns3\"",
     "algorithm = \"hpcc\"",
+    "algorithm = \"hpcc-pint\"",
+    "algorithm = \"hpcc-pint\"\npint_prob = 0.25",
     "algorithm = \"timely\"",
     "algorithm = \"timely\"\npreset = \"hpcc-ns3\"",
     "algorithm = \"dctcp\"",
