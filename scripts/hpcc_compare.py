@@ -338,6 +338,21 @@ GENERATED_SPEED = ("<!-- generated speed: scripts/hpcc_compare.py report -->",
                    "<!-- end generated speed -->")
 
 
+def markers(name):
+    """The agreement and speed markers of the generated sections named
+    `name` (None: the document's main ones). A named pair lets a part of
+    the configs (`--only pint`) keep a section of its own, regenerated
+    without the others' outputs at hand."""
+    if not name:
+        return GENERATED, GENERATED_SPEED
+    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+        sys.exit(f"--markers {name!r}: letters, digits, '_' and '-' only")
+    return ((f"<!-- generated {name}: scripts/hpcc_compare.py report -->",
+             f"<!-- end generated {name} -->"),
+            (f"<!-- generated {name} speed: scripts/hpcc_compare.py report -->",
+             f"<!-- end generated {name} speed -->"))
+
+
 def replace_between(doc, markers, text, name):
     """`doc` with the text between `markers` replaced by `text`."""
     start, end = markers
@@ -349,6 +364,7 @@ def replace_between(doc, markers, text, name):
 
 
 def report(a):
+    agreement_marks, speed_marks = markers(a.markers)
     tags = [tag_of(c) for c in configs(a.only)]
     times = read_times(a.out)
     speed = "\n".join(speed_table(times, tags))
@@ -359,7 +375,7 @@ def report(a):
             with open(a.write) as fd:
                 doc = fd.read()
             with open(a.write, "w") as fd:
-                fd.write(replace_between(doc, GENERATED_SPEED, speed, a.write))
+                fd.write(replace_between(doc, speed_marks, speed, a.write))
             print(f"wrote {a.write}")
         else:
             print(speed)
@@ -472,9 +488,9 @@ def report(a):
     if a.write:
         with open(a.write) as fd:
             doc = fd.read()
-        doc = replace_between(doc, GENERATED, "\n" + text, a.write)
+        doc = replace_between(doc, agreement_marks, "\n" + text, a.write)
         if a.section == "all" and speed:
-            doc = replace_between(doc, GENERATED_SPEED, speed, a.write)
+            doc = replace_between(doc, speed_marks, speed, a.write)
         with open(a.write, "w") as fd:
             fd.write(doc)
         print(f"wrote {a.write}")
@@ -511,6 +527,8 @@ def main():
     p.add_argument("--section", choices=("all", "agreement", "speed"), default="all",
                    help="what to write (default: the agreement tables and the speed table)")
     p.add_argument("--write", help="replace the generated sections of this document")
+    p.add_argument("--markers", help="write the sections marked `generated NAME` "
+                                     "(and `generated NAME speed`) instead of the main ones")
     a = ap.parse_args()
     {"gen-flows": gen_flows, "run": run, "report": report}[a.cmd](a)
 

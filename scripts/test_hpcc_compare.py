@@ -65,19 +65,26 @@ class SpeedTable(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertIn("| fat5ms_pfc | 203.7 (206.1, 201.3) | 773 | 15.9 (15.8, 16.1) |", out)
 
-    def test_write_replaces_only_the_speed_section(self):
-        doc = os.path.join(self.tmp.name, "doc.md")
-        before = ("# Doc\n\n<!-- generated: scripts/hpcc_compare.py report -->\nagreement\n"
-                  "<!-- end generated -->\n\nSpeed:\n\n"
-                  "<!-- generated speed: scripts/hpcc_compare.py report -->\nold table\n"
-                  "<!-- end generated speed -->\n\nAfter.\n")
+    def write_speed(self, name, before, *extra):
+        """Writes `before` to a document `name`, has `report` write the
+        speed section into it (with `extra` options) and returns the
+        document's path and text."""
+        doc = os.path.join(self.tmp.name, name)
         with open(doc, "w") as f:
             f.write(before)
-        rc, out, err = report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed",
-                              "--write", doc)
+        rc, _, err = report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed",
+                            *extra, "--write", doc)
         self.assertEqual(rc, 0, err)
         with open(doc) as fd:
-            after = fd.read()
+            return doc, fd.read()
+
+    def test_write_replaces_only_the_speed_section(self):
+        doc, after = self.write_speed(
+            "doc.md",
+            "# Doc\n\n<!-- generated: scripts/hpcc_compare.py report -->\nagreement\n"
+            "<!-- end generated -->\n\nSpeed:\n\n"
+            "<!-- generated speed: scripts/hpcc_compare.py report -->\nold table\n"
+            "<!-- end generated speed -->\n\nAfter.\n")
         self.assertNotIn("old table", after)
         self.assertIn("agreement\n<!-- end generated -->", after)
         self.assertIn("<!-- generated speed: scripts/hpcc_compare.py report -->\n| run |", after)
@@ -86,6 +93,23 @@ class SpeedTable(unittest.TestCase):
         report("--out", self.a, self.b, "--only", "fat5ms", "--section", "speed", "--write", doc)
         with open(doc) as fd:
             self.assertEqual(fd.read(), after)
+
+    def test_named_markers_leave_the_main_sections_alone(self):
+        doc, after = self.write_speed(
+            "named.md",
+            "<!-- generated speed: scripts/hpcc_compare.py report -->\nmain table\n"
+            "<!-- end generated speed -->\n"
+            "<!-- generated pint speed: scripts/hpcc_compare.py report -->\nold\n"
+            "<!-- end generated pint speed -->\n",
+            "--markers", "pint")
+        self.assertIn("main table", after)
+        self.assertNotIn("old", after)
+        self.assertIn("<!-- generated pint speed: scripts/hpcc_compare.py report -->\n| run |",
+                      after)
+        rc, _, err = report("--out", self.a, "--only", "fat5ms", "--section", "speed",
+                            "--markers", "no such", "--write", doc)
+        self.assertNotEqual(rc, 0)
+        self.assertIn("--markers", err)
 
     def test_a_document_without_markers_or_folders_without_timings_is_an_error(self):
         doc = os.path.join(self.tmp.name, "plain.md")
