@@ -135,7 +135,8 @@ fn check_large_run_folder(folder: &str) {
     let sub = root.join(folder);
     std::fs::create_dir_all(&sub).unwrap();
     let configs = configs_in(&shipped);
-    assert_eq!(configs.len(), 3, "{configs:?}");
+    // At least PFC-only, DCQCN and HPCC in each.
+    assert!(configs.len() >= 3, "{configs:?}");
     let mut copies = Vec::new();
     for c in &configs {
         let text = std::fs::read_to_string(c).unwrap();
