@@ -26,7 +26,7 @@ use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
 use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
-use crate::sim::{EcnPolicy, SimConfig};
+use crate::sim::{EcnPolicy, Ns3Window, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use roce_rnic::{DcqcnConfig, Mtu, TimelyConfig};
@@ -314,12 +314,20 @@ impl Experiment {
             }
         };
         // ns-3 bounds every mode's bytes in flight by the fabric's largest
-        // BDP with HAS_WIN 1 (the default); the rate-based controllers here do not.
-        let has_win_warning = |mode: &str| -> Result<Option<String>, HpccError> {
-            Ok((num("HAS_WIN")?.unwrap_or(1.0) != 0.0).then(|| format!(
-                "HAS_WIN 1 with {mode}: ns-3 also caps each QP's bytes in flight at the fabric's largest BDP (scaled by rate / line rate with VAR_WIN 1); here {mode} paces without a window"
-            )))
-        };
+        // BDP with HAS_WIN 1 (its default), scaled by rate / line rate with
+        // VAR_WIN 1: HPCC's own window is that; the others get it as a
+        // bound over their rate (`BdpWindow`), sized once the topology is
+        // read (below).
+        let has_win = num("HAS_WIN")?.unwrap_or(1.0) != 0.0;
+        let var_win = num("VAR_WIN")?.unwrap_or(0.0) != 0.0;
+        if has_win && cc_mode != 3 && cc_mode != 10 {
+            expect(
+                "GLOBAL_T",
+                1.0,
+                "the window is the fabric's largest BDP for every pair",
+            )?;
+            cfg.ns3_window = Some(Ns3Window { bytes: 0, var_win });
+        }
         match cc_mode {
             1 => {
                 // ns-3's DCQCN (the Mellanox model): timer-driven increase,
@@ -350,21 +358,21 @@ impl Experiment {
                 // misses some intervals and lets alpha decay).
                 cfg.rnic.cnp_interval_ns = 0;
                 cfg.cc = CcConfig::Dcqcn(d);
-                warnings.extend(has_win_warning("DCQCN")?);
             }
             7 => {
                 // ns-3's TIMELY: its rdma-hw.cc defaults (α 0.875, β 0.8,
                 // T_low 50 µs, T_high 500 µs, D_minRTT 20 µs — no config
                 // keys reach them), RATE_AI / RATE_HAI steps, MIN_RATE. The
                 // RTT comes from a send timestamp echoed in each ACK; here
-                // from the RNIC's per-packet send times (the 8-byte
-                // timestamp header ns-3 adds is not on the wire here).
+                // from the RNIC's per-packet send times, with the 8 bytes
+                // of ns-3's timestamp field (its INT header in TS mode)
+                // on the wire in every data packet and ACK.
                 let mut t = TimelyConfig::hpcc_ns3();
                 t.delta_bps = rate("RATE_AI")?.unwrap_or(t.delta_bps);
                 t.hai_delta_bps = rate("RATE_HAI")?.unwrap_or(t.hai_delta_bps);
                 t.min_rate_bps = rate("MIN_RATE")?.unwrap_or(t.min_rate_bps);
                 cfg.cc = CcConfig::Timely(t);
-                warnings.extend(has_win_warning("TIMELY")?);
+                cfg.int_wire_bytes = 8;
             }
             8 => {
                 // ns-3's DCTCP: receivers flag the ACK of each CE-marked
@@ -378,7 +386,6 @@ impl Experiment {
                 d.rate_ai_bps = rate("DCTCP_RATE_AI")?.unwrap_or(d.rate_ai_bps);
                 d.min_rate_bps = rate("MIN_RATE")?.unwrap_or(d.min_rate_bps);
                 cfg.cc = CcConfig::Dctcp(d);
-                warnings.extend(has_win_warning("DCTCP")?);
             }
             3 => {
                 let mut h = HpccSettings::default();
@@ -699,11 +706,18 @@ impl Experiment {
             CcConfig::HpccPint(p) => Some(&mut p.hpcc),
             _ => None,
         };
+        let max_rtt_ns = || {
+            (max_base_rtt_ps(&topo, &topo.routes(), HopCost::Ns3 { payload }) / PS_PER_NS).max(1)
+        };
         if let Some(h) = hpcc
             && h.base_rtt_ns.is_none()
         {
-            let hop = HopCost::Ns3 { payload };
-            h.base_rtt_ns = Some((max_base_rtt_ps(&topo, &topo.routes(), hop) / PS_PER_NS).max(1));
+            h.base_rtt_ns = Some(max_rtt_ns());
+        }
+        // third.cc's maxBdp: the largest pair RTT at the hosts' rate.
+        if let Some(w) = &mut cfg.ns3_window {
+            let line = cfg.buffer.alpha_speed_ref_bps.unwrap_or(100_000_000_000);
+            w.bytes = (u128::from(max_rtt_ns()) * u128::from(line) / 1_000_000_000 / 8) as u64;
         }
         if qcn {
             let mut rates: Vec<u64> = topo.links.iter().map(|l| l.rate_bps).collect();
@@ -1567,12 +1581,30 @@ mod tests {
             (t.delta_bps, t.hai_delta_bps, t.min_rate_bps),
             (20_000_000, 200_000_000, 1_000_000_000)
         );
+        // HAS_WIN 1 (third.cc's default): ns-3's window over the rate,
+        // the fabric's largest BDP (here one 100G hop each way: 1 µs
+        // links, 1000-byte packets), not scaled without VAR_WIN 1.
+        let w = e.cfg.ns3_window.expect("HAS_WIN defaults to 1");
+        assert!(!w.var_win);
+        assert!((20_000..60_000).contains(&w.bytes), "{w:?}");
+        assert_eq!(e.cfg.int_wire_bytes, 8, "TIMELY's timestamp field");
+        let v = load_with("timely-var", "CC_MODE 7\nVAR_WIN 1\n");
+        assert_eq!(v.cfg.ns3_window, Some(Ns3Window { var_win: true, ..w }));
+        for (mode, ours) in [
+            ("3", false),
+            ("10", false),
+            ("0", true),
+            ("1", true),
+            ("8", true),
+        ] {
+            let e = load_with("win-modes", &format!("CC_MODE {mode}\n"));
+            assert_eq!(e.cfg.ns3_window.is_some(), ours, "CC_MODE {mode}");
+        }
         assert!(
-            e.warnings
-                .iter()
-                .any(|w| w.contains("HAS_WIN 1 with TIMELY")),
-            "{:?}",
-            e.warnings
+            load_with("timely", "CC_MODE 7\nHAS_WIN 0\n")
+                .cfg
+                .ns3_window
+                .is_none()
         );
     }
 

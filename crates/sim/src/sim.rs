@@ -94,6 +94,15 @@ pub fn default_dscp_to_prio() -> [u8; 64] {
     std::array::from_fn(|d| (d >> 3) as u8)
 }
 
+/// The HPCC ns-3 simulator's per-QP window (`HAS_WIN 1`, `VAR_WIN`):
+/// `bytes` in flight (the fabric's largest BDP), scaled by the QP's rate
+/// over the line with `var_win`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ns3Window {
+    pub bytes: u64,
+    pub var_win: bool,
+}
+
 /// Everything that shapes a run, besides the topology and the flows.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -142,6 +151,10 @@ pub struct SimConfig {
     pub data_dscp: Option<u8>,
     /// Per-QP rate limit of every sender QP, in bit/s (`None`: none).
     pub qp_rate_limit_bps: Option<u64>,
+    /// The HPCC ns-3 simulator's window over every sender QP whose
+    /// controller keeps none of its own (`--hpcc-config` with `HAS_WIN 1`
+    /// and a mode other than HPCC's): see [`roce_rnic::cc::BdpWindow`].
+    pub ns3_window: Option<Ns3Window>,
     pub scheduler: Scheduler,
     /// How switches pick among equal-cost next hops (`--hpcc-config`:
     /// ns-3's choice).
@@ -149,8 +162,10 @@ pub struct SimConfig {
     /// Stamp INT on data packets at every switch egress (always on with
     /// HPCC).
     pub int: bool,
-    /// Bytes the INT field adds to every data packet and ACK when `int` is
-    /// on (0: not charged; the HPCC ns-3 simulator's fixed field is 42).
+    /// Bytes an INT field adds to every data packet and ACK (0: none). The
+    /// HPCC ns-3 simulator's field is 42 bytes with HPCC (room for five
+    /// hops), 8 with TIMELY (a send timestamp) and 2 with HPCC-PINT (the
+    /// code), whatever the packet holds in it.
     pub int_wire_bytes: u32,
     /// The senders' congestion control.
     pub cc: CcConfig,
@@ -206,6 +221,7 @@ impl Default for SimConfig {
             cnp_dscp: None,
             data_dscp: None,
             qp_rate_limit_bps: None,
+            ns3_window: None,
             scheduler: Scheduler::Strict,
             ecmp: EcmpMode::Hash,
             int: false,
@@ -1650,6 +1666,17 @@ impl Simulator {
                 Some(self.cc.controller_seeded(line, hops, seed))
             }
         };
+        // ns-3's window (HAS_WIN) over a rate-based controller, or over
+        // none.
+        let cc = match self.cfg.ns3_window {
+            Some(w) => Some(Box::new(roce_rnic::cc::BdpWindow {
+                inner: cc.unwrap_or_else(|| Box::new(roce_rnic::cc::NoCc)),
+                window: w.bytes,
+                var_win: w.var_win,
+                line_bps: line,
+            }) as Box<dyn roce_rnic::CongestionControl>),
+            None => cc,
+        };
         // The NIC's per-QP shaper (`ibv_modify_qp_rate_limit`) over
         // whatever congestion control the QP has.
         let cc = match self.cfg.qp_rate_limit_bps {
@@ -2317,30 +2344,38 @@ impl Simulator {
             if cnp {
                 self.cnps_by_prio[pi] += 1;
             }
-            if (self.cfg.int || self.pint.is_some()) && opcode == Opcode::RcAck {
+            if opcode == Opcode::RcAck {
+                // ns-3's ACK header holds the same INT field as its data.
+                if self.cfg.int_wire_bytes > 0 {
+                    p.grow(self.cfg.int_wire_bytes);
+                }
                 // The ACK echoes the INT (or PINT code) of the data it
                 // acknowledges.
-                p.grow(self.cfg.int_wire_bytes);
-                if let Some(f) = self.flows.get_mut(flow as usize) {
+                if (self.cfg.int || self.pint.is_some())
+                    && let Some(f) = self.flows.get_mut(flow as usize)
+                {
                     p.set_int(std::mem::replace(&mut f.echo_int, IntRef::NONE));
                 }
             }
-        } else if self.pint.is_some() && payload > 0 {
-            // HPCC-PINT: a code the switches raise to their ports' (ns-3's
-            // INT header in PINT mode, starting at 0).
-            p.grow(self.cfg.int_wire_bytes);
-            p.set_pint(0);
-        } else if self.cfg.int && payload > 0 {
-            p.grow(self.cfg.int_wire_bytes);
-            let rec = match self.int_free.pop() {
-                Some(r) => r,
-                None => {
-                    debug_assert!(self.ints.len() < PINT_TAG as usize);
-                    self.ints.push(IntRec::default());
-                    (self.ints.len() - 1) as u32
-                }
-            };
-            p.set_int(IntRef { rec, len: 0 });
+        } else if payload > 0 {
+            if self.cfg.int_wire_bytes > 0 {
+                p.grow(self.cfg.int_wire_bytes);
+            }
+            if self.pint.is_some() {
+                // HPCC-PINT: a code the switches raise to their ports'
+                // (ns-3's INT header in PINT mode, starting at 0).
+                p.set_pint(0);
+            } else if self.cfg.int {
+                let rec = match self.int_free.pop() {
+                    Some(r) => r,
+                    None => {
+                        debug_assert!(self.ints.len() < PINT_TAG as usize);
+                        self.ints.push(IntRec::default());
+                        (self.ints.len() - 1) as u32
+                    }
+                };
+                p.set_int(IntRef { rec, len: 0 });
+            }
         }
         p
     }

@@ -1288,6 +1288,9 @@ fn hpcc_incast(
         .map(|l| match l.split_whitespace().next() {
             Some("FLOW_FILE") => format!("FLOW_FILE {flows}"),
             Some("CC_MODE") if run_as.is_some() => format!("CC_MODE {}", run_as.unwrap_or(0)),
+            // No congestion control means no window either (ns-3's
+            // HAS_WIN bounds every mode's bytes in flight).
+            Some("HAS_WIN") if run_as.is_some() => "HAS_WIN 0".to_string(),
             _ => l.to_string(),
         })
         .collect::<Vec<_>>()

@@ -299,6 +299,67 @@ impl CongestionControl for NoCc {
     }
 }
 
+/// The [`CongestionControl`] methods of a wrapper that only bounds what
+/// its `inner` controller answers: every callback and every reading but
+/// the rate and the window go to `inner` unchanged.
+macro_rules! forward_to_inner {
+    () => {
+        fn name(&self) -> &'static str {
+            self.inner.name()
+        }
+        fn on_send(&mut self, now: Nanos, bytes: usize) {
+            self.inner.on_send(now, bytes)
+        }
+        fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
+            self.inner.on_send_moved(now, bytes)
+        }
+        fn counts_sends(&self) -> bool {
+            self.inner.counts_sends()
+        }
+        fn reads_acks(&self) -> bool {
+            self.inner.reads_acks()
+        }
+        fn acks_move_readings(&self) -> bool {
+            // The bound is fixed, or moves only with the inner rate: only
+            // the inner controller's readings move.
+            self.inner.acks_move_readings()
+        }
+        fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
+            self.inner.on_ack(now, acked_bytes, rtt)
+        }
+        fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+            self.inner.on_ack_feedback(now, fb)
+        }
+        fn on_cnp(&mut self, now: Nanos) {
+            self.inner.on_cnp(now)
+        }
+        fn on_nak(&mut self, now: Nanos) {
+            self.inner.on_nak(now)
+        }
+        fn on_timeout(&mut self, now: Nanos) {
+            self.inner.on_timeout(now)
+        }
+        fn on_rewind(&mut self, now: Nanos, send_point: u64) {
+            self.inner.on_rewind(now, send_point)
+        }
+        fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+            self.inner.on_int(now, hops)
+        }
+        fn on_pint(&mut self, now: Nanos, power: u16) {
+            self.inner.on_pint(now, power)
+        }
+        fn on_tick(&mut self, now: Nanos) {
+            self.inner.on_tick(now)
+        }
+        fn next_tick(&self) -> Option<Nanos> {
+            self.inner.next_tick()
+        }
+        fn rate_cuts(&self) -> u64 {
+            self.inner.rate_cuts()
+        }
+    };
+}
+
 /// A per-QP rate limit over another controller (`ibv_modify_qp_rate_limit`,
 /// the NIC's per-QP shaper): the QP never goes faster than `cap_bps`,
 /// whatever its congestion control allows.
@@ -308,55 +369,7 @@ pub struct RateLimit {
 }
 
 impl CongestionControl for RateLimit {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn on_send(&mut self, now: Nanos, bytes: usize) {
-        self.inner.on_send(now, bytes)
-    }
-    fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
-        self.inner.on_send_moved(now, bytes)
-    }
-    fn counts_sends(&self) -> bool {
-        self.inner.counts_sends()
-    }
-    fn reads_acks(&self) -> bool {
-        self.inner.reads_acks()
-    }
-    fn acks_move_readings(&self) -> bool {
-        // The cap is fixed: only the inner controller's readings move.
-        self.inner.acks_move_readings()
-    }
-    fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
-        self.inner.on_ack(now, acked_bytes, rtt)
-    }
-    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
-        self.inner.on_ack_feedback(now, fb)
-    }
-    fn on_cnp(&mut self, now: Nanos) {
-        self.inner.on_cnp(now)
-    }
-    fn on_nak(&mut self, now: Nanos) {
-        self.inner.on_nak(now)
-    }
-    fn on_timeout(&mut self, now: Nanos) {
-        self.inner.on_timeout(now)
-    }
-    fn on_rewind(&mut self, now: Nanos, send_point: u64) {
-        self.inner.on_rewind(now, send_point)
-    }
-    fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
-        self.inner.on_int(now, hops)
-    }
-    fn on_pint(&mut self, now: Nanos, power: u16) {
-        self.inner.on_pint(now, power)
-    }
-    fn on_tick(&mut self, now: Nanos) {
-        self.inner.on_tick(now)
-    }
-    fn next_tick(&self) -> Option<Nanos> {
-        self.inner.next_tick()
-    }
+    forward_to_inner!();
     fn rate_bps(&self) -> Option<u64> {
         let cap = self.cap_bps.max(1);
         Some(self.inner.rate_bps().map_or(cap, |r| r.min(cap)))
@@ -364,8 +377,35 @@ impl CongestionControl for RateLimit {
     fn window_bytes(&self) -> Option<u64> {
         self.inner.window_bytes()
     }
-    fn rate_cuts(&self) -> u64 {
-        self.inner.rate_cuts()
+}
+
+/// The HPCC ns-3 simulator's window over a rate-based controller (its
+/// `HAS_WIN 1`, on by default, for DCQCN, TIMELY and DCTCP alike; ns-3's
+/// `RdmaQueuePair::GetWin`): a QP stops sending with `window` bytes in
+/// flight (the fabric's largest BDP), or with `VAR_WIN 1` with that share
+/// of it its current rate is of the line (at least one byte).
+pub struct BdpWindow {
+    pub inner: Box<dyn CongestionControl>,
+    pub window: u64,
+    /// Scale the window by rate ÷ line rate (`VAR_WIN`).
+    pub var_win: bool,
+    pub line_bps: u64,
+}
+
+impl CongestionControl for BdpWindow {
+    forward_to_inner!();
+    fn rate_bps(&self) -> Option<u64> {
+        self.inner.rate_bps()
+    }
+    fn window_bytes(&self) -> Option<u64> {
+        let line = self.line_bps.max(1);
+        let w = if self.var_win {
+            let rate = self.inner.rate_bps().unwrap_or(line);
+            ((u128::from(self.window) * u128::from(rate) / u128::from(line)) as u64).max(1)
+        } else {
+            self.window
+        };
+        Some(self.inner.window_bytes().map_or(w, |i| i.min(w)))
     }
 }
 
@@ -528,6 +568,39 @@ mod tests {
         assert!(
             Timely::new(TimelyConfig::default(), 100_000_000_000).acks_move_readings(),
             "a delay-based controller moves its rate on an ACK"
+        );
+    }
+
+    /// ns-3's window over a rate: the whole BDP at line rate or without
+    /// VAR_WIN, the rate's share of it with VAR_WIN, never under a byte,
+    /// and never above the inner controller's own window.
+    #[test]
+    fn bdp_window_follows_the_rate_with_var_win() {
+        let line = 100_000_000_000;
+        let win = |inner: Box<dyn CongestionControl>, var_win| BdpWindow {
+            inner,
+            window: 52_000,
+            var_win,
+            line_bps: line,
+        };
+        assert_eq!(win(Box::new(NoCc), true).window_bytes(), Some(52_000));
+        assert_eq!(
+            win(Box::new(FixedRate(line / 4)), false).window_bytes(),
+            Some(52_000)
+        );
+        let quarter = win(Box::new(FixedRate(line / 4)), true);
+        assert_eq!(quarter.window_bytes(), Some(13_000));
+        assert_eq!(
+            quarter.rate_bps(),
+            Some(line / 4),
+            "the rate is the inner one's"
+        );
+        assert_eq!(win(Box::new(FixedRate(1)), true).window_bytes(), Some(1));
+        let hpcc = Hpcc::new(HpccConfig::new(line, 1_000), line);
+        let own = hpcc.window_bytes();
+        assert_eq!(
+            win(Box::new(hpcc), false).window_bytes(),
+            own.map(|w| w.min(52_000))
         );
     }
 }
