@@ -52,6 +52,8 @@ pub(crate) struct PintSwitches {
     table: PintTable,
     /// T (ns): the fabric's largest base RTT, ns-3's `MaxRtt`.
     max_rtt_ns: u64,
+    /// 1 / (8192·T): the carried-over term's factor.
+    c_carry: f64,
     /// Every switch's ports in turn; switch `s`'s from `first[s]`.
     ports: Vec<PortState>,
     first: Vec<u32>,
@@ -85,6 +87,7 @@ impl PintSwitches {
         PintSwitches {
             table: PintTable::new(codec),
             max_rtt_ns: max_rtt_ns.max(1),
+            c_carry: 1.0 / (8192.0 * t),
             ports,
             first,
             // Apart from the ECN coin's stream: PINT's draws do not move it.
@@ -118,7 +121,7 @@ impl PintSwitches {
         let code = if data {
             let rng = &mut self.rng;
             let dt = now_ns.saturating_sub(s.last_ns).min(t);
-            let u = estimate(s, dt, t, qlen, || rng.next_u32());
+            let u = estimate(s, dt, t, self.c_carry, qlen, || rng.next_u32());
             s.u = u;
             let (raw, kept) = self.table.encode(u, s.hint, (rng.next_u32() >> 16) as u16);
             s.hint = raw;
@@ -133,7 +136,8 @@ impl PintSwitches {
 }
 
 /// The port's new U (ns-3's "approximate calc"): `dt` ns since its last
-/// departure (at most `t`), `qlen` bytes queued.
+/// departure (at most `t`), `qlen` bytes queued; `c_carry` is
+/// 1 / (8192·T).
 ///
 /// ns-3 takes each product through `log2apprx`, a fixed-point base-2
 /// logarithm (15 fractional bits) of each integer first cut at random to
@@ -144,7 +148,14 @@ impl PintSwitches {
 /// a step of the finest code in use (base 1.01), where the five
 /// logarithms and three powers per departure took 17 % of a fat-tree
 /// run's time (perf).
-fn estimate(s: &PortState, dt: u64, t: u64, qlen: u64, mut draw: impl FnMut() -> u32) -> f64 {
+fn estimate(
+    s: &PortState,
+    dt: u64,
+    t: u64,
+    c_carry: f64,
+    qlen: u64,
+    mut draw: impl FnMut() -> u32,
+) -> f64 {
     let mut u = 0.0;
     if qlen >> 8 > 0 {
         // dt·qlen·1e9 / (B·T²), qlen in units of 256 bytes.
@@ -156,9 +167,10 @@ fn estimate(s: &PortState, dt: u64, t: u64, qlen: u64, mut draw: impl FnMut() ->
         u += round16(u64::from(s.last_bytes), &mut draw) * s.c_bytes;
     }
     if t > dt && s.u > 0.0 {
-        // U·(T − dt)/T, U in units of 1/8192.
-        let u_int = (s.u * 8192.0).round().min(f64::from(i32::MAX)) as u64;
-        u += round16(t - dt, &mut draw) * round16(u_int, &mut draw) / (t as f64 * 8192.0);
+        // U·(T − dt)/T, U in units of 1/8192 (rounded to nearest; ns-3's
+        // `round`, here without a libm call: U is positive).
+        let u_int = (s.u * 8192.0 + 0.5).min(f64::from(i32::MAX)) as u64;
+        u += round16(t - dt, &mut draw) * round16(u_int, &mut draw) * c_carry;
     }
     u
 }

@@ -88,19 +88,14 @@ impl PintCodec {
     /// the way `ceil(u × 512)` lies between the two neighbouring powers
     /// of the base. Stored as a header keeps it (see [`PintCodec`]).
     pub fn encode(&self, u: f64, draw: u16) -> u16 {
-        // As the C++ does: a float to an unsigned integer, saturating.
-        let mut u_int = (u * f64::from(PINT_MAX_CONCURRENT)).ceil() as u32;
-        if u_int == 0 {
-            u_int = 1;
-        }
+        let u_int = scaled(u);
         let power = f64::from(u_int).ln() * self.log_factor;
         let (p_upper, p_lower) = (power.ceil() as u16, power.floor() as u16);
         // The upper power is the lower's next (ns-3 takes it one step up
         // when the two codes are the same, at an exact power).
         let lower = self.power(p_lower);
         let upper = lower * self.log_base;
-        let frac = (f64::from(u_int) - lower) / (upper - lower);
-        let p = if f64::from(draw) < frac * 65536.0 {
+        let p = if rounds_up(f64::from(u_int), lower, upper, draw) {
             p_upper
         } else {
             p_lower
@@ -156,8 +151,7 @@ impl PintTable {
     /// `hint`. Returns the code before the header's truncation (the hint
     /// for the next one) and the code as the header keeps it.
     pub fn encode(&self, u: f64, hint: u16, draw: u16) -> (u16, u16) {
-        let u_int = ((u * f64::from(PINT_MAX_CONCURRENT)).ceil() as u32).max(1);
-        let x = f64::from(u_int);
+        let x = f64::from(scaled(u));
         let last = self.powers.len() - 2;
         let mut p = usize::from(hint).min(last);
         // powers[p] ≤ x < powers[p + 1]: the floor of x's logarithm.
@@ -169,12 +163,38 @@ impl PintTable {
         }
         let lower = self.powers[p];
         let upper = lower * self.codec.log_base;
-        let frac = (x - lower) / (upper - lower);
-        // At an exact power `frac` is 0 and the code stays p, as
+        // At an exact power the fraction is 0 and the code stays p, as
         // `encode`'s equal ceiling and floor give.
-        let code = p as u16 + u16::from(f64::from(draw) < frac * 65536.0);
+        let code = p as u16 + u16::from(rounds_up(x, lower, upper, draw));
         (code, code & self.codec.mask)
     }
+}
+
+/// `ceil(u × 512)`, at least 1, saturating as C's conversion of a float
+/// to an unsigned integer does on x86 for the values a code meets (`u`
+/// is a utilisation: finite, not negative). Without `f64::ceil`, a libm
+/// call on x86-64's baseline.
+#[inline]
+fn scaled(u: f64) -> u32 {
+    let y = u * f64::from(PINT_MAX_CONCURRENT);
+    let i = y as u32;
+    let i = if f64::from(i) < y {
+        i.saturating_add(1)
+    } else {
+        i
+    };
+    i.max(1)
+}
+
+/// Whether a code of `x` between the powers `lower` ≤ x < `upper` rounds
+/// up for `draw`: when the draw falls under the fraction of the way `x`
+/// lies between them, of 65,536 (ns-3: `rand() % 65536 < (x − lower) /
+/// (upper − lower) · 65536`), compared multiplied out: the same verdict
+/// but where the two products meet within a rounding, and a division
+/// less per packet a switch codes.
+#[inline]
+fn rounds_up(x: f64, lower: f64, upper: f64, draw: u16) -> bool {
+    f64::from(draw) * (upper - lower) < (x - lower) * 65536.0
 }
 
 /// [`HpccPint`]'s settings: HPCC's window settings, the code, and the
