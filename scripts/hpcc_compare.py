@@ -469,8 +469,9 @@ def report(a):
             to = [t for t in times if t["config"] == tag and t["sim"] == "ours"]
             if not t3 or not to:
                 continue
-            med = lambda ts, k: sorted(t[k] for t in ts)[len(ts) // 2]
-            w3, wo = med(t3, "wall_s"), med(to, "wall_s")
+            # The speed table's median: with an even number of rounds, the
+            # mean of the middle two (this table took the upper one).
+            w3, wo = median(t["wall_s"] for t in t3), median(t["wall_s"] for t in to)
             loads = ", ".join(f"{t['load']:.1f}" for t in t3 + to)
             def mb(ts):
                 # A round whose /usr/bin/time output had no peak RSS.
