@@ -86,34 +86,45 @@ fn dcqcn_cuts_rates_and_pauses_less_than_no_cc() {
     );
 }
 
+/// HPCC from per-hop INT, and HPCC-PINT from one code per packet.
 #[test]
 fn hpcc_keeps_the_bottleneck_queue_far_smaller_than_no_cc() {
     let none = run("incast.toml");
-    let hpcc = run("incast_hpcc.toml");
+    for name in ["incast_hpcc.toml", "incast_pint.toml"] {
+        hpcc_against_no_cc(name, &none);
+    }
+}
+
+fn hpcc_against_no_cc(name: &str, none: &Report) {
+    let hpcc = run(name);
     lossless_and_complete(&hpcc);
-    assert!(hpcc.counters.int_hops > 0, "switches stamped INT");
+    assert_eq!(
+        hpcc.counters.int_hops > 0,
+        name == "incast_hpcc.toml",
+        "{name}: switches stamped INT (HPCC-PINT stamps no hops)"
+    );
     // The first RTT's windows (8 x BDP) arrive before any feedback can;
     // after that HPCC drains the queue and holds it near empty.
-    let (qn, qh) = (bottleneck_mean(&none, 20), bottleneck_mean(&hpcc, 20));
+    let (qn, qh) = (bottleneck_mean(none, 20), bottleneck_mean(&hpcc, 20));
     assert!(
         qh * 10.0 < qn,
-        "HPCC mean queue {qh:.0} B vs {qn:.0} B without CC"
+        "{name}: mean queue {qh:.0} B vs {qn:.0} B without CC"
     );
     assert!(hpcc.counters.pfc_xoff_tx < none.counters.pfc_xoff_tx);
     // The link stays busy: the incast finishes no later than 1.5x the
     // no-CC run (which keeps the bottleneck saturated through PFC).
     let last = |r: &Report| r.flows.iter().filter_map(|f| f.finish).max().unwrap();
     assert!(
-        last(&hpcc) * 2 < last(&none) * 3,
-        "{} vs {}",
+        last(&hpcc) * 2 < last(none) * 3,
+        "{name}: {} vs {}",
         last(&hpcc),
-        last(&none)
+        last(none)
     );
 }
 
 #[test]
 fn same_seed_same_fct_csv_with_cc() {
-    for name in ["incast_dcqcn.toml", "incast_hpcc.toml"] {
+    for name in ["incast_dcqcn.toml", "incast_hpcc.toml", "incast_pint.toml"] {
         let a = fct_csv(&run(name));
         let b = fct_csv(&run(name));
         assert_eq!(a, b, "{name}");
