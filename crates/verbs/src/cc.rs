@@ -11,7 +11,7 @@
 
 use roce_rnic::CongestionControl;
 use roce_rnic::cc::RateLimit;
-use roce_rnic::cc::{AckFeedback, CcConfig, CcParams, CcPlan, IntHop, RttSample};
+use roce_rnic::cc::{AckFeedback, CcConfig, CcParams, CcPlan, RttSample};
 use roce_rnic::types::Nanos;
 use std::net::IpAddr;
 
@@ -167,21 +167,7 @@ struct OverMinRtt {
 }
 
 impl CongestionControl for OverMinRtt {
-    fn name(&self) -> &'static str {
-        self.inner.name()
-    }
-    fn on_send(&mut self, now: Nanos, bytes: usize) {
-        self.inner.on_send(now, bytes)
-    }
-    fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
-        self.inner.on_send_moved(now, bytes)
-    }
-    fn counts_sends(&self) -> bool {
-        self.inner.counts_sends()
-    }
-    fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
-        self.inner.on_ack(now, acked_bytes, rtt)
-    }
+    roce_rnic::forward_to_inner!();
     fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
         let fb = AckFeedback {
             rtt: fb.rtt.map(|s| RttSample {
@@ -192,35 +178,11 @@ impl CongestionControl for OverMinRtt {
         };
         self.inner.on_ack_feedback(now, &fb)
     }
-    fn on_cnp(&mut self, now: Nanos) {
-        self.inner.on_cnp(now)
-    }
-    fn on_nak(&mut self, now: Nanos) {
-        self.inner.on_nak(now)
-    }
-    fn on_timeout(&mut self, now: Nanos) {
-        self.inner.on_timeout(now)
-    }
-    fn on_rewind(&mut self, now: Nanos, send_point: u64) {
-        self.inner.on_rewind(now, send_point)
-    }
-    fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
-        self.inner.on_int(now, hops)
-    }
-    fn on_tick(&mut self, now: Nanos) {
-        self.inner.on_tick(now)
-    }
-    fn next_tick(&self) -> Option<Nanos> {
-        self.inner.next_tick()
-    }
     fn rate_bps(&self) -> Option<u64> {
         self.inner.rate_bps()
     }
     fn window_bytes(&self) -> Option<u64> {
         self.inner.window_bytes()
-    }
-    fn rate_cuts(&self) -> u64 {
-        self.inner.rate_cuts()
     }
 }
 

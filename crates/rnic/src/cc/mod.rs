@@ -299,18 +299,22 @@ impl CongestionControl for NoCc {
     }
 }
 
-/// The [`CongestionControl`] methods of a wrapper that only bounds what
-/// its `inner` controller answers: every callback and every reading but
-/// the rate and the window go to `inner` unchanged.
+/// The [`CongestionControl`] methods of a wrapper around an `inner`
+/// controller (a field `inner: Box<dyn CongestionControl>`) that go to it
+/// unchanged: every callback but `on_ack_feedback`, and every reading but
+/// the rate and the window, which the wrapper writes (forwarding them or
+/// not). For `RateLimit` and `BdpWindow` here, and wrappers of other
+/// crates (`roce_verbs`' TIMELY over the minimum RTT).
+#[macro_export]
 macro_rules! forward_to_inner {
     () => {
         fn name(&self) -> &'static str {
             self.inner.name()
         }
-        fn on_send(&mut self, now: Nanos, bytes: usize) {
+        fn on_send(&mut self, now: $crate::types::Nanos, bytes: usize) {
             self.inner.on_send(now, bytes)
         }
-        fn on_send_moved(&mut self, now: Nanos, bytes: usize) -> bool {
+        fn on_send_moved(&mut self, now: $crate::types::Nanos, bytes: usize) -> bool {
             self.inner.on_send_moved(now, bytes)
         }
         fn counts_sends(&self) -> bool {
@@ -324,34 +328,36 @@ macro_rules! forward_to_inner {
             // the inner controller's readings move.
             self.inner.acks_move_readings()
         }
-        fn on_ack(&mut self, now: Nanos, acked_bytes: u64, rtt: Option<Nanos>) {
+        fn on_ack(
+            &mut self,
+            now: $crate::types::Nanos,
+            acked_bytes: u64,
+            rtt: Option<$crate::types::Nanos>,
+        ) {
             self.inner.on_ack(now, acked_bytes, rtt)
         }
-        fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
-            self.inner.on_ack_feedback(now, fb)
-        }
-        fn on_cnp(&mut self, now: Nanos) {
+        fn on_cnp(&mut self, now: $crate::types::Nanos) {
             self.inner.on_cnp(now)
         }
-        fn on_nak(&mut self, now: Nanos) {
+        fn on_nak(&mut self, now: $crate::types::Nanos) {
             self.inner.on_nak(now)
         }
-        fn on_timeout(&mut self, now: Nanos) {
+        fn on_timeout(&mut self, now: $crate::types::Nanos) {
             self.inner.on_timeout(now)
         }
-        fn on_rewind(&mut self, now: Nanos, send_point: u64) {
+        fn on_rewind(&mut self, now: $crate::types::Nanos, send_point: u64) {
             self.inner.on_rewind(now, send_point)
         }
-        fn on_int(&mut self, now: Nanos, hops: &[IntHop]) {
+        fn on_int(&mut self, now: $crate::types::Nanos, hops: &[$crate::cc::IntHop]) {
             self.inner.on_int(now, hops)
         }
-        fn on_pint(&mut self, now: Nanos, power: u16) {
+        fn on_pint(&mut self, now: $crate::types::Nanos, power: u16) {
             self.inner.on_pint(now, power)
         }
-        fn on_tick(&mut self, now: Nanos) {
+        fn on_tick(&mut self, now: $crate::types::Nanos) {
             self.inner.on_tick(now)
         }
-        fn next_tick(&self) -> Option<Nanos> {
+        fn next_tick(&self) -> Option<$crate::types::Nanos> {
             self.inner.next_tick()
         }
         fn rate_cuts(&self) -> u64 {
@@ -370,6 +376,9 @@ pub struct RateLimit {
 
 impl CongestionControl for RateLimit {
     forward_to_inner!();
+    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+        self.inner.on_ack_feedback(now, fb)
+    }
     fn rate_bps(&self) -> Option<u64> {
         let cap = self.cap_bps.max(1);
         Some(self.inner.rate_bps().map_or(cap, |r| r.min(cap)))
@@ -394,6 +403,9 @@ pub struct BdpWindow {
 
 impl CongestionControl for BdpWindow {
     forward_to_inner!();
+    fn on_ack_feedback(&mut self, now: Nanos, fb: &AckFeedback) {
+        self.inner.on_ack_feedback(now, fb)
+    }
     fn rate_bps(&self) -> Option<u64> {
         self.inner.rate_bps()
     }
