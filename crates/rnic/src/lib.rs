@@ -41,7 +41,7 @@ pub mod types;
 pub use cc::{
     AckFeedback, CcConfig, CcParamError, CcParams, CongestionControl, Dcqcn, DcqcnConfig, Dctcp,
     DctcpConfig, DctcpVariant, FixedRate, Hpcc, HpccConfig, IntHop, NoCc, RttSample, Swift,
-    SwiftConfig, Timely, TimelyConfig,
+    SwiftConfig, Telemetry, Timely, TimelyConfig,
 };
 pub use cq::CqHandle;
 pub use error::{Result, VerbsError};
@@ -1125,43 +1125,26 @@ impl<M: Memory> Rnic<M> {
     }
 
     /// [`handle_packet`](Self::handle_packet) for a packet that carried
-    /// INT back (an HPCC ACK), then its hops to the destination QP's
-    /// congestion control as [`handle_int`](Self::handle_int) would, with
-    /// one re-file of the QP for both. The same as the two calls in turn:
-    /// a re-file depends only on the QP's state and the clock, so the
-    /// first of two back to back is overwritten by the second (it leaves
-    /// at most a stale timer entry, which the timer index skips); with an
-    /// ACK per packet under HPCC the one saved is one per packet.
-    pub fn handle_packet_int(
+    /// telemetry back (an HPCC ACK's INT, an HPCC-PINT ACK's code), then
+    /// the telemetry to the destination QP's congestion control as
+    /// [`handle_int`](Self::handle_int) would, with one re-file of the QP
+    /// for both. The same as the two calls in turn: a re-file depends only
+    /// on the QP's state and the clock, so the first of two back to back
+    /// is overwritten by the second (it leaves at most a stale timer entry,
+    /// which the timer index skips); with an ACK per packet under HPCC the
+    /// one saved is one per packet.
+    pub fn handle_packet_telemetry(
         &mut self,
         now: Nanos,
         src: SocketAddr,
         ce: bool,
         t: &TransportRepr,
         payload: PayloadRef<'_>,
-        hops: &[IntHop],
+        telemetry: Telemetry<'_>,
     ) {
         self.clock = self.clock.max(now);
         self.handle_packet_inner(now, src, ce, t, payload);
-        self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_int(now, hops));
-    }
-
-    /// [`handle_packet`](Self::handle_packet) for an ACK that carries a
-    /// PINT code back (HPCC-PINT), then the code to the destination QP's
-    /// congestion control, with one re-file of the QP for both (as
-    /// [`handle_packet_int`](Self::handle_packet_int)).
-    pub fn handle_packet_pint(
-        &mut self,
-        now: Nanos,
-        src: SocketAddr,
-        ce: bool,
-        t: &TransportRepr,
-        payload: PayloadRef<'_>,
-        power: u16,
-    ) {
-        self.clock = self.clock.max(now);
-        self.handle_packet_inner(now, src, ce, t, payload);
-        self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_pint(now, power));
+        self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_telemetry(now, telemetry));
     }
 
     /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):

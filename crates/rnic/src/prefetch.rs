@@ -69,7 +69,7 @@ impl<M: Memory> Rnic<M> {
 
     /// The state of QP `qpn`'s congestion controller (at most its first
     /// `CC_LINES` lines), for a driver about to hand the QP an ACK with
-    /// INT ([`Rnic::handle_packet_int`]): the controller reads its state
+    /// INT ([`Rnic::handle_packet_telemetry`]): the controller reads its state
     /// after the RNIC has handled the ACK itself, so hinted first, the
     /// misses overlap with that work. With HPCC on the 320-host fat tree
     /// the controller's four lines were each a miss per ACK (cachegrind).

@@ -387,14 +387,14 @@ fn a_paced_qp_polled_late_catches_up_within_its_bound() {
     assert!((10..=13).contains(&bounded), "{bounded}");
 }
 
-/// `Rnic::handle_packet_int` (the simulator's path for an ACK carrying INT)
+/// `Rnic::handle_packet_telemetry` with INT (the simulator's path for an HPCC ACK)
 /// is `handle_packet` then `handle_int` with one re-file instead of two:
 /// two HPCC senders fed the same ACKs and telemetry, one through each
 /// path, send the same packets at the same instants and hold the same
 /// window, rate and next deadline after every step. The telemetry swings
 /// the queue so the window (and so the pacing) keeps moving.
 #[test]
-fn handle_packet_int_is_handle_packet_then_handle_int() {
+fn handle_packet_telemetry_is_handle_packet_then_handle_int() {
     use roce_rnic::memory::Memory;
     use roce_rnic::pair::{ADDR_A, ADDR_B};
     let line = 100_000_000_000;
@@ -461,7 +461,14 @@ fn handle_packet_int_is_handle_packet_then_handle_int() {
                 link_bps: line,
             };
             if combined {
-                p.a.handle_packet_int(now, ADDR_B, false, &t.repr, payload, &[hop]);
+                p.a.handle_packet_telemetry(
+                    now,
+                    ADDR_B,
+                    false,
+                    &t.repr,
+                    payload,
+                    Telemetry::Int(&[hop]),
+                );
             } else {
                 p.a.handle_packet(now, ADDR_B, false, &t.repr, payload);
                 p.a.handle_int(now, qa, &[hop]);

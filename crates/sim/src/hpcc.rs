@@ -328,6 +328,21 @@ impl Experiment {
             )?;
             cfg.ns3_window = Some(Ns3Window { bytes: 0, var_win });
         }
+        // HPCC's knobs, which HPCC-PINT reads the same way: η, maxStage,
+        // window steps of RATE_AI × T (third.cc's m_rai in rate terms; T
+        // the largest base RTT, GLOBAL_T 1) and the rate floor.
+        let hpcc_knobs = || -> Result<HpccSettings, HpccError> {
+            let mut h = HpccSettings::default();
+            if let Some(u) = num("U_TARGET")? {
+                h.eta = u;
+            }
+            if let Some(m) = num("MI_THRESH")? {
+                h.max_stage = m as u32;
+            }
+            h.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
+            h.min_rate_bps = rate("MIN_RATE")?;
+            Ok(h)
+        };
         match cc_mode {
             1 => {
                 // ns-3's DCQCN (the Mellanox model): timer-driven increase,
@@ -388,17 +403,7 @@ impl Experiment {
                 cfg.cc = CcConfig::Dctcp(d);
             }
             3 => {
-                let mut h = HpccSettings::default();
-                if let Some(u) = num("U_TARGET")? {
-                    h.eta = u;
-                }
-                if let Some(m) = num("MI_THRESH")? {
-                    h.max_stage = m as u32;
-                }
-                // Window steps of RATE_AI × T (third.cc's m_rai in rate
-                // terms); T is the largest base RTT (GLOBAL_T 1).
-                h.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
-                h.min_rate_bps = rate("MIN_RATE")?;
+                let mut h = hpcc_knobs()?;
                 h.fast_react = num("FAST_REACT")?.is_none_or(|v| v != 0.0);
                 expect("HAS_WIN", 1.0, "HPCC here always keeps a window")?;
                 expect("VAR_WIN", 1.0, "the window always follows the rate")?;
@@ -419,15 +424,10 @@ impl Experiment {
                 // per packet. It reads U_TARGET, MI_THRESH, RATE_AI and
                 // MIN_RATE as HPCC does, and always reacts to a sampled
                 // ACK (FAST_REACT is not read).
-                let mut p = PintSettings::default();
-                if let Some(u) = num("U_TARGET")? {
-                    p.hpcc.eta = u;
-                }
-                if let Some(m) = num("MI_THRESH")? {
-                    p.hpcc.max_stage = m as u32;
-                }
-                p.hpcc.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
-                p.hpcc.min_rate_bps = rate("MIN_RATE")?;
+                let mut p = PintSettings {
+                    hpcc: hpcc_knobs()?,
+                    ..PintSettings::default()
+                };
                 // third.cc's defaults: base 1.05, every ACK read.
                 if let Some(b) = num("PINT_LOG_BASE")? {
                     if roce_rnic::cc::PintCodec::new(b).is_none() {
@@ -1484,24 +1484,30 @@ mod tests {
         assert!(w.contains("unknown key FROBNICATE (ignored)"), "{w}");
     }
 
+    /// The error of loading a config of `text` alone (no topology or flow
+    /// files: the errors tested come before they are read).
+    fn load_err(tag: &str, text: &str) -> HpccError {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-err-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("config.txt"), text).unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None).unwrap_err();
+        let _ = std::fs::remove_dir_all(&d);
+        e
+    }
+
     /// An unknown or unimplemented mode is one error naming the file and
     /// line, not a line-rate run (ns-3 would run it without any controller).
     #[test]
     fn unknown_cc_modes_are_errors_naming_the_line() {
-        let d = std::env::temp_dir().join(format!("hpcc-ccmode-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
         for (mode, says) in [
             ("99", "unknown congestion-control mode `99`"),
             ("5", "unknown congestion-control mode `5`"),
             ("1.5", "unknown congestion-control mode `1.5`"),
         ] {
-            let path = d.join("config.txt");
-            std::fs::write(&path, format!("ENABLE_QCN 1\nCC_MODE {mode}\n")).unwrap();
-            let e = Experiment::load(&path, None).unwrap_err();
+            let e = load_err("ccmode", &format!("ENABLE_QCN 1\nCC_MODE {mode}\n"));
             assert_eq!((e.line, e.field.as_str()), (2, "CC_MODE"), "{e}");
             assert!(e.msg.contains(says), "{e}");
         }
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// CC_MODE 10 is HPCC-PINT with third.cc's defaults (base 1.05, every
@@ -1535,18 +1541,13 @@ mod tests {
             panic!()
         };
         assert_eq!((p.log_base, p.prob), (1.01, 0.0625));
-        let d = std::env::temp_dir().join(format!("hpcc-pint-bad-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
         for (extra, field) in [
             ("PINT_LOG_BASE 1", "PINT_LOG_BASE"),
             ("PINT_PROB 0", "PINT_PROB"),
         ] {
-            let path = d.join("config.txt");
-            std::fs::write(&path, format!("ENABLE_QCN 1\nCC_MODE 10\n{extra}\n")).unwrap();
-            let e = Experiment::load(&path, None).unwrap_err();
+            let e = load_err("pint", &format!("ENABLE_QCN 1\nCC_MODE 10\n{extra}\n"));
             assert_eq!((e.line, e.field.as_str()), (3, field), "{e}");
         }
-        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]
@@ -1788,11 +1789,7 @@ mod tests {
 
     #[test]
     fn a_gain_out_of_range_is_one_error_with_its_line() {
-        let d = std::env::temp_dir().join(format!("roce-hpcc-gain-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join("config.txt"), "CC_MODE 8\nEWMA_GAIN -0.5\n").unwrap();
-        let e = Experiment::load(&d.join("config.txt"), None).unwrap_err();
-        let _ = std::fs::remove_dir_all(&d);
+        let e = load_err("gain", "CC_MODE 8\nEWMA_GAIN -0.5\n");
         assert_eq!((e.line, e.field.as_str()), (2, "EWMA_GAIN"), "{e}");
         assert!(e.msg.contains("0 < g ≤ 1"), "{e}");
     }

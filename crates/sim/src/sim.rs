@@ -29,7 +29,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::{Rng, SeedableRng};
 use roce_rnic::{
     Access, CqHandle, IntHop, Mtu, PayloadRef, PdHandle, QpAttr, QpInitAttr, QpState, QpType,
-    RecvWr, Rnic, RnicConfig, SendWr, Sge, VirtualMemory, WcOpcode, WcStatus, WrOpcode,
+    RecvWr, Rnic, RnicConfig, SendWr, Sge, Telemetry, VirtualMemory, WcOpcode, WcStatus, WrOpcode,
 };
 use roce_wire::{BthRepr, Opcode, PfcRepr, RethRepr, TransportRepr};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -1916,7 +1916,14 @@ impl Simulator {
             // is kept for the flow's next ACK (ns-3's receiver copies the
             // data's INT header into its ACK).
             if p.payload() == 0 {
-                rnic.handle_packet_pint(now_ns, src, ce, &repr, payload, code);
+                rnic.handle_packet_telemetry(
+                    now_ns,
+                    src,
+                    ce,
+                    &repr,
+                    payload,
+                    Telemetry::Pint(code),
+                );
             } else {
                 rnic.handle_packet(now_ns, src, ce, &repr, payload);
                 if let Some(f) = self.flows.get_mut(flow as usize)
@@ -1937,7 +1944,8 @@ impl Simulator {
                 }
             }
             rnic.prefetch_cc(prefetch_addr, repr.bth.dest_qp);
-            rnic.handle_packet_int(now_ns, src, ce, &repr, payload, &hops[..n]);
+            let hops = Telemetry::Int(&hops[..n]);
+            rnic.handle_packet_telemetry(now_ns, src, ce, &repr, payload, hops);
             self.int_free.push(int.rec);
         } else {
             rnic.handle_packet(now_ns, src, ce, &repr, payload);

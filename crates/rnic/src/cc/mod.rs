@@ -42,6 +42,14 @@ pub struct IntHop {
     pub link_bps: u64,
 }
 
+/// What an ACK carried back for its QP's congestion control, besides the
+/// ACK itself: HPCC's per-hop INT, or HPCC-PINT's one code.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Telemetry<'a> {
+    Int(&'a [IntHop]),
+    Pint(u16),
+}
+
 pub trait CongestionControl: Send {
     fn name(&self) -> &'static str;
     fn on_send(&mut self, _now: Nanos, _bytes: usize) {}
@@ -262,6 +270,14 @@ impl Controller {
     }
     pub fn on_pint(&mut self, now: Nanos, power: u16) {
         self.update(|c| c.on_pint(now, power))
+    }
+    /// [`on_int`](Self::on_int) or [`on_pint`](Self::on_pint), as the
+    /// ACK carried.
+    pub fn on_telemetry(&mut self, now: Nanos, t: Telemetry<'_>) {
+        match t {
+            Telemetry::Int(hops) => self.on_int(now, hops),
+            Telemetry::Pint(power) => self.on_pint(now, power),
+        }
     }
     pub fn on_tick(&mut self, now: Nanos) {
         self.update(|c| c.on_tick(now))

@@ -529,6 +529,22 @@ impl CcParams {
     }
 }
 
+/// HPCC's keys of `c` (HPCC-PINT takes the same ones).
+fn hpcc_settings(c: &CcParams, ck: &CcCheck) -> Result<HpccSettings, CcParamError> {
+    let mut h = HpccSettings::default();
+    if let Some(e) = c.eta {
+        if !(e > 0.0 && e <= 1.0) {
+            return Err(ck.err("eta", "expected 0 < eta ≤ 1"));
+        }
+        h.eta = e;
+    }
+    h.max_stage = c.max_stage.unwrap_or(h.max_stage);
+    h.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
+    h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
+    h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
+    Ok(h)
+}
+
 /// Largest `rpg_byte_reset` ConnectX accepts: the field is 15 bits wide.
 const RPG_BYTE_RESET_MAX: u64 = (1 << 15) - 1;
 
@@ -686,32 +702,12 @@ fn build_cc(c: &CcParams) -> Result<(CcConfig, Option<u64>), CcParamError> {
             }
             CcConfig::Dcqcn(d)
         }
-        "hpcc" => {
-            let mut h = HpccSettings::default();
-            if let Some(e) = c.eta {
-                if !(e > 0.0 && e <= 1.0) {
-                    return Err(ck.err("eta", "expected 0 < eta ≤ 1"));
-                }
-                h.eta = e;
-            }
-            h.max_stage = c.max_stage.unwrap_or(h.max_stage);
-            h.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
-            h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
-            h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
-            CcConfig::Hpcc(h)
-        }
+        "hpcc" => CcConfig::Hpcc(hpcc_settings(c, &ck)?),
         "hpcc-pint" => {
-            let mut p = PintSettings::default();
-            if let Some(e) = c.eta {
-                if !(e > 0.0 && e <= 1.0) {
-                    return Err(ck.err("eta", "expected 0 < eta ≤ 1"));
-                }
-                p.hpcc.eta = e;
-            }
-            p.hpcc.max_stage = c.max_stage.unwrap_or(p.hpcc.max_stage);
-            p.hpcc.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
-            p.hpcc.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
-            p.hpcc.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
+            let mut p = PintSettings {
+                hpcc: hpcc_settings(c, &ck)?,
+                ..PintSettings::default()
+            };
             if let Some(b) = c.pint_log_base {
                 if PintCodec::new(b).is_none() {
                     return Err(ck.err("pint_log_base", format!("expected a base > 1, got {b}")));
