@@ -91,6 +91,9 @@ pub enum Event {
     /// A host's RX buffer may have drained below its XON level (hosts
     /// with a profile only; see [`crate::host`]).
     HostRxDrain { host: u32 },
+    /// The link at `node`'s `port` goes down (see
+    /// [`crate::sim::LinkFailure`]).
+    LinkDown { node: u32, port: u16 },
 }
 
 /// Bits of a key holding the event's time within its calendar slot.
@@ -325,7 +328,8 @@ impl Partition {
             | Event::TxDone { node, .. }
             | Event::PfcArrive { node, .. }
             | Event::PauseEnd { node, .. }
-            | Event::PfcRefresh { node, .. } => self.node_group.get(node as usize),
+            | Event::PfcRefresh { node, .. }
+            | Event::LinkDown { node, .. } => self.node_group.get(node as usize),
             Event::HostTimer { host, .. } | Event::HostRxDrain { host } => {
                 self.host_group.get(host as usize)
             }
@@ -816,6 +820,7 @@ impl EventQueue {
             Event::PauseEnd { .. }
             | Event::PfcRefresh { .. }
             | Event::HostRxDrain { .. }
+            | Event::LinkDown { .. }
             | Event::FlowAccept { .. } => self.spill(event),
         }
     }

@@ -26,7 +26,7 @@ use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
 use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
-use crate::sim::{EcnPolicy, Ns3Window, SimConfig};
+use crate::sim::{EcnPolicy, LinkFailure, Ns3Window, SimConfig};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use roce_rnic::{DcqcnConfig, Mtu, TimelyConfig};
@@ -573,14 +573,27 @@ impl Experiment {
             cfg.stop = Some((s * PS_PER_S as f64) as Ps);
         }
         used.push("SIMULATOR_STOP_TIME");
-        if let Some((l, v)) = kv.get("LINK_DOWN")
-            && v.first().is_some_and(|t| t != "0")
-        {
-            return Err(err(
-                *l,
-                "LINK_DOWN",
-                "link failures are not simulated yet".into(),
-            ));
+        // `LINK_DOWN t a b`: the link between nodes a and b goes down at
+        // 2 s + t µs (third.cc schedules `TakeDownLink` then, and only for
+        // t > 0); the nodes are checked against the topology below.
+        let mut link_down = None;
+        if let Some((l, v)) = kv.get("LINK_DOWN") {
+            let bad = |why: &str| err(*l, "LINK_DOWN", why.into());
+            let f: Vec<u64> = (v.iter().take(3).map(|x| x.parse::<u64>()))
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad("expected `time_us node_a node_b` (whole numbers)"))?;
+            match f[..] {
+                [0, ..] => {}
+                [t, a, b] => {
+                    let (a, b) = (u32::try_from(a), u32::try_from(b));
+                    let (Ok(a), Ok(b)) = (a, b) else {
+                        return Err(bad("node ids must fit 32 bits"));
+                    };
+                    let at = (2 * PS_PER_S).saturating_add(t.saturating_mul(PS_PER_US));
+                    link_down = Some((*l, LinkFailure { at, a, b }));
+                }
+                _ => return Err(bad("expected `time_us node_a node_b` (whole numbers)")),
+            }
         }
         used.push("LINK_DOWN");
         // K/P maps.
@@ -685,6 +698,28 @@ impl Experiment {
             }
         }
         let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        if let Some((l, f)) = link_down {
+            let is_host = |n: u32| host_ids.contains(&n);
+            let linked = (topo.ports.get(f.a as usize))
+                .is_some_and(|ps| ps.iter().any(|p| p.peer == f.b as usize));
+            let why = if let Some(h) = [f.a, f.b].into_iter().find(|&n| is_host(n)) {
+                Some(format!(
+                    "node {h} is a host: ns-3 then finds no route for the host's QPs and stops on \
+                     an assertion (RdmaHw::GetNicIdxOfQp); take down a link between two switches"
+                ))
+            } else if !linked || f.a == f.b {
+                Some(format!(
+                    "no link joins nodes {} and {} in {topo_name}",
+                    f.a, f.b
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err(err(l, "LINK_DOWN", why));
+            }
+            cfg.link_failures.push(f);
+        }
         if let Some(ps) = cfg.buffer.pause_time_ps {
             warnings.extend(pause_time_warnings(&topo, ps));
         }
@@ -1237,6 +1272,63 @@ mod tests {
         let e = Experiment::load(&d.join("config.txt"), None).unwrap();
         let _ = std::fs::remove_dir_all(&d);
         e
+    }
+
+    /// `LINK_DOWN t a b` as third.cc reads it: `0 0 0` (its default) is no
+    /// failure; otherwise the link between switches a and b fails 2 s +
+    /// t µs into the run. A host's link, two nodes with no link between
+    /// them, or a short or non-numeric line is an error naming the line.
+    #[test]
+    fn link_down_reads_as_third_cc_takes_it() {
+        let load = |extra: &str| {
+            let d = std::env::temp_dir().join(format!("roce-hpcc-ld-{}", std::process::id()));
+            std::fs::create_dir_all(&d).unwrap();
+            // Hosts 0 and 1 under switches 2 and 3, which are joined.
+            let topo =
+                "4 2 3\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 100Gbps 1000ns 0\n";
+            std::fs::write(d.join("topo.txt"), topo).unwrap();
+            std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.000001\n").unwrap();
+            let cfg = format!(
+                "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nENABLE_QCN 0\nCC_MODE 1\n{extra}\n"
+            );
+            std::fs::write(d.join("config.txt"), cfg).unwrap();
+            let e = Experiment::load(&d.join("config.txt"), None);
+            let _ = std::fs::remove_dir_all(&d);
+            e
+        };
+        assert!(
+            load("LINK_DOWN 0 0 0")
+                .unwrap()
+                .cfg
+                .link_failures
+                .is_empty()
+        );
+        assert!(load("").unwrap().cfg.link_failures.is_empty());
+        let e = load("LINK_DOWN 500 3 2").unwrap();
+        let at = 2 * PS_PER_S + 500 * PS_PER_US;
+        assert_eq!(e.cfg.link_failures, vec![LinkFailure { at, a: 3, b: 2 }]);
+        for (line, says) in [
+            ("LINK_DOWN 500 0 2", "node 0 is a host"),
+            ("LINK_DOWN 500 2 1", "node 1 is a host"),
+            ("LINK_DOWN 500 2 9", "no link joins nodes 2 and 9"),
+            ("LINK_DOWN 500 2 2", "no link joins nodes 2 and 2"),
+            ("LINK_DOWN 500 2", "expected `time_us node_a node_b`"),
+            ("LINK_DOWN 1e3 2 3", "expected `time_us node_a node_b`"),
+        ] {
+            let e = load(line).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (5, "LINK_DOWN"), "{line}: {e}");
+            assert!(e.msg.contains(says), "{line}: {e}");
+        }
+        // The run: the failure reaches the simulator, which takes the link
+        // down (the one flow's path) and reports the flow unfinished at
+        // its stop, as ns-3 would never finish it either.
+        let mut e = load("LINK_DOWN 1 2 3").unwrap();
+        e.cfg.stop = Some(2 * PS_PER_S + 50 * PS_PER_US);
+        let mut sim = crate::sim::Simulator::new(e.cfg, e.topo, &e.flows).unwrap();
+        sim.run().unwrap();
+        let r = sim.report();
+        assert!(r.counters.dropped_pkts > 0);
+        assert_eq!(r.summary(1.0).flows.unfinished, 1);
     }
 
     /// Source ports as third.cc numbers them (per host pair from 10000, in

@@ -74,6 +74,13 @@ pub enum SimError {
     /// The event queue emptied with flows unfinished: a lost wake-up.
     #[error("{0}")]
     Stalled(Box<Stall>),
+    #[error("link failure at {at_ps} ps: no link joins nodes {a} and {b}")]
+    NoSuchLink { at_ps: Ps, a: u32, b: u32 },
+    #[error(
+        "link failure at {at_ps} ps: node {host} is a host, and a host's only link cannot fail \
+         (the HPCC ns-3 simulator then has no route for the host's QPs and stops on an assertion)"
+    )]
+    HostLinkDown { at_ps: Ps, host: u32 },
 }
 
 /// ECN marking thresholds for switch ports.
@@ -101,6 +108,18 @@ pub fn default_dscp_to_prio() -> [u8; 64] {
 pub struct Ns3Window {
     pub bytes: u64,
     pub var_win: bool,
+}
+
+/// A link that goes down at `at` (the HPCC ns-3 simulator's `LINK_DOWN`):
+/// both of its ports stop, the frames queued at them are dropped, frames on
+/// the wire are lost, and every switch's routes are computed again without
+/// it (see [`Simulator`]'s `link_down`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkFailure {
+    pub at: Ps,
+    /// The link's two nodes (both switches).
+    pub a: u32,
+    pub b: u32,
 }
 
 /// Everything that shapes a run, besides the topology and the flows.
@@ -155,6 +174,8 @@ pub struct SimConfig {
     /// controller keeps none of its own (`--hpcc-config` with `HAS_WIN 1`
     /// and a mode other than HPCC's): see [`roce_rnic::cc::BdpWindow`].
     pub ns3_window: Option<Ns3Window>,
+    /// Links that fail during the run, in any order.
+    pub link_failures: Vec<LinkFailure>,
     pub scheduler: Scheduler,
     /// How switches pick among equal-cost next hops (`--hpcc-config`:
     /// ns-3's choice).
@@ -222,6 +243,7 @@ impl Default for SimConfig {
             data_dscp: None,
             qp_rate_limit_bps: None,
             ns3_window: None,
+            link_failures: Vec::new(),
             scheduler: Scheduler::Strict,
             ecmp: EcmpMode::Hash,
             int: false,
@@ -456,6 +478,11 @@ pub struct Simulator {
     /// in fabrics whose ports outgrow a core's cache (see
     /// [`DEEP_PREFETCH_PORT_BYTES`]).
     deep_prefetch: bool,
+    /// Ports whose link went down ([`LinkFailure`]), both ends of each;
+    /// `any_down` says whether the list is empty, for the arrival path to
+    /// test one flag on a line it reads anyway.
+    down_ports: Vec<(u32, u16)>,
+    any_down: bool,
 }
 
 /// A flow receiver's region takes the sender's WRITEs (and SENDs).
@@ -814,6 +841,8 @@ impl Simulator {
             qlen_until: 0,
             staged_slot: u64::MAX,
             deep_prefetch: false,
+            down_ports: Vec::new(),
+            any_down: false,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
@@ -838,6 +867,11 @@ impl Simulator {
                 None => {}
             }
             sim.q.schedule(f.start, Event::FlowStart { flow });
+        }
+        for i in 0..sim.cfg.link_failures.len() {
+            let f = sim.cfg.link_failures[i];
+            let (node, port) = sim.failing_port(f)?;
+            sim.q.schedule(f.at, Event::LinkDown { node, port });
         }
         // No flows: all of them are finished from the start.
         sim.halted = sim.flows.is_empty();
@@ -900,6 +934,8 @@ impl Simulator {
         let force = None;
         if !(force.is_some() || self.deep_prefetch)
             || self.cfg.qlen_monitor.is_some()
+            // A failure changes every switch's routes at one time.
+            || !self.cfg.link_failures.is_empty()
             || self.hosts.iter().any(|h| h.path.is_some())
         {
             return;
@@ -1384,6 +1420,12 @@ impl Simulator {
         let ns = &self.nodes[node as usize];
         let (host, index) = (ns.host, ns.index);
         self.by_kind[KIND_SWITCH_ARRIVE + usize::from(host)] += 1;
+        // A frame on the wire when its link went down is lost (ns-3's
+        // `QbbNetDevice::Receive` drops what a down device receives).
+        if self.any_down && self.is_down(node, port) {
+            self.drop_packet(pkt, "link down");
+            return;
+        }
         if host {
             self.host_rx(index, pkt);
         } else {
@@ -1509,8 +1551,128 @@ impl Simulator {
                 self.by_kind[KIND_OTHER] += 1;
                 self.host_rx_drain(host)
             }
+            Event::LinkDown { node, port } => {
+                self.by_kind[KIND_OTHER] += 1;
+                self.link_down(node, port)
+            }
         }
         None
+    }
+
+    // ---- link failures -----------------------------------------------------
+
+    /// The port at failure `f`'s first node that joins it to the second.
+    fn failing_port(&self, f: LinkFailure) -> Result<(u32, u16), SimError> {
+        let kind = |n: u32| self.topo.nodes.get(n as usize).map(|x| x.kind);
+        for n in [f.a, f.b] {
+            if kind(n) == Some(NodeKind::Host) {
+                return Err(SimError::HostLinkDown {
+                    at_ps: f.at,
+                    host: n,
+                });
+            }
+        }
+        let port = (self.topo.ports.get(f.a as usize))
+            .and_then(|ps| ps.iter().position(|p| p.peer == f.b as usize));
+        match port {
+            Some(p) if f.a != f.b => Ok((f.a, p as u16)),
+            _ => Err(SimError::NoSuchLink {
+                at_ps: f.at,
+                a: f.a,
+                b: f.b,
+            }),
+        }
+    }
+
+    /// Whether `node`'s `port` is on a link that went down.
+    fn is_down(&self, node: u32, port: u16) -> bool {
+        self.down_ports.contains(&(node, port))
+    }
+
+    /// The link at `node`'s `port` goes down, as the HPCC ns-3 simulator's
+    /// `TakeDownLink` takes it down (third.cc): both ports stop sending and
+    /// receiving (a frame on the wire is lost at the far end: see
+    /// [`on_arrive`](Self::on_arrive)); the frames queued at either are
+    /// dropped and their pauses lifted (`QbbNetDevice::TakeDown`); and every
+    /// switch's routes are computed again without the link, in ns-3's order
+    /// of next hops under its ECMP. The senders recover what is lost with
+    /// go-back-N, on a NAK or their retransmission timeout.
+    ///
+    /// Where this differs from ns-3 on purpose: the dropped frames leave
+    /// the switch's buffer accounts (ns-3's `TakeDown` empties the queue
+    /// without releasing them, so their bytes stay counted at their ingress
+    /// ports for the rest of the run); and a flow whose last packets were
+    /// lost finishes after the RNIC's timeout, where ns-3, which has none,
+    /// never finishes it.
+    #[cold]
+    #[inline(never)]
+    fn link_down(&mut self, node: u32, port: u16) {
+        if self.is_down(node, port) {
+            return;
+        }
+        let now = self.q.now();
+        let p = &self.nodes[node as usize].ports[usize::from(port)];
+        let ends = [(node, port), (p.peer, p.peer_port)];
+        self.down_ports.extend(ends);
+        self.any_down = true;
+        for (n, pt) in ends {
+            let ns = &self.nodes[n as usize];
+            if ns.host {
+                continue;
+            }
+            let sw = ns.index as usize;
+            let held = ns.ports[usize::from(pt)].queued_pkts() > 0;
+            for prio in 0..NPRIO {
+                while let Some(e) = self.nodes[n as usize].ports[usize::from(pt)].dequeue(prio) {
+                    let frame = u64::from(e.frame());
+                    let xon = (self.switches[sw].mmu).release_check_xon(
+                        usize::from(e.ingress),
+                        prio as u8,
+                        frame,
+                    );
+                    if xon {
+                        self.send_pfc(n, e.ingress, prio as u8, false);
+                    }
+                    self.drop_packet(e.pkt, "link down");
+                }
+            }
+            if held {
+                self.switch_ports_queued[sw] -= 1;
+            }
+            if now < self.qlen_until
+                && let Some(m) = &mut self.qlen
+            {
+                m.record(now, sw, usize::from(pt), 0);
+            }
+            let p = &mut self.nodes[n as usize].ports[usize::from(pt)];
+            for prio in 0..NPRIO {
+                if let Some(s) = p.pause_started[prio].take() {
+                    p.paused_ps[prio] += now - s;
+                }
+                p.q[prio].paused_until = 0;
+                p.pause_version[prio] = p.pause_version[prio].wrapping_add(1);
+                p.refresh_version[prio] = p.refresh_version[prio].wrapping_add(1);
+            }
+        }
+        let down = &self.down_ports;
+        let is_up = |n: usize, p: usize| {
+            !down
+                .iter()
+                .any(|&(a, b)| a as usize == n && b as usize == p)
+        };
+        let topo = &self.topo;
+        let mut routes = topo.routes_over(is_up);
+        if matches!(self.cfg.ecmp, EcmpMode::Ns3 { .. }) {
+            crate::fib::reorder(&mut routes, topo, |h| {
+                ecmp::ns3::next_hop_order_over(
+                    topo,
+                    h,
+                    |x| ecmp::ns3::ns3_pointer_rank(topo, x),
+                    is_up,
+                )
+            });
+        }
+        self.fib = Fib::new(topo, routes);
     }
 
     // ---- hosts -------------------------------------------------------------
@@ -2166,7 +2328,7 @@ impl Simulator {
                 (Some(s.src), self.q.partition().is_none().then_some(s.dst))
             }
             Event::FlowAccept { flow } => (Some(self.flows[flow as usize].spec.dst), None),
-            Event::PfcRefresh { .. } | Event::Sample => (None, None),
+            Event::PfcRefresh { .. } | Event::Sample | Event::LinkDown { .. } => (None, None),
         };
         for host in [a, b].into_iter().flatten() {
             self.check_host_scheduled(host);
@@ -2779,6 +2941,10 @@ impl Simulator {
 
     /// Sends XOFF (`pause`) or XON for `prio` out of `port` to the peer.
     fn send_pfc(&mut self, node: u32, port: u16, prio: u8, pause: bool) {
+        // Nothing leaves a port whose link is down.
+        if self.any_down && self.is_down(node, port) {
+            return;
+        }
         let now = self.q.now();
         let p = &mut self.nodes[node as usize].ports[usize::from(port)];
         // Quanta are bit times of the link the frame is sent on.
@@ -2848,6 +3014,9 @@ impl Simulator {
     }
 
     fn pfc_rx(&mut self, node: u32, port: u16, prio: u8, quanta: u16) {
+        if self.any_down && self.is_down(node, port) {
+            return;
+        }
         let now = self.q.now();
         let pi = usize::from(prio);
         let p = &mut self.nodes[node as usize].ports[usize::from(port)];
@@ -3845,6 +4014,106 @@ sample_us = 5
         );
         let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
         crate::scenario::Scenario::parse(&src, "t.toml", &base, None).unwrap()
+    }
+
+    /// A link between an aggregation switch and a core switch fails in the
+    /// middle of a loaded run: nothing crosses it afterwards (its ports
+    /// send no byte more than they had sent when it failed), what was
+    /// queued at or on it is dropped and recovered by go-back-N, every
+    /// switch's routes avoid it, and every flow still finishes, the same
+    /// way for the same seed.
+    #[test]
+    fn a_failed_link_is_routed_around_and_every_flow_finishes() {
+        const AT: Ps = 100 * PS_PER_US;
+        let sc = small_fat_tree("dcqcn");
+        let t = &sc.topo;
+        let no_host = |n: usize| t.ports[n].iter().all(|p| t.host_of[p.peer].is_none());
+        // An aggregation-core link: neither end has a host below it.
+        let l = (t.links.iter())
+            .find(|l| t.host_of[l.a].is_none() && no_host(l.a) && no_host(l.b))
+            .expect("a fat tree has aggregation-core links");
+        let (a, b) = (l.a as u32, l.b as u32);
+        let run = |stop: Option<Ps>, fail: bool| {
+            let mut cfg = sc.cfg.clone();
+            cfg.stop = stop;
+            if fail {
+                cfg.link_failures = vec![LinkFailure { at: AT, a, b }];
+            }
+            let mut sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+            sim.run().unwrap();
+            sim
+        };
+        let port_of = |sim: &Simulator, x: u32, y: u32| {
+            let ps = &sim.nodes[x as usize].ports;
+            ps.iter().position(|p| p.peer == y).unwrap()
+        };
+        let sent = |sim: &Simulator| {
+            [(a, b), (b, a)].map(|(x, y)| sim.nodes[x as usize].ports[port_of(sim, x, y)].tx_bytes)
+        };
+        let before = run(Some(AT), true);
+        let failed = run(None, true);
+        let whole = run(None, false);
+        let (r, w) = (failed.report(), whole.report());
+        // The link carried traffic until it failed, and nothing after.
+        let at_fail = sent(&before);
+        assert!(at_fail.iter().all(|&x| x > 0), "{at_fail:?}");
+        assert_eq!(sent(&failed), at_fail);
+        assert!(sent(&whole).iter().zip(at_fail).all(|(&w, f)| w > f));
+        // Lost frames, recovered: every flow finishes.
+        assert!(r.counters.dropped_pkts > 0);
+        assert_eq!(w.counters.dropped_pkts, 0);
+        assert!(r.counters.retransmits > 0);
+        let s = r.summary(1.0);
+        assert_eq!((s.flows.finished, s.flows.unfinished), (sc.flows.len(), 0));
+        // No switch routes a host's packets over the failed link any more.
+        let down = [(a, port_of(&failed, a, b)), (b, port_of(&failed, b, a))];
+        for (x, port) in down {
+            for d in 0..t.n_hosts() as u32 {
+                assert!(!failed.fib.get(x as usize, d).contains(&(port as u16)));
+            }
+        }
+        for node in (0..t.nodes.len()).filter(|&n| t.host_of[n].is_none()) {
+            for d in 0..t.n_hosts() as u32 {
+                assert!(
+                    !failed.fib.get(node, d).is_empty(),
+                    "node {node} to host {d}"
+                );
+            }
+        }
+        // Deterministic.
+        let again = run(None, true).report();
+        assert_eq!(format!("{:?}", again.flows), format!("{:?}", r.flows));
+    }
+
+    /// A failure names a link that exists between two switches.
+    #[test]
+    fn a_link_failure_must_name_a_switch_link() {
+        let sc = small_fat_tree("none");
+        let t = &sc.topo;
+        let host = t.hosts[0] as u32;
+        let tor = t.ports[host as usize][0].peer as u32;
+        let other_tor = (0..t.nodes.len() as u32)
+            .find(|&n| {
+                n != tor
+                    && t.ports[n as usize]
+                        .iter()
+                        .any(|p| t.host_of[p.peer].is_some())
+            })
+            .unwrap();
+        for (a, b, want) in [
+            (host, tor, "is a host"),
+            (tor, host, "is a host"),
+            (tor, other_tor, "no link joins"),
+            (tor, tor, "no link joins"),
+            (tor, 10_000, "no link joins"),
+        ] {
+            let mut cfg = sc.cfg.clone();
+            cfg.link_failures = vec![LinkFailure { at: 5, a, b }];
+            let e = Simulator::new(cfg, sc.topo.clone(), &sc.flows)
+                .err()
+                .unwrap();
+            assert!(e.to_string().contains(want), "{a} {b}: {e}");
+        }
     }
 
     /// An INT stamp names its port's link rate by place in the table

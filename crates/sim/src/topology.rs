@@ -262,6 +262,14 @@ impl Topology {
     /// row per host took 8,192 searches and 0.75 GB (issue 12). A host not
     /// hung off one switch gets a search and a row of its own.
     pub fn routes(&self) -> Routes {
+        self.routes_over(|_, _| true)
+    }
+
+    /// [`routes`](Self::routes) over the ports `is_up(node, port)` accepts
+    /// only: the links taken down (both ends answer `false`) are neither
+    /// searched nor next hops, as the HPCC ns-3 simulator's route
+    /// computation skips a link it took down (third.cc `TakeDownLink`).
+    pub fn routes_over(&self, is_up: impl Fn(usize, usize) -> bool) -> Routes {
         let n = self.nodes.len();
         let h = self.hosts.len();
         // The search source of each host's group: its edge switch, or the
@@ -294,7 +302,10 @@ impl Topology {
             q.clear();
             q.push_back(src);
             while let Some(x) = q.pop_front() {
-                for p in &self.ports[x] {
+                for (pi, p) in self.ports[x].iter().enumerate() {
+                    if !is_up(x, pi) {
+                        continue;
+                    }
                     if dist[p.peer] == u32::MAX {
                         dist[p.peer] = dist[x] + 1;
                         // Transit only through switches.
@@ -310,7 +321,8 @@ impl Topology {
                 }
                 let start = ports_flat.len() as u32;
                 for (pi, p) in ports.iter().enumerate() {
-                    if dist[p.peer] != u32::MAX && dist[p.peer] + 1 == dist[node] {
+                    if is_up(node, pi) && dist[p.peer] != u32::MAX && dist[p.peer] + 1 == dist[node]
+                    {
                         // A host is a next hop only when it is the destination
                         // (the source of a host's own search; at an edge
                         // switch `get` answers with the host's port).

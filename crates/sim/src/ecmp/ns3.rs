@@ -113,6 +113,18 @@ pub fn next_hop_order(
     host: usize,
     rank: impl Fn(usize) -> u64,
 ) -> Vec<Vec<usize>> {
+    next_hop_order_over(topo, host, rank, |_, _| true)
+}
+
+/// [`next_hop_order`] over the ports `is_up(node, port)` accepts: third.cc's
+/// `CalculateRoute` skips a neighbour whose link is down, as it does again
+/// for every host after `TakeDownLink`.
+pub fn next_hop_order_over(
+    topo: &Topology,
+    host: usize,
+    rank: impl Fn(usize) -> u64,
+    is_up: impl Fn(usize, usize) -> bool,
+) -> Vec<Vec<usize>> {
     let n = topo.nodes.len();
     let mut dis = vec![u32::MAX; n];
     let mut next_hops = vec![Vec::new(); n];
@@ -125,7 +137,11 @@ pub fn next_hop_order(
         i += 1;
         let d = dis[now];
         nbrs.clear();
-        nbrs.extend(topo.ports[now].iter().map(|p| p.peer));
+        nbrs.extend(
+            (topo.ports[now].iter().enumerate())
+                .filter(|&(pi, _)| is_up(now, pi))
+                .map(|(_, p)| p.peer),
+        );
         nbrs.sort_unstable_by_key(|&x| rank(x));
         nbrs.dedup();
         for &next in &nbrs {
