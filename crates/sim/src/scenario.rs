@@ -12,7 +12,7 @@ use crate::event::{PS_PER_NS, PS_PER_US, Ps};
 use crate::link::Scheduler;
 use crate::pfc::{BufferConfig, Threshold};
 use crate::sim::{EcnPolicy, SimConfig};
-use crate::topology::{Builder, Topology, gbps};
+use crate::topology::{Builder, NodeKind, Topology, gbps};
 use crate::workload::{self, Cdf, FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -49,6 +49,18 @@ struct File {
     #[serde(default)]
     output: Output,
     host: Option<HostTable>,
+    #[serde(default)]
+    link_down: Vec<LinkDown>,
+}
+
+/// `[[link_down]]`: the link between switches `a` and `b` (node names)
+/// fails at `at_us` (see [`crate::sim::LinkFailure`]).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkDown {
+    at_us: f64,
+    a: String,
+    b: String,
 }
 
 /// `[host]`: the hardware profile every host runs on, and per-host
@@ -750,6 +762,9 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
     if let Some(h) = &f.host {
         cfg.host = Some(host_plan(ctx, &topo, h)?);
     }
+    for (i, d) in f.link_down.iter().enumerate() {
+        cfg.link_failures.push(link_failure(ctx, &topo, i, d)?);
+    }
     // Workloads.
     if f.workload.is_empty() {
         return Err(ctx.err(
@@ -774,6 +789,48 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
         cfg,
         topo,
         flows,
+    })
+}
+
+/// `[[link_down]]` entry `i`: two switches a link joins, by name.
+fn link_failure(
+    ctx: &Ctx<'_>,
+    topo: &Topology,
+    i: usize,
+    d: &LinkDown,
+) -> Result<crate::sim::LinkFailure, ScenarioError> {
+    let at = |key: &'static str| Loc {
+        section: "link_down",
+        index: Some(i),
+        key,
+    };
+    if !nonneg(d.at_us) {
+        return Err(ctx.err(at("at_us"), "expected a time ≥ 0 µs"));
+    }
+    let mut ids = [0u32; 2];
+    for (id, (key, name)) in ids.iter_mut().zip([("a", &d.a), ("b", &d.b)]) {
+        let n = (topo.nodes.iter())
+            .position(|n| &n.name == name)
+            .ok_or_else(|| ctx.err(at(key), format!("no node is named \"{name}\"")))?;
+        if topo.nodes[n].kind == NodeKind::Host {
+            return Err(ctx.err(
+                at(key),
+                format!("\"{name}\" is a host; only a link between two switches can fail"),
+            ));
+        }
+        *id = n as u32;
+    }
+    let [a, b] = ids;
+    if !topo.ports[a as usize].iter().any(|p| p.peer == b as usize) {
+        return Err(ctx.err(
+            at("b"),
+            format!("no link joins \"{}\" and \"{}\"", d.a, d.b),
+        ));
+    }
+    Ok(crate::sim::LinkFailure {
+        at: ps_from_us(d.at_us),
+        a,
+        b,
     })
 }
 
@@ -1182,6 +1239,47 @@ mod tests {
         .unwrap();
         assert_eq!(s.flows.len(), 2);
         assert_eq!(s.topo.n_hosts(), 3);
+    }
+
+    /// `[[link_down]]` names two switches a link joins and a time; each
+    /// mistake is an error at its entry and key.
+    #[test]
+    fn link_down_table() {
+        let base = "[topology]\nkind = \"leaf_spine\"\nleaves = 2\nspines = 2\nhosts_per_leaf = 2\n[[workload]]\nkind = \"incast\"\ndst = 0\nsize = 1000\n";
+        let s = parse(&format!(
+            "{base}[[link_down]]\nat_us = 5\na = \"leaf1\"\nb = \"spine0\"\n"
+        ))
+        .unwrap();
+        let [f] = s.cfg.link_failures[..] else {
+            panic!("{:?}", s.cfg.link_failures)
+        };
+        let name = |n: u32| s.topo.nodes[n as usize].name.as_str();
+        assert_eq!(
+            (f.at, name(f.a), name(f.b)),
+            (5 * PS_PER_US, "leaf1", "spine0")
+        );
+        for (entry, field, says) in [
+            (
+                "at_us = -1\na = \"leaf1\"\nb = \"spine0\"",
+                "at_us",
+                "expected a time",
+            ),
+            (
+                "at_us = 5\na = \"leaf9\"\nb = \"spine0\"",
+                "a",
+                "no node is named \"leaf9\"",
+            ),
+            ("at_us = 5\na = \"leaf1\"\nb = \"h2\"", "b", "is a host"),
+            (
+                "at_us = 5\na = \"spine1\"\nb = \"spine0\"",
+                "b",
+                "no link joins",
+            ),
+        ] {
+            let e = parse(&format!("{base}[[link_down]]\nat_us = 1\na = \"leaf0\"\nb = \"spine1\"\n[[link_down]]\n{entry}\n")).unwrap_err();
+            assert_eq!(e.field, format!("link_down[1].{field}"), "{entry}: {e}");
+            assert!(e.msg.contains(says), "{entry}: {e}");
+        }
     }
 
     #[test]
