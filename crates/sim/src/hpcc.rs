@@ -95,10 +95,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("TRACE_OUTPUT_FILE", "packet traces are not written"),
     ("ENABLE_TRACE", "packet traces are not written"),
     (
-        "ERROR_RATE_PER_LINK",
-        "random link errors are not simulated",
-    ),
-    (
         "L2_CHUNK_SIZE",
         "the RNIC's go-back-N replaces the L2 chunk model",
     ),
@@ -596,6 +592,21 @@ impl Experiment {
             }
         }
         used.push("LINK_DOWN");
+        // Every link's frames are lost at this rate where the topology
+        // file gives the link none of its own (third.cc: one error model
+        // on every device, a link's own where its fifth column is > 0).
+        let error_rate = match num("ERROR_RATE_PER_LINK")? {
+            Some(r) if !(0.0..=1.0).contains(&r) => {
+                let l = kv.get("ERROR_RATE_PER_LINK").map_or(0, |x| x.0);
+                return Err(err(
+                    l,
+                    "ERROR_RATE_PER_LINK",
+                    format!("a loss rate must be within 0..=1, got {r}"),
+                ));
+            }
+            r => r.unwrap_or(0.0),
+        };
+        used.push("ERROR_RATE_PER_LINK");
         // K/P maps.
         let map = |key: &str| -> Result<BTreeMap<u64, f64>, HpccError> {
             let mut m = BTreeMap::new();
@@ -697,7 +708,12 @@ impl Experiment {
                 warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored{hint})"));
             }
         }
-        let (topo, host_ids) = read_topology(&find(dir, &topo_name))?;
+        let (topo, host_ids, link_rates) = read_topology_rates(&find(dir, &topo_name))?;
+        if error_rate > 0.0 || link_rates.iter().any(|&r| r > 0.0) {
+            cfg.link_loss = (link_rates.iter())
+                .map(|&r| if r > 0.0 { r } else { error_rate })
+                .collect();
+        }
         if let Some((l, f)) = link_down {
             let is_host = |n: u32| host_ids.contains(&n);
             let linked = (topo.ports.get(f.a as usize))
@@ -1033,6 +1049,12 @@ fn tokens(text: &str) -> Vec<(usize, &str)> {
 
 /// Reads a topology file; node ids are kept (node `i` is node `i`).
 pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
+    read_topology_rates(path).map(|(t, h, _)| (t, h))
+}
+
+/// [`read_topology`], with each link's error rate (its fifth column: the
+/// chance that a frame it carries is lost; 0 for none).
+pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>), HpccError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| HpccError {
         file: file.clone(),
@@ -1073,6 +1095,7 @@ pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
         kind[id as usize] = NodeKind::Switch;
     }
     let mut links = Vec::new();
+    let mut rates = Vec::new();
     let rest: Vec<&(usize, &str)> = toks.iter().skip(3 + s as usize).collect();
     for i in 0..m as usize {
         let f = rest.get(i * 5..i * 5 + 5).ok_or_else(|| {
@@ -1112,13 +1135,14 @@ pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
                 format!("expected a number, got `{}`", f[4].1),
             )
         })?;
-        if e > 0.0 {
+        if !(0.0..=1.0).contains(&e) {
             return Err(err(
                 l,
                 "error_rate",
-                "random link errors are not simulated yet".into(),
+                format!("a loss rate must be within 0..=1, got {e}"),
             ));
         }
+        rates.push(e);
         links.push(Link {
             a,
             b,
@@ -1141,7 +1165,7 @@ pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
         .filter(|&i| kind[i as usize] == NodeKind::Host)
         .collect();
     let topo = Topology::from_parts(nodes, links).map_err(|e| err(1, "topology", e.to_string()))?;
-    Ok((topo, host_ids))
+    Ok((topo, host_ids, rates))
 }
 
 /// Reads a flow file; returns flows (host indices) and their dports.
@@ -1274,28 +1298,34 @@ mod tests {
         e
     }
 
+    /// A DCQCN config over hosts 0 and 1 under switches 2 and 3, which are
+    /// joined (the hosts' links are the topology file's lines 3 and 4, the
+    /// switches' line 5; the second host's link has error rate `link1`),
+    /// with `extra` from the config's line 5 on.
+    fn load_two_switches(tag: &str, link1: &str, extra: &str) -> Result<Experiment, HpccError> {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let topo = format!(
+            "4 2 3\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns {link1}\n2 3 100Gbps 1000ns 0\n"
+        );
+        std::fs::write(d.join("topo.txt"), topo).unwrap();
+        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.000001\n").unwrap();
+        let cfg = format!(
+            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nENABLE_QCN 0\nCC_MODE 1\n{extra}\n"
+        );
+        std::fs::write(d.join("config.txt"), cfg).unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None);
+        let _ = std::fs::remove_dir_all(&d);
+        e
+    }
+
     /// `LINK_DOWN t a b` as third.cc reads it: `0 0 0` (its default) is no
     /// failure; otherwise the link between switches a and b fails 2 s +
     /// t µs into the run. A host's link, two nodes with no link between
     /// them, or a short or non-numeric line is an error naming the line.
     #[test]
     fn link_down_reads_as_third_cc_takes_it() {
-        let load = |extra: &str| {
-            let d = std::env::temp_dir().join(format!("roce-hpcc-ld-{}", std::process::id()));
-            std::fs::create_dir_all(&d).unwrap();
-            // Hosts 0 and 1 under switches 2 and 3, which are joined.
-            let topo =
-                "4 2 3\n2 3\n0 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n2 3 100Gbps 1000ns 0\n";
-            std::fs::write(d.join("topo.txt"), topo).unwrap();
-            std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.000001\n").unwrap();
-            let cfg = format!(
-                "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nENABLE_QCN 0\nCC_MODE 1\n{extra}\n"
-            );
-            std::fs::write(d.join("config.txt"), cfg).unwrap();
-            let e = Experiment::load(&d.join("config.txt"), None);
-            let _ = std::fs::remove_dir_all(&d);
-            e
-        };
+        let load = |extra: &str| load_two_switches("ld", "0", extra);
         assert!(
             load("LINK_DOWN 0 0 0")
                 .unwrap()
@@ -1329,6 +1359,40 @@ mod tests {
         let r = sim.report();
         assert!(r.counters.dropped_pkts > 0);
         assert_eq!(r.summary(1.0).flows.unfinished, 1);
+    }
+
+    /// `ERROR_RATE_PER_LINK` and the topology file's fifth column as third.cc
+    /// reads them: a link's own rate where it gives one above 0, the
+    /// config's elsewhere; none at all is a lossless fabric; a rate outside
+    /// 0..=1 is an error naming its line.
+    #[test]
+    fn error_rates_read_as_third_cc_reads_them() {
+        let load = |link1: &str, extra: &str| load_two_switches("er", link1, extra);
+        let loss = |link1: &str, extra: &str| load(link1, extra).unwrap().cfg.link_loss;
+        assert!(loss("0", "ERROR_RATE_PER_LINK 0.0000").is_empty());
+        assert!(loss("0", "").is_empty());
+        assert_eq!(loss("0.01", ""), [0.0, 0.01, 0.0]);
+        assert_eq!(
+            loss("0.01", "ERROR_RATE_PER_LINK 0.001"),
+            [0.001, 0.01, 0.001]
+        );
+        assert_eq!(loss("0", "ERROR_RATE_PER_LINK 0.001"), [0.001; 3]);
+        let e = load("0", "ERROR_RATE_PER_LINK 2").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_str()),
+            (5, "ERROR_RATE_PER_LINK"),
+            "{e}"
+        );
+        assert!(e.msg.contains("0..=1"), "{e}");
+        let e = load("-0.5", "").unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "error_rate"), "{e}");
+        // Not a warning any more: the rate is modelled.
+        let e = load("0", "ERROR_RATE_PER_LINK 0.001").unwrap();
+        assert!(
+            e.warnings.iter().all(|w| !w.contains("ERROR_RATE")),
+            "{:?}",
+            e.warnings
+        );
     }
 
     /// Source ports as third.cc numbers them (per host pair from 10000, in

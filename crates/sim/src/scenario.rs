@@ -51,6 +51,8 @@ struct File {
     host: Option<HostTable>,
     #[serde(default)]
     link_down: Vec<LinkDown>,
+    /// The chance that any link loses a frame it carries.
+    loss_rate: Option<f64>,
 }
 
 /// `[[link_down]]`: the link between switches `a` and `b` (node names)
@@ -761,6 +763,14 @@ fn build(ctx: &Ctx<'_>, f: File, seed: Option<u64>) -> Result<Scenario, Scenario
     let topo = topology(ctx, tp)?;
     if let Some(h) = &f.host {
         cfg.host = Some(host_plan(ctx, &topo, h)?);
+    }
+    if let Some(p) = f.loss_rate {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(ctx.err(loc("", "loss_rate"), "expected a probability 0..=1"));
+        }
+        if p > 0.0 {
+            cfg.link_loss = vec![p; topo.links.len()];
+        }
     }
     for (i, d) in f.link_down.iter().enumerate() {
         cfg.link_failures.push(link_failure(ctx, &topo, i, d)?);

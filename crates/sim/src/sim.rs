@@ -74,6 +74,8 @@ pub enum SimError {
     /// The event queue emptied with flows unfinished: a lost wake-up.
     #[error("{0}")]
     Stalled(Box<Stall>),
+    #[error("link {link}: a frame loss rate must be within 0..=1, got {rate}")]
+    BadLossRate { link: usize, rate: f64 },
     #[error("link failure at {at_ps} ps: no link joins nodes {a} and {b}")]
     NoSuchLink { at_ps: Ps, a: u32, b: u32 },
     #[error(
@@ -176,6 +178,11 @@ pub struct SimConfig {
     pub ns3_window: Option<Ns3Window>,
     /// Links that fail during the run, in any order.
     pub link_failures: Vec<LinkFailure>,
+    /// Per topology link, the chance that a frame arriving at either of
+    /// its ends is lost (the HPCC ns-3 simulator's receive error model,
+    /// `ERROR_RATE_PER_LINK`); a link past the end loses nothing, so empty
+    /// is a lossless fabric.
+    pub link_loss: Vec<f64>,
     pub scheduler: Scheduler,
     /// How switches pick among equal-cost next hops (`--hpcc-config`:
     /// ns-3's choice).
@@ -244,6 +251,7 @@ impl Default for SimConfig {
             qp_rate_limit_bps: None,
             ns3_window: None,
             link_failures: Vec::new(),
+            link_loss: Vec::new(),
             scheduler: Scheduler::Strict,
             ecmp: EcmpMode::Hash,
             int: false,
@@ -483,6 +491,12 @@ pub struct Simulator {
     /// test one flag on a line it reads anyway.
     down_ports: Vec<(u32, u16)>,
     any_down: bool,
+    /// An arrival may be lost: a link is down or lossy (see
+    /// [`arrival_lost`](Simulator::arrival_lost)).
+    arrive_checks: bool,
+    /// The draws of lossy links, apart from every other draw so that a
+    /// lossless run's are unchanged.
+    loss_rng: ChaCha8Rng,
 }
 
 /// A flow receiver's region takes the sender's WRITEs (and SENDs).
@@ -792,6 +806,13 @@ impl Simulator {
                 cfg.seed,
             ))
         });
+        let loss_rng = ChaCha8Rng::seed_from_u64(cfg.seed ^ 0x1055_5eed);
+        for (link, &rate) in cfg.link_loss.iter().enumerate() {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(SimError::BadLossRate { link, rate });
+            }
+        }
+        let lossy = cfg.link_loss.iter().any(|&p| p > 0.0);
         let mut sim = Simulator {
             cfg,
             fib,
@@ -843,6 +864,8 @@ impl Simulator {
             deep_prefetch: false,
             down_ports: Vec::new(),
             any_down: false,
+            arrive_checks: false,
+            loss_rng,
         };
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
@@ -852,6 +875,7 @@ impl Simulator {
             sim.ints.push(IntRec::default());
             sim.set_int_rates()?;
         }
+        sim.arrive_checks = lossy;
         sim.partition(flows, horizon + horizon / 4);
         let window = sim.q.partition().map(|p| p.window());
         for (i, f) in flows.iter().enumerate() {
@@ -1420,10 +1444,11 @@ impl Simulator {
         let ns = &self.nodes[node as usize];
         let (host, index) = (ns.host, ns.index);
         self.by_kind[KIND_SWITCH_ARRIVE + usize::from(host)] += 1;
-        // A frame on the wire when its link went down is lost (ns-3's
-        // `QbbNetDevice::Receive` drops what a down device receives).
-        if self.any_down && self.is_down(node, port) {
-            self.drop_packet(pkt, "link down");
+        // A frame on the wire when its link went down, or lost on a lossy
+        // link (ns-3's `QbbNetDevice::Receive`: what a down device
+        // receives, and what its error model corrupts, goes no further).
+        if self.arrive_checks && self.arrival_lost(node, port) {
+            self.drop_packet(pkt, "lost");
             return;
         }
         if host {
@@ -1589,6 +1614,19 @@ impl Simulator {
         self.down_ports.contains(&(node, port))
     }
 
+    /// Whether a frame reaching `node`'s `port` is lost: its link is down,
+    /// or lossy and the frame drawn to be lost (ns-3's `RateErrorModel` in
+    /// packets: lost when a uniform draw falls below the rate).
+    #[inline(never)]
+    fn arrival_lost(&mut self, node: u32, port: u16) -> bool {
+        if self.is_down(node, port) {
+            return true;
+        }
+        let link = self.topo.ports[node as usize][usize::from(port)].link;
+        let p = self.cfg.link_loss.get(link).copied().unwrap_or(0.0);
+        p > 0.0 && crate::workload::uniform(&mut self.loss_rng) < p
+    }
+
     /// The link at `node`'s `port` goes down, as the HPCC ns-3 simulator's
     /// `TakeDownLink` takes it down (third.cc): both ports stop sending and
     /// receiving (a frame on the wire is lost at the far end: see
@@ -1615,6 +1653,7 @@ impl Simulator {
         let ends = [(node, port), (p.peer, p.peer_port)];
         self.down_ports.extend(ends);
         self.any_down = true;
+        self.arrive_checks = true;
         for (n, pt) in ends {
             let ns = &self.nodes[n as usize];
             if ns.host {
@@ -3014,7 +3053,7 @@ impl Simulator {
     }
 
     fn pfc_rx(&mut self, node: u32, port: u16, prio: u8, quanta: u16) {
-        if self.any_down && self.is_down(node, port) {
+        if self.arrive_checks && self.arrival_lost(node, port) {
             return;
         }
         let now = self.q.now();
@@ -4083,6 +4122,57 @@ sample_us = 5
         // Deterministic.
         let again = run(None, true).report();
         assert_eq!(format!("{:?}", again.flows), format!("{:?}", r.flows));
+    }
+
+    /// Lossy links (ns-3's `ERROR_RATE_PER_LINK`) lose about the rate's
+    /// share of the frames that reach them, the senders recover every loss,
+    /// and a rate of 0 changes nothing, to the picosecond: the losses draw
+    /// from a generator of their own.
+    #[test]
+    fn lossy_links_lose_their_share_and_every_flow_finishes() {
+        let sc = small_fat_tree("dcqcn");
+        let run = |loss: Vec<f64>| {
+            let mut cfg = sc.cfg.clone();
+            cfg.link_loss = loss;
+            let mut sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+            sim.run().unwrap();
+            sim.report()
+        };
+        let links = sc.topo.links.len();
+        let clean = run(Vec::new());
+        let zero = run(vec![0.0; links]);
+        assert_eq!(format!("{:?}", zero.flows), format!("{:?}", clean.flows));
+        assert_eq!(zero.events, clean.events);
+        const P: f64 = 0.01;
+        let lossy = run(vec![P; links]);
+        let k = lossy.counters.events_by_kind;
+        let arrivals = (k.switch_arrive + k.host_arrive) as f64;
+        let lost = lossy.counters.dropped_pkts as f64;
+        // About 1 % of some 10^5 arrivals (the fabric is lossless
+        // otherwise: PFC holds its buffers).
+        assert_eq!(clean.counters.dropped_pkts, 0);
+        assert!(
+            (lost / arrivals - P).abs() < 0.2 * P,
+            "{lost} of {arrivals}"
+        );
+        assert!(lossy.counters.retransmits > 0);
+        let s = lossy.summary(1.0);
+        assert_eq!((s.flows.finished, s.flows.unfinished), (sc.flows.len(), 0));
+        assert_eq!(
+            format!("{:?}", run(vec![P; links]).flows),
+            format!("{:?}", lossy.flows)
+        );
+        // One lossy link only loses frames that cross it.
+        let one = run((0..links).map(|l| if l == 0 { 0.5 } else { 0.0 }).collect());
+        assert!(one.counters.dropped_pkts > 0);
+        let mut cfg = sc.cfg.clone();
+        cfg.link_loss = vec![0.0, 1.5];
+        match Simulator::new(cfg, sc.topo.clone(), &sc.flows) {
+            Err(e @ SimError::BadLossRate { link: 1, .. }) => {
+                assert!(e.to_string().contains("0..=1"), "{e}")
+            }
+            other => panic!("{:?}", other.map(|_| ())),
+        }
     }
 
     /// A failure names a link that exists between two switches.

@@ -290,10 +290,11 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// A switch-to-switch link of a fabric with another path fails at a
-    /// random time while random flows run: what it held is lost, the
-    /// switches route around it, and every flow still finishes under
-    /// every congestion control (a run that stopped with work left would
-    /// be a `Stalled` error), with and without PFC.
+    /// random time while random flows run, on links that lose frames at
+    /// random or not: what it held is lost, the switches route around it,
+    /// and every flow still finishes under every congestion control (a run
+    /// that stopped with work left would be a `Stalled` error), with and
+    /// without PFC.
     #[test]
     fn every_flow_finishes_around_a_failed_link(
         ((topology, (a, b)), flows) in redundant_fabric()
@@ -301,6 +302,7 @@ proptest! {
         cc in 0usize..CC.len(),
         lossless in any::<bool>(),
         at_us in 0u64..40,
+        lossy in any::<bool>(),
         seed in 0u64..1000,
     ) {
         let flows = flows
@@ -310,7 +312,7 @@ proptest! {
             })
             .collect::<Vec<_>>();
         let src = format!(
-            "seed = {seed}\n[transport]\ntimeout = 8\n\
+            "seed = {seed}\nloss_rate = {loss}\n[transport]\ntimeout = 8\n\
              [switch]\nbuffer_kb = 1024\npfc = \"{pfc}\"\n\
              [switch.ecn]\nkmin_kb = 10\nkmax_kb = 40\npmax = 0.5\n\
              [cc]\n{cc}\n[topology]\n{topology}\n\
@@ -320,6 +322,7 @@ proptest! {
             pfc = if lossless { "dynamic" } else { "off" },
             cc = CC[cc],
             flows = flows.join(", "),
+            loss = if lossy { 0.002 } else { 0.0 },
         );
         let (outcome, ok) = run(&src);
         prop_assert_eq!(outcome, Ok(()), "{}", src);
