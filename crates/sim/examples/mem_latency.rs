@@ -5,7 +5,14 @@
 //! ```sh
 //! cargo run --release -p roce-sim --example mem_latency            # huge pages, then 4 KiB pages
 //! cargo run --release -p roce-sim --example mem_latency -- 16 512  # only these sizes (MiB)
+//! cargo run --release -p roce-sim --example mem_latency -- pages    # what a page walk adds
 //! ```
+//!
+//! `pages` walks 4,096 lines (256 KiB: they stay in the second-level
+//! cache) spread one to a stride over ever wider mappings (huge pages
+//! advised), so that only the number of 4 KiB pages they sit in changes:
+//! what a translation the first-level TLB lacks costs when the lines
+//! themselves hit (`scenarios/SCALE.md`, session 35).
 //!
 //! Each size is a fresh anonymous mapping advised `MADV_HUGEPAGE` (as the
 //! simulator's large tables and its allocator's extents are) or
@@ -24,6 +31,18 @@ const LINE: usize = 64;
 const WALK: usize = 20_000_000;
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("pages") {
+        const LINES: usize = 4096;
+        println!("{LINES} lines over MiB  4 KiB pages  ns");
+        for mib in [1usize, 4, 8, 16, 64, 256] {
+            let stride = (mib << 20) / LINES;
+            match walk(mib << 20, true, stride) {
+                Some(ns) => println!("{mib:>16}  {:>11}  {ns:>4.1}", (mib << 20) / 4096),
+                None => println!("{mib:>16}  (could not map)"),
+            }
+        }
+        return;
+    }
     let sizes: Vec<usize> = {
         let asked: Vec<usize> = std::env::args()
             .skip(1)
@@ -37,8 +56,8 @@ fn main() {
     };
     println!("MiB  huge pages ns  4 KiB pages ns");
     for &mib in &sizes {
-        let huge = walk(mib << 20, true);
-        let small = walk(mib << 20, false);
+        let huge = walk(mib << 20, true, LINE);
+        let small = walk(mib << 20, false, LINE);
         match (huge, small) {
             (Some(h), Some(s)) => println!("{mib:>5}  {h:>13.1}  {s:>14.1}"),
             _ => println!("{mib:>5}  (could not map {mib} MiB)"),
@@ -46,10 +65,15 @@ fn main() {
     }
 }
 
-/// Nanoseconds per dependent load over `bytes` of fresh memory.
+/// Nanoseconds per dependent load over `bytes` of fresh memory, one line
+/// in every `stride` bytes (a multiple of the line; where in its stride
+/// varies from line to line, so that the lines spread over the cache's
+/// sets).
 #[cfg(target_os = "linux")]
-fn walk(bytes: usize, huge: bool) -> Option<f64> {
-    let lines = bytes / LINE;
+fn walk(bytes: usize, huge: bool, stride: usize) -> Option<f64> {
+    let lines = bytes / stride;
+    let per = stride / LINE;
+    let at = |i: usize| i * stride + (i * 7 % per) * LINE;
     if lines < 2 {
         return None;
     }
@@ -84,8 +108,8 @@ fn walk(bytes: usize, huge: bool) -> Option<f64> {
             order.swap(i, j);
         }
         for i in 0..lines {
-            let from = base.add(order[i] as usize * LINE).cast::<usize>();
-            let to = base.add(order[(i + 1) % lines] as usize * LINE);
+            let from = base.add(at(order[i] as usize)).cast::<usize>();
+            let to = base.add(at(order[(i + 1) % lines] as usize));
             from.write(to as usize);
         }
         drop(order);
@@ -105,6 +129,6 @@ fn walk(bytes: usize, huge: bool) -> Option<f64> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn walk(_bytes: usize, _huge: bool) -> Option<f64> {
+fn walk(_bytes: usize, _huge: bool, _stride: usize) -> Option<f64> {
     None
 }
