@@ -317,11 +317,6 @@ impl Experiment {
         let has_win = num("HAS_WIN")?.unwrap_or(1.0) != 0.0;
         let var_win = num("VAR_WIN")?.unwrap_or(0.0) != 0.0;
         if has_win && cc_mode != 3 && cc_mode != 10 {
-            expect(
-                "GLOBAL_T",
-                1.0,
-                "the window is the fabric's largest BDP for every pair",
-            )?;
             cfg.ns3_window = Some(Ns3Window { bytes: 0, var_win });
         }
         // HPCC's knobs, which HPCC-PINT reads the same way: η, maxStage,
@@ -403,7 +398,6 @@ impl Experiment {
                 h.fast_react = num("FAST_REACT")?.is_none_or(|v| v != 0.0);
                 expect("HAS_WIN", 1.0, "HPCC here always keeps a window")?;
                 expect("VAR_WIN", 1.0, "the window always follows the rate")?;
-                expect("GLOBAL_T", 1.0, "T is the largest base RTT of the fabric")?;
                 expect("MULTI_RATE", 0.0, "one rate for all hops")?;
                 expect("SAMPLE_FEEDBACK", 0.0, "INT is read from every ACK")?;
                 expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
@@ -449,7 +443,6 @@ impl Experiment {
                 }
                 expect("HAS_WIN", 1.0, "HPCC-PINT here always keeps a window")?;
                 expect("VAR_WIN", 1.0, "the window always follows the rate")?;
-                expect("GLOBAL_T", 1.0, "T is the largest base RTT of the fabric")?;
                 expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
                 cfg.cc = CcConfig::HpccPint(p);
                 // ns-3's INT header in PINT mode: the code's 2-byte union,
@@ -505,6 +498,12 @@ impl Experiment {
         // on the wire.
         cfg.pfc_after_frame = true;
         let payload = num("PACKET_PAYLOAD_SIZE")?.unwrap_or(1000.0) as u32;
+        // `GLOBAL_T` other than 1: each QP's window (`HAS_WIN`) and HPCC's T
+        // are its own pair's BDP and base RTT (third.cc passes `pairBdp`
+        // and `pairRtt` for the flow instead of `maxBdp` and `maxRtt`).
+        if num("GLOBAL_T")?.is_some_and(|g| g != 1.0) {
+            cfg.ns3_pair_t = Some(payload);
+        }
         used.push("PACKET_PAYLOAD_SIZE");
         cfg.mtu = Mtu::from_bytes(payload).unwrap_or_else(|| {
             let m = [256, 512, 1024, 2048, 4096]
@@ -1317,6 +1316,29 @@ mod tests {
         let e = Experiment::load(&d.join("config.txt"), None);
         let _ = std::fs::remove_dir_all(&d);
         e
+    }
+
+    /// `GLOBAL_T` other than 1 gives each QP its own pair's T and window
+    /// (with `PACKET_PAYLOAD_SIZE` for ns-3's hop cost), under every mode
+    /// that has either, with no warning; 1 or absent, the fabric's largest.
+    #[test]
+    fn global_t_0_is_a_t_and_window_per_pair() {
+        for mode in ["1", "3", "7", "8", "10"] {
+            let e = load_with(
+                "gt0",
+                &format!("CC_MODE {mode}\nGLOBAL_T 0\nPACKET_PAYLOAD_SIZE 900\n"),
+            );
+            assert_eq!(e.cfg.ns3_pair_t, Some(900), "CC_MODE {mode}");
+            assert!(
+                e.warnings.iter().all(|w| !w.contains("GLOBAL_T")),
+                "{:?}",
+                e.warnings
+            );
+            for t in ["GLOBAL_T 1\n", ""] {
+                let e = load_with("gt1", &format!("CC_MODE {mode}\n{t}"));
+                assert_eq!(e.cfg.ns3_pair_t, None, "CC_MODE {mode} {t}");
+            }
+        }
     }
 
     /// `LINK_DOWN t a b` as third.cc reads it: `0 0 0` (its default) is no

@@ -176,6 +176,11 @@ pub struct SimConfig {
     /// controller keeps none of its own (`--hpcc-config` with `HAS_WIN 1`
     /// and a mode other than HPCC's): see [`roce_rnic::cc::BdpWindow`].
     pub ns3_window: Option<Ns3Window>,
+    /// The HPCC ns-3 simulator's `GLOBAL_T 0`: each QP's HPCC (or
+    /// HPCC-PINT) T and its `ns3_window` are its own pair's base RTT and
+    /// BDP, as third.cc computes them with this `PACKET_PAYLOAD_SIZE`
+    /// (`None`: the fabric's largest, `GLOBAL_T 1`).
+    pub ns3_pair_t: Option<u32>,
     /// Links that fail during the run, in any order.
     pub link_failures: Vec<LinkFailure>,
     /// Per topology link, the chance that a frame arriving at either of
@@ -250,6 +255,7 @@ impl Default for SimConfig {
             data_dscp: None,
             qp_rate_limit_bps: None,
             ns3_window: None,
+            ns3_pair_t: None,
             link_failures: Vec::new(),
             link_loss: Vec::new(),
             scheduler: Scheduler::Strict,
@@ -383,6 +389,9 @@ pub struct Simulator {
     /// keeps one row per edge switch rather than one per host (at 8,192
     /// hosts that is 19 MB instead of 310 MB).
     hops_from: std::collections::HashMap<usize, Vec<u32>>,
+    /// Per flow, its pair's base RTT (ns) and BDP (bytes) as the HPCC ns-3
+    /// simulator computes them (`SimConfig::ns3_pair_t`; empty otherwise).
+    pair_t: Vec<(u64, u64)>,
     q: EventQueue,
     nodes: Vec<NodeState>,
     hosts: Vec<Host>,
@@ -712,6 +721,7 @@ impl Simulator {
         }
         let mut rng = ChaCha8Rng::seed_from_u64(cfg.seed);
         let mut states = Vec::with_capacity(flows.len());
+        let mut pair_t = Vec::new();
         let mut ns3_flows = Vec::new();
         let n_hosts = topo.n_hosts();
         for (i, f) in flows.iter().enumerate() {
@@ -737,6 +747,16 @@ impl Simulator {
                 });
             }
             let path = topo.path(&routes, f.src, f.dst);
+            if let Some(payload) = cfg.ns3_pair_t {
+                // third.cc: rtt = 2 · delay + one payload serialized per
+                // hop; bdp = rtt · the path's slowest link / 8.
+                let rtt_ns =
+                    crate::baseline::path_rtt_ps(&path, crate::baseline::HopCost::Ns3 { payload })
+                        / PS_PER_NS;
+                let bw = path.iter().map(|p| p.rate_bps).min().unwrap_or(0);
+                let bdp = (u128::from(rtt_ns) * u128::from(bw) / 1_000_000_000 / 8) as u64;
+                pair_t.push((rtt_ns, bdp));
+            }
             let mut sport = 49152 + (rng.next_u64() % 16384) as u16;
             if let EcmpMode::Ns3 { flow_ports } = &cfg.ecmp {
                 let (s, d) = flow_ports.get(i).copied().unwrap_or((sport, ROCE_PORT));
@@ -819,6 +839,7 @@ impl Simulator {
             topo,
             cc,
             hops_from: Default::default(),
+            pair_t,
             q: EventQueue::with_horizon(horizon + horizon / 4, slot_bits),
             nodes,
             hosts,
@@ -1864,7 +1885,11 @@ impl Simulator {
                 };
                 // The flow's own draws (HPCC-PINT's ACK sampling).
                 let seed = self.cfg.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ u64::from(flow);
-                Some(self.cc.controller_seeded(line, hops, seed))
+                let plan = match self.pair_t.get(flow as usize) {
+                    Some(&(rtt_ns, _)) => self.cc.with_base_rtt(rtt_ns),
+                    None => self.cc,
+                };
+                Some(plan.controller_seeded(line, hops, seed))
             }
         };
         // ns-3's window (HAS_WIN) over a rate-based controller, or over
@@ -1872,7 +1897,7 @@ impl Simulator {
         let cc = match self.cfg.ns3_window {
             Some(w) => Some(Box::new(roce_rnic::cc::BdpWindow {
                 inner: cc.unwrap_or_else(|| Box::new(roce_rnic::cc::NoCc)),
-                window: w.bytes,
+                window: self.pair_t.get(flow as usize).map_or(w.bytes, |p| p.1),
                 var_win: w.var_win,
                 line_bps: line,
             }) as Box<dyn roce_rnic::CongestionControl>),
@@ -4173,6 +4198,57 @@ sample_us = 5
             }
             other => panic!("{:?}", other.map(|_| ())),
         }
+    }
+
+    /// `GLOBAL_T 0` (`ns3_pair_t`): each flow's T and window are its own
+    /// pair's (third.cc's `pairRtt`, `pairBdp`), so a flow within a ToR
+    /// gets a shorter T than one across pods, and the run changes; on a
+    /// star, where every pair's RTT is the largest, nothing changes.
+    #[test]
+    fn per_pair_t_follows_each_flows_path() {
+        let sc = small_fat_tree("hpcc");
+        let mut cfg = sc.cfg.clone();
+        cfg.ns3_pair_t = Some(1000);
+        let sim = Simulator::new(cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+        assert_eq!(sim.pair_t.len(), sc.flows.len());
+        let routes = sc.topo.routes();
+        let mut seen = std::collections::BTreeSet::new();
+        for (f, &(rtt, bdp)) in sc.flows.iter().zip(&sim.pair_t) {
+            let path = sc.topo.path(&routes, f.src, f.dst);
+            let want = crate::baseline::path_rtt_ps(
+                &path,
+                crate::baseline::HopCost::Ns3 { payload: 1000 },
+            ) / PS_PER_NS;
+            assert_eq!(rtt, want);
+            // 100 Gb/s everywhere: 12.5 bytes a nanosecond.
+            assert_eq!(bdp, rtt * 25 / 2);
+            seen.insert(path.len());
+        }
+        assert!(seen.len() > 1, "paths of one length only: {seen:?}");
+        let run = |cfg: SimConfig, sc: &crate::scenario::Scenario| {
+            let mut sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+            sim.run().unwrap();
+            let r = sim.report();
+            assert_eq!(r.summary(1.0).flows.unfinished, 0);
+            format!("{:?}", r.flows)
+        };
+        assert_ne!(run(cfg, &sc), run(sc.cfg.clone(), &sc));
+        let star = incast("hpcc");
+        let mut cfg = star.cfg.clone();
+        cfg.ns3_pair_t = Some(1000);
+        // The star's one T as the HPCC ns-3 simulator computes it.
+        let t = Simulator::new(cfg.clone(), star.topo.clone(), &star.flows)
+            .unwrap()
+            .pair_t[0]
+            .0;
+        let mut base = star.cfg.clone();
+        let CcConfig::Hpcc(h) = &mut base.cc else {
+            panic!("{:?}", base.cc)
+        };
+        h.base_rtt_ns = Some(t);
+        let mut per_pair = cfg;
+        per_pair.cc = base.cc;
+        assert_eq!(run(per_pair, &star), run(base, &star));
     }
 
     /// A failure names a link that exists between two switches.

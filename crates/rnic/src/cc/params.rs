@@ -1087,6 +1087,27 @@ impl CcPlan {
         }
     }
 
+    /// The plan with HPCC's (and HPCC-PINT's) T set to `rtt_ns`, its window
+    /// step W_AI = R_AI · T scaled with it (the same rate step): the HPCC
+    /// ns-3 simulator's `GLOBAL_T 0`, where each QP's T is its own pair's
+    /// base RTT rather than the fabric's largest. Other algorithms keep
+    /// no T and are returned as they are.
+    pub fn with_base_rtt(&self, rtt_ns: u64) -> CcPlan {
+        let scale = |c: &HpccConfig| HpccConfig {
+            w_ai: c.w_ai * rtt_ns.max(1) as f64 / c.base_rtt_ns.max(1) as f64,
+            base_rtt_ns: rtt_ns.max(1),
+            ..*c
+        };
+        match self {
+            CcPlan::Hpcc(c) => CcPlan::Hpcc(scale(c)),
+            CcPlan::HpccPint(p) => CcPlan::HpccPint(HpccPintConfig {
+                hpcc: scale(&p.hpcc),
+                ..*p
+            }),
+            other => *other,
+        }
+    }
+
     /// Receivers must echo CE marks in ACKs (DCTCP).
     pub fn ecn_echo(&self) -> bool {
         matches!(self, CcPlan::Dctcp(_))
@@ -1128,6 +1149,38 @@ impl CcPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GLOBAL_T 0`'s per-QP T: HPCC's and HPCC-PINT's T replaced, their
+    /// window step scaled with it (the same rate step), everything else
+    /// kept; other plans unchanged.
+    #[test]
+    fn with_base_rtt_moves_t_and_the_window_step_together() {
+        let mut h = HpccConfig::new(100_000_000_000, 8_000);
+        h.eta = 0.9;
+        h.w_ai = 500.0;
+        let CcPlan::Hpcc(c) = CcPlan::Hpcc(h).with_base_rtt(2_000) else {
+            panic!()
+        };
+        assert_eq!(c.base_rtt_ns, 2_000);
+        assert_eq!(c.w_ai, 125.0);
+        assert_eq!(
+            (c.eta, c.max_stage, c.min_rate_bps),
+            (0.9, h.max_stage, h.min_rate_bps)
+        );
+        let p = HpccPintConfig {
+            hpcc: h,
+            codec: PintCodec::new(1.05).unwrap(),
+            sample_threshold: 7,
+            seed: 3,
+        };
+        let CcPlan::HpccPint(q) = CcPlan::HpccPint(p).with_base_rtt(16_000) else {
+            panic!()
+        };
+        assert_eq!((q.hpcc.base_rtt_ns, q.hpcc.w_ai), (16_000, 1000.0));
+        assert_eq!((q.sample_threshold, q.seed), (7, 3));
+        let d = DcqcnConfig::default();
+        assert!(matches!(CcPlan::Dcqcn(d).with_base_rtt(5), CcPlan::Dcqcn(x) if x == d));
+    }
 
     #[test]
     fn every_key_of_every_algorithm_can_be_set_by_name() {
