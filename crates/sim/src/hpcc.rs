@@ -1000,6 +1000,11 @@ fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
         let t = match e.what {
             "pause" if paused.insert(key) => 1,
             "resume" | "expire" if paused.remove(&key) => 0,
+            // A link that went down lifts its pauses; ns-3 writes nothing.
+            "down" => {
+                paused.remove(&key);
+                continue;
+            }
             _ => continue,
         };
         let node_type = u32::from(!r.host_nodes.contains(&e.node));
@@ -1134,14 +1139,16 @@ pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>)
                 format!("expected a number, got `{}`", f[4].1),
             )
         })?;
-        if !(0.0..=1.0).contains(&e) {
+        // third.cc gives a link its own error model only above 0 (0 or
+        // less: the config's `ERROR_RATE_PER_LINK`).
+        if e.is_nan() || e > 1.0 {
             return Err(err(
                 l,
                 "error_rate",
-                format!("a loss rate must be within 0..=1, got {e}"),
+                format!("a loss rate must be at most 1, got {e}"),
             ));
         }
-        rates.push(e);
+        rates.push(e.max(0.0));
         links.push(Link {
             a,
             b,
@@ -1406,7 +1413,9 @@ mod tests {
             "{e}"
         );
         assert!(e.msg.contains("0..=1"), "{e}");
-        let e = load("-0.5", "").unwrap_err();
+        // Below 0 reads as 0, as in third.cc (`if (error_rate > 0)`).
+        assert_eq!(loss("-0.5", "ERROR_RATE_PER_LINK 0.001"), [0.001; 3]);
+        let e = load("1.5", "").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (4, "error_rate"), "{e}");
         // Not a warning any more: the rate is modelled.
         let e = load("0", "ERROR_RATE_PER_LINK 0.001").unwrap();

@@ -735,7 +735,7 @@ fn draw_pfc<DB: DrawingBackend>(root: DrawingArea<DB, Shift>, r: &Report) -> Res
                 let was = paused.insert(key, true).unwrap_or(false);
                 now_paused += u64::from(!was);
             }
-            "resume" | "expire" => {
+            "resume" | "expire" | "down" => {
                 let was = paused.insert(key, false).unwrap_or(false);
                 now_paused -= u64::from(was);
             }

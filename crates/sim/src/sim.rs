@@ -1670,9 +1670,14 @@ impl Simulator {
             return;
         }
         let now = self.q.now();
-        let p = &self.nodes[node as usize].ports[usize::from(port)];
-        let ends = [(node, port), (p.peer, p.peer_port)];
-        self.down_ports.extend(ends);
+        // Every link between the two switches (ns-3 keeps one interface
+        // per neighbour and takes the neighbour's routes down with it).
+        let peer = self.nodes[node as usize].ports[usize::from(port)].peer;
+        let ends: Vec<(u32, u16)> = (self.nodes[node as usize].ports.iter().enumerate())
+            .filter(|(_, p)| p.peer == peer)
+            .flat_map(|(i, p)| [(node, i as u16), (p.peer, p.peer_port)])
+            .collect();
+        self.down_ports.extend(&ends);
         self.any_down = true;
         self.arrive_checks = true;
         for (n, pt) in ends {
@@ -1705,13 +1710,20 @@ impl Simulator {
                 m.record(now, sw, usize::from(pt), 0);
             }
             let p = &mut self.nodes[n as usize].ports[usize::from(pt)];
+            let mut lifted = 0u8;
             for prio in 0..NPRIO {
                 if let Some(s) = p.pause_started[prio].take() {
                     p.paused_ps[prio] += now - s;
+                    lifted |= 1 << prio;
                 }
                 p.q[prio].paused_until = 0;
                 p.pause_version[prio] = p.pause_version[prio].wrapping_add(1);
                 p.refresh_version[prio] = p.refresh_version[prio].wrapping_add(1);
+            }
+            // `pfc.csv` ends each lifted pause (ns-3 traces nothing here,
+            // and its PFC file gets no line).
+            for prio in (0..NPRIO as u8).filter(|&q| lifted & (1 << q) != 0) {
+                self.log_pfc(n, pt, prio, "down");
             }
         }
         let down = &self.down_ports;
@@ -4187,7 +4199,7 @@ sample_us = 5
             format!("{:?}", run(vec![P; links]).flows),
             format!("{:?}", lossy.flows)
         );
-        // One lossy link only loses frames that cross it.
+        // One lossy link loses frames too.
         let one = run((0..links).map(|l| if l == 0 { 0.5 } else { 0.0 }).collect());
         assert!(one.counters.dropped_pkts > 0);
         let mut cfg = sc.cfg.clone();
