@@ -1348,6 +1348,61 @@ mod tests {
         }
     }
 
+    /// A failure that lifts a pause ends it in `pfc.csv` with a `down` row,
+    /// which the ns-3 PFC file skips: there the pause is left open, as
+    /// ns-3's `TakeDown` traces nothing.
+    #[test]
+    fn a_failed_links_pauses_end_with_down_rows() {
+        let src = r#"
+seed = 1
+[transport]
+timeout = 8
+[switch]
+buffer_kb = 256
+pfc = "dynamic"
+alpha = 0.125
+[topology]
+kind = "dumbbell"
+left = 4
+right = 1
+core_gbps = 400
+[[workload]]
+kind = "incast"
+dst = 4
+size = 2000000
+[[link_down]]
+at_us = 30
+a = "swL"
+b = "swR"
+[output]
+sample_us = 0
+"#;
+        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+        let sc = crate::scenario::Scenario::parse(src, "t.toml", &base, None).unwrap();
+        let mut sim = crate::sim::Simulator::new(sc.cfg, sc.topo.clone(), &sc.flows).unwrap();
+        sim.run().unwrap();
+        let r = sim.report();
+        let swl = sc.topo.nodes.iter().position(|n| n.name == "swL").unwrap() as u32;
+        let down: Vec<_> = r.pfc.iter().filter(|e| e.what == "down").collect();
+        assert!(
+            !down.is_empty(),
+            "no pause was lifted: {:?}",
+            &r.pfc[..r.pfc.len().min(20)]
+        );
+        assert!(
+            down.iter()
+                .all(|e| e.node == swl && e.time == 30 * PS_PER_US)
+        );
+        let mut file = Vec::new();
+        write_pfc(&r, &mut file).unwrap();
+        let text = String::from_utf8(file).unwrap();
+        let last = (text.lines()).rfind(|l| l.split(' ').nth(1) == Some(&swl.to_string()));
+        // The lifted pause's last line is its start: no resume is written.
+        assert!(last.is_some_and(|l| l.ends_with(" 1")), "{text}");
+        // Cut off, every flow fails once its retries run out.
+        assert!(r.flows.iter().all(|f| !f.ok));
+    }
+
     /// `LINK_DOWN t a b` as third.cc reads it: `0 0 0` (its default) is no
     /// failure; otherwise the link between switches a and b fails 2 s +
     /// t µs into the run. A host's link, two nodes with no link between
