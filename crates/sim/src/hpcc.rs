@@ -26,7 +26,7 @@ use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
 use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
-use crate::sim::{EcnPolicy, LinkFailure, Ns3Window, SimConfig};
+use crate::sim::{EcnPolicy, LinkFailure, Ns3Window, SimConfig, SimError};
 use crate::topology::{Link, Node, NodeKind, Topology};
 use crate::workload::{FlowOp, FlowSpec};
 use roce_rnic::{DcqcnConfig, Mtu, TimelyConfig};
@@ -714,21 +714,16 @@ impl Experiment {
                 .collect();
         }
         if let Some((l, f)) = link_down {
-            let is_host = |n: u32| host_ids.contains(&n);
-            let linked = (topo.ports.get(f.a as usize))
-                .is_some_and(|ps| ps.iter().any(|p| p.peer == f.b as usize));
-            let why = if let Some(h) = [f.a, f.b].into_iter().find(|&n| is_host(n)) {
-                Some(format!(
-                    "node {h} is a host: ns-3 then finds no route for the host's QPs and stops on \
-                     an assertion (RdmaHw::GetNicIdxOfQp); take down a link between two switches"
-                ))
-            } else if !linked || f.a == f.b {
-                Some(format!(
+            let why = match f.port_in(&topo) {
+                Ok(_) => None,
+                Err(SimError::HostLinkDown { host, .. }) => Some(format!(
+                    "node {host} is a host: ns-3 then finds no route for the host's QPs and stops \
+                     on an assertion (RdmaHw::GetNicIdxOfQp); take down a link between two switches"
+                )),
+                Err(_) => Some(format!(
                     "no link joins nodes {} and {} in {topo_name}",
                     f.a, f.b
-                ))
-            } else {
-                None
+                )),
             };
             if let Some(why) = why {
                 return Err(err(l, "LINK_DOWN", why));

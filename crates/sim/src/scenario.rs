@@ -12,7 +12,7 @@ use crate::event::{PS_PER_NS, PS_PER_US, Ps};
 use crate::link::Scheduler;
 use crate::pfc::{BufferConfig, Threshold};
 use crate::sim::{EcnPolicy, SimConfig};
-use crate::topology::{Builder, NodeKind, Topology, gbps};
+use crate::topology::{Builder, Topology, gbps};
 use crate::workload::{self, Cdf, FlowOp, FlowSpec};
 use rand_chacha::ChaCha8Rng;
 use rand_chacha::rand_core::SeedableRng;
@@ -822,26 +822,28 @@ fn link_failure(
         let n = (topo.nodes.iter())
             .position(|n| &n.name == name)
             .ok_or_else(|| ctx.err(at(key), format!("no node is named \"{name}\"")))?;
-        if topo.nodes[n].kind == NodeKind::Host {
-            return Err(ctx.err(
-                at(key),
-                format!("\"{name}\" is a host; only a link between two switches can fail"),
-            ));
-        }
         *id = n as u32;
     }
     let [a, b] = ids;
-    if !topo.ports[a as usize].iter().any(|p| p.peer == b as usize) {
-        return Err(ctx.err(
-            at("b"),
-            format!("no link joins \"{}\" and \"{}\"", d.a, d.b),
-        ));
-    }
-    Ok(crate::sim::LinkFailure {
+    let f = crate::sim::LinkFailure {
         at: ps_from_us(d.at_us),
         a,
         b,
-    })
+    };
+    match f.port_in(topo) {
+        Ok(_) => Ok(f),
+        Err(crate::sim::SimError::HostLinkDown { host, .. }) => {
+            let (key, name) = if host == a { ("a", &d.a) } else { ("b", &d.b) };
+            Err(ctx.err(
+                at(key),
+                format!("\"{name}\" is a host; only a link between two switches can fail"),
+            ))
+        }
+        Err(_) => Err(ctx.err(
+            at("b"),
+            format!("no link joins \"{}\" and \"{}\"", d.a, d.b),
+        )),
+    }
 }
 
 /// Reads a profile named in `[host]` (relative to the scenario file).

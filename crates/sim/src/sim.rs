@@ -124,6 +124,33 @@ pub struct LinkFailure {
     pub b: u32,
 }
 
+impl LinkFailure {
+    /// The port at `a` that joins it to `b`: both must be switches a link
+    /// joins (a host's only link cannot fail: [`SimError::HostLinkDown`];
+    /// otherwise [`SimError::NoSuchLink`]). The one check of a failure,
+    /// which the readers of configs and scenarios locate in their files.
+    pub fn port_in(&self, topo: &Topology) -> Result<u16, SimError> {
+        for n in [self.a, self.b] {
+            if topo.nodes.get(n as usize).map(|x| x.kind) == Some(NodeKind::Host) {
+                return Err(SimError::HostLinkDown {
+                    at_ps: self.at,
+                    host: n,
+                });
+            }
+        }
+        let port = (topo.ports.get(self.a as usize))
+            .and_then(|ps| ps.iter().position(|p| p.peer == self.b as usize));
+        match port {
+            Some(p) if self.a != self.b => Ok(p as u16),
+            _ => Err(SimError::NoSuchLink {
+                at_ps: self.at,
+                a: self.a,
+                b: self.b,
+            }),
+        }
+    }
+}
+
 /// Everything that shapes a run, besides the topology and the flows.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -915,8 +942,8 @@ impl Simulator {
         }
         for i in 0..sim.cfg.link_failures.len() {
             let f = sim.cfg.link_failures[i];
-            let (node, port) = sim.failing_port(f)?;
-            sim.q.schedule(f.at, Event::LinkDown { node, port });
+            let port = f.port_in(&sim.topo)?;
+            sim.q.schedule(f.at, Event::LinkDown { node: f.a, port });
         }
         // No flows: all of them are finished from the start.
         sim.halted = sim.flows.is_empty();
@@ -1606,29 +1633,6 @@ impl Simulator {
     }
 
     // ---- link failures -----------------------------------------------------
-
-    /// The port at failure `f`'s first node that joins it to the second.
-    fn failing_port(&self, f: LinkFailure) -> Result<(u32, u16), SimError> {
-        let kind = |n: u32| self.topo.nodes.get(n as usize).map(|x| x.kind);
-        for n in [f.a, f.b] {
-            if kind(n) == Some(NodeKind::Host) {
-                return Err(SimError::HostLinkDown {
-                    at_ps: f.at,
-                    host: n,
-                });
-            }
-        }
-        let port = (self.topo.ports.get(f.a as usize))
-            .and_then(|ps| ps.iter().position(|p| p.peer == f.b as usize));
-        match port {
-            Some(p) if f.a != f.b => Ok((f.a, p as u16)),
-            _ => Err(SimError::NoSuchLink {
-                at_ps: f.at,
-                a: f.a,
-                b: f.b,
-            }),
-        }
-    }
 
     /// Whether `node`'s `port` is on a link that went down.
     fn is_down(&self, node: u32, port: u16) -> bool {

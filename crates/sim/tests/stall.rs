@@ -169,6 +169,14 @@ fn flows(hosts: u32) -> impl Strategy<Value = Vec<(u32, u32, u64, u64)>> {
     })
 }
 
+/// `flows` as the inline table list of a `kind = "flows"` workload.
+fn toml_flows(flows: Vec<(u32, u32, u64, u64)>) -> String {
+    let entries: Vec<String> = (flows.into_iter())
+        .map(|(s, d, size, t)| format!("{{ src = {s}, dst = {d}, size = {size}, start_us = {t} }}"))
+        .collect();
+    entries.join(", ")
+}
+
 /// Every congestion control the simulator offers, with every preset and
 /// variant: the `[cc]` table of each.
 const CC: [&str; 13] = [
@@ -220,12 +228,6 @@ proptest! {
         lossless in any::<bool>(),
         seed in 0u64..1000,
     ) {
-        let flows = flows
-            .into_iter()
-            .map(|(s, d, size, t)| {
-                format!("{{ src = {s}, dst = {d}, size = {size}, start_us = {t} }}")
-            })
-            .collect::<Vec<_>>();
         let src = format!(
             "seed = {seed}\n[transport]\nack_every = {ack}\n\
              [switch]\nbuffer_kb = 1024\npfc = \"{pfc}\"\n\
@@ -235,7 +237,7 @@ proptest! {
             ack = if per_packet_acks { 1 } else { 16 },
             pfc = if lossless { "dynamic" } else { "off" },
             cc = CC[cc],
-            flows = flows.join(", "),
+            flows = toml_flows(flows),
         );
         let (outcome, ok) = run(&src);
         prop_assert_eq!(outcome, Ok(()), "{}", src);
@@ -305,12 +307,6 @@ proptest! {
         lossy in any::<bool>(),
         seed in 0u64..1000,
     ) {
-        let flows = flows
-            .into_iter()
-            .map(|(s, d, size, t)| {
-                format!("{{ src = {s}, dst = {d}, size = {size}, start_us = {t} }}")
-            })
-            .collect::<Vec<_>>();
         let src = format!(
             "seed = {seed}\nloss_rate = {loss}\n[transport]\ntimeout = 8\n\
              [switch]\nbuffer_kb = 1024\npfc = \"{pfc}\"\n\
@@ -321,7 +317,7 @@ proptest! {
              [output]\nsample_us = 0\n",
             pfc = if lossless { "dynamic" } else { "off" },
             cc = CC[cc],
-            flows = flows.join(", "),
+            flows = toml_flows(flows),
             loss = if lossy { 0.002 } else { 0.0 },
         );
         let (outcome, ok) = run(&src);
