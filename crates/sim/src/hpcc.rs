@@ -24,6 +24,7 @@ use crate::ecmp::EcmpMode;
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
+use crate::packet::Ns3Int;
 use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
 use crate::sim::{EcnPolicy, LinkFailure, Ns3Window, SimConfig, SimError};
@@ -288,16 +289,10 @@ impl Experiment {
         let us_ns = |key: &str| -> Result<Option<u64>, HpccError> {
             Ok(num(key)?.map(|us| (us * 1e3).round() as u64))
         };
-        // The switches our model of each HPCC knob has; other values warn.
-        let mut expect = |key: &str, want: f64, why: &str| -> Result<(), HpccError> {
-            if let Some(v) = num(key)?
-                && v != want
-            {
-                warnings.push(format!(
-                    "{key} {v} is not modelled: {why}; running as {key} {want}"
-                ));
-            }
-            Ok(())
+        // A switch: any number but 0 is on, as third.cc reads them into
+        // integers and then a bool.
+        let flag = |key: &str, default: bool| -> Result<bool, HpccError> {
+            Ok(num(key)?.map_or(default, |v| v != 0.0))
         };
         // A gain is a fraction: 0 < g ≤ 1.
         let gain = |key: &str| -> Result<Option<f64>, HpccError> {
@@ -332,6 +327,12 @@ impl Experiment {
             }
             h.rate_ai_bps = Some(rate("RATE_AI")?.unwrap_or(50_000_000));
             h.min_rate_bps = rate("MIN_RATE")?;
+            // The window and pacing switches, third.cc's defaults where
+            // the config is silent: a window (HAS_WIN 1) of the line rate's
+            // size (VAR_WIN 0), paced at the rate (RATE_BOUND 1).
+            h.windowed = has_win;
+            h.var_window = var_win;
+            h.paced = flag("RATE_BOUND", true)?;
             Ok(h)
         };
         match cc_mode {
@@ -395,13 +396,32 @@ impl Experiment {
             }
             3 => {
                 let mut h = hpcc_knobs()?;
-                h.fast_react = num("FAST_REACT")?.is_none_or(|v| v != 0.0);
-                expect("HAS_WIN", 1.0, "HPCC here always keeps a window")?;
-                expect("VAR_WIN", 1.0, "the window always follows the rate")?;
-                expect("MULTI_RATE", 0.0, "one rate for all hops")?;
-                expect("SAMPLE_FEEDBACK", 0.0, "INT is read from every ACK")?;
-                expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
-                expect("INT_MULTI", 1.0, "INT counters are exact here")?;
+                h.fast_react = flag("FAST_REACT", true)?;
+                if !has_win {
+                    // rdma-hw.cc's HPCC update divides each hop's queue by
+                    // the QP's window, m_win, which HAS_WIN 0 makes 0.
+                    warnings.push(
+                        "HAS_WIN 0 with CC_MODE 3: ns-3's HPCC update divides each hop's queue by the window, 0 there, so its first queued hop makes U infinite and the rate drops to MIN_RATE; here U keeps the base-RTT BDP in that term and only the window's bound is off".into(),
+                    );
+                }
+                // third.cc's defaults: a rate per hop, every hop read.
+                h.multi_rate = flag("MULTI_RATE", true)?;
+                h.sample_feedback = flag("SAMPLE_FEEDBACK", false)?;
+                // The INT record's units (`IntHop::multi`); 0 would divide
+                // by zero there.
+                let multi = match num("INT_MULTI")? {
+                    None => 1,
+                    Some(m) if m >= 1.0 && m.fract() == 0.0 && m <= f64::from(u32::MAX) => m as u32,
+                    Some(m) => {
+                        let l = kv.get("INT_MULTI").map_or(0, |(l, _)| *l);
+                        return Err(err(
+                            l,
+                            "INT_MULTI",
+                            format!("expected a whole number ≥ 1, got {m}"),
+                        ));
+                    }
+                };
+                cfg.ns3_int = Some(Ns3Int { multi });
                 cfg.cc = CcConfig::Hpcc(h);
                 cfg.int = true;
                 // ns-3's INT field has room for 5 hops (5 × 8 bytes + a
@@ -441,9 +461,6 @@ impl Experiment {
                     }
                     p.prob = q;
                 }
-                expect("HAS_WIN", 1.0, "HPCC-PINT here always keeps a window")?;
-                expect("VAR_WIN", 1.0, "the window always follows the rate")?;
-                expect("RATE_BOUND", 1.0, "the RNIC always paces at the rate")?;
                 cfg.cc = CcConfig::HpccPint(p);
                 // ns-3's INT header in PINT mode: the code's 2-byte union,
                 // in every data packet and every ACK.
@@ -452,6 +469,14 @@ impl Experiment {
             // CC_MODE 0 (checked above: nothing else reaches here): no
             // congestion control; PFC and ECN marking still apply.
             _ => {}
+        }
+        // ns-3 paces every mode at its rate unless RATE_BOUND is 0; only
+        // HPCC's and HPCC-PINT's controllers here can leave the rate
+        // unpaced.
+        if cc_mode != 3 && cc_mode != 10 && !flag("RATE_BOUND", true)? {
+            warnings.push(format!(
+                "RATE_BOUND 0 is not modelled with CC_MODE {cc_mode}: the RNIC paces at the rate; running as RATE_BOUND 1"
+            ));
         }
         for k in CC_KEYS {
             used.push(k);
@@ -1282,6 +1307,11 @@ mod tests {
     /// Writes a two-host experiment with `extra` config lines into a
     /// fresh directory and loads it.
     fn load_with(tag: &str, extra: &str) -> Experiment {
+        try_load_with(tag, extra).unwrap()
+    }
+
+    /// [`load_with`]'s config: `extra` starts at its line 6.
+    fn try_load_with(tag: &str, extra: &str) -> Result<Experiment, HpccError> {
         let d = std::env::temp_dir().join(format!("roce-hpcc-cc-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         std::fs::write(
@@ -1294,7 +1324,7 @@ mod tests {
             "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\n{extra}"
         );
         std::fs::write(d.join("config.txt"), cfg).unwrap();
-        let e = Experiment::load(&d.join("config.txt"), None).unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None);
         let _ = std::fs::remove_dir_all(&d);
         e
     }
@@ -1675,15 +1705,21 @@ sample_us = 0
 
     #[test]
     fn cc_mode_3_is_hpcc_and_other_modes_say_so() {
-        // T is third.cc's maxRtt: 2 x 2080 ns on the two-link pair.
+        // T is third.cc's maxRtt: 2 x 2080 ns on the two-link pair; its
+        // defaults where the config is silent: a rate per hop, a window
+        // of the line rate's size, INT in units of 128 and 80 bytes.
+        let e = load_with("hpcc-t", "CC_MODE 3\n");
         assert_eq!(
-            load_with("hpcc-t", "CC_MODE 3\n").cfg.cc,
+            e.cfg.cc,
             CcConfig::Hpcc(HpccSettings {
                 base_rtt_ns: Some(4160),
                 rate_ai_bps: Some(50_000_000),
+                multi_rate: true,
+                var_window: false,
                 ..HpccSettings::default()
             })
         );
+        assert_eq!(e.cfg.ns3_int, Some(Ns3Int { multi: 1 }));
         let e = load_with(
             "hpcc",
             "CC_MODE 3\nU_TARGET 0.9\nMI_THRESH 3\nRATE_AI 50Mb/s\nHAS_WIN 1\nVAR_WIN 1\nFAST_REACT 0\n",
@@ -1702,6 +1738,77 @@ sample_us = 0
             none.warnings.iter().all(|w| !w.contains("CC_MODE")),
             "{:?}",
             none.warnings
+        );
+    }
+
+    /// HPCC's switches in third.cc (`MULTI_RATE`, `SAMPLE_FEEDBACK`,
+    /// `HAS_WIN`, `VAR_WIN`, `RATE_BOUND`, `INT_MULTI`) each reach the
+    /// controller, with no warning; a bad `INT_MULTI` is an error at its
+    /// line; `RATE_BOUND 0` warns where only the rate may hold back.
+    #[test]
+    fn hpcc_switches_read_as_third_cc_reads_them() {
+        let hpcc = |name: &str, extra: &str| {
+            let e = load_with(name, &format!("CC_MODE 3\n{extra}"));
+            // (The default payload, 1000 bytes, is not an IB MTU.)
+            let other = |w: &&String| !w.contains("PACKET_PAYLOAD_SIZE");
+            assert!(
+                !e.warnings.iter().any(|w| other(&w)),
+                "{name}: {:?}",
+                e.warnings
+            );
+            let CcConfig::Hpcc(h) = e.cfg.cc else {
+                panic!("{:?}", e.cfg.cc)
+            };
+            (h, e.cfg.ns3_int)
+        };
+        let (h, int) = hpcc(
+            "run-py",
+            "HAS_WIN 1\nVAR_WIN 1\nINT_MULTI 4\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\nRATE_BOUND 1\n",
+        );
+        assert!(!h.multi_rate && !h.sample_feedback && h.windowed && h.var_window && h.paced);
+        assert_eq!(int, Some(Ns3Int { multi: 4 }));
+        let (h, _) = hpcc(
+            "flipped",
+            "HAS_WIN 1\nMULTI_RATE 1\nSAMPLE_FEEDBACK 1\nRATE_BOUND 0\n",
+        );
+        assert!(h.multi_rate && h.sample_feedback && h.windowed && !h.var_window && !h.paced);
+        // HAS_WIN 0: no window, and a warning that ns-3's HPCC is not
+        // comparable there (it divides by the zero window).
+        let e = load_with("nowin", "CC_MODE 3\nHAS_WIN 0\n");
+        let CcConfig::Hpcc(h) = e.cfg.cc else {
+            panic!("{:?}", e.cfg.cc)
+        };
+        assert!(!h.windowed);
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("HAS_WIN 0") && w.contains("MIN_RATE")),
+            "{:?}",
+            e.warnings
+        );
+        for bad in ["0", "2.5", "-1"] {
+            let e =
+                try_load_with("bad-multi", &format!("CC_MODE 3\nINT_MULTI {bad}\n")).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (7, "INT_MULTI"), "{bad}: {e}");
+        }
+        let pint = load_with("pint", "CC_MODE 10\nHAS_WIN 1\nVAR_WIN 0\nRATE_BOUND 0\n");
+        let CcConfig::HpccPint(p) = pint.cfg.cc else {
+            panic!("{:?}", pint.cfg.cc)
+        };
+        assert!(p.hpcc.windowed && !p.hpcc.var_window && !p.hpcc.paced);
+        assert!(
+            pint.warnings
+                .iter()
+                .all(|w| w.contains("PACKET_PAYLOAD_SIZE")),
+            "{:?}",
+            pint.warnings
+        );
+        assert_eq!(pint.cfg.ns3_int, None, "PINT carries no hop records");
+        let dcqcn = load_with("dcqcn", "CC_MODE 1\nRATE_BOUND 0\n");
+        assert!(
+            dcqcn.warnings.iter().any(|w| w.contains("RATE_BOUND 0")),
+            "{:?}",
+            dcqcn.warnings
         );
     }
 

@@ -71,6 +71,44 @@ impl IntStamp {
     }
 }
 
+/// The HPCC ns-3 simulator's INT hop record (its `IntHop`), for runs of
+/// its configs: a switch's byte counter and queue length go into 20- and
+/// 17-bit fields in units of 128 and 80 bytes times `INT_MULTI`, so the
+/// sender's HPCC reads them rounded down to those units. Our own runs
+/// stamp exact counters.
+///
+/// The queue field's 17 bits hold `2^17 · 80 · multi` bytes (10.5 MB at
+/// `INT_MULTI 1`); a longer queue wraps there, as ns-3's bit field does.
+/// The byte counter's 20 bits and the timestamp's 24 (in ns) wrap too, but
+/// ns-3 takes their differences modulo the field, which gives the exact
+/// difference while less than 134 MB · multi passes a port and less than
+/// 16.7 ms elapses between two of one QP's records of it; here the
+/// counters do not wrap, so the two differ only past that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ns3Int {
+    /// `INT_MULTI` (at least 1).
+    pub multi: u32,
+}
+
+impl Ns3Int {
+    /// ns-3's `IntHop::byteUnit` and `qlenUnit`.
+    const BYTE_UNIT: u64 = 128;
+    const QLEN_UNIT: u64 = 80;
+    /// The queue field's width (`IntHop::qlenWidth`).
+    const QLEN_BITS: u32 = 17;
+
+    /// The byte counter and queue length as ns-3's record gives them back
+    /// (`GetBytes`, `GetQlen`): `tx_bytes` and `qlen` rounded down to the
+    /// units, the queue's count of units wrapped to its field.
+    #[inline]
+    pub fn encode(self, tx_bytes: u64, qlen: u64) -> (u64, u64) {
+        let multi = u64::from(self.multi.max(1));
+        let (b, q) = (Self::BYTE_UNIT * multi, Self::QLEN_UNIT * multi);
+        let units = (qlen / q) & ((1 << Self::QLEN_BITS) - 1);
+        (tx_bytes / b * b, units * q)
+    }
+}
+
 /// Where a packet's (or a flow's echoed) INT lives: a record of the
 /// simulator's INT table and how many hops it holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -847,5 +885,25 @@ mod tests {
             frame_len(&t, 0),
             roce_rnic::PACKET_OVERHEAD + t.header_len() as u64
         );
+    }
+
+    /// ns-3's `IntHop::Set` then `GetBytes`/`GetQlen`: rounded down to
+    /// 128 and 80 bytes times `INT_MULTI`, the queue's units wrapped to 17
+    /// bits; 0 reads as 1.
+    #[test]
+    fn ns3_int_units() {
+        let one = Ns3Int { multi: 1 };
+        assert_eq!(one.encode(1_000, 1_000), (896, 960));
+        assert_eq!(one.encode(127, 79), (0, 0));
+        assert_eq!(one.encode(128, 80), (128, 80));
+        let four = Ns3Int { multi: 4 };
+        assert_eq!(four.encode(1_000, 1_000), (512, 960));
+        assert_eq!(four.encode(511, 319), (0, 0));
+        // 2^17 units of 80 bytes wrap to 0, as the bit field does.
+        let full = (1u64 << 17) * 80;
+        assert_eq!(one.encode(0, full + 160).1, 160);
+        assert_eq!(one.encode(0, full - 80).1, full - 80);
+        assert_eq!(four.encode(0, full + 160).1, full, "4x the reach");
+        assert_eq!(Ns3Int { multi: 0 }.encode(1_000, 1_000), (896, 960));
     }
 }

@@ -1306,7 +1306,17 @@ mod tests {
         };
         assert_eq!((d.rp_timer_ns, d.rate_ai_bps), (900_000, 50_000_000));
         let s = parse(&format!("[cc]\nalgorithm = \"hpcc\"\neta = 0.9\n{base}")).unwrap();
-        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.eta == 0.9));
+        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.eta == 0.9 && !h.multi_rate));
+        let s = parse(&format!(
+            "[cc]\nalgorithm = \"hpcc\"\nmulti_rate = true\nsample_feedback = true\n{base}"
+        ))
+        .unwrap();
+        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.multi_rate && h.sample_feedback));
+        let e = parse(&format!(
+            "[cc]\nalgorithm = \"hpcc-pint\"\nmulti_rate = true\n{base}"
+        ))
+        .unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (3, "cc.multi_rate"), "{e}");
         let e = parse(&format!(
             "[cc]\nalgorithm = \"hpcc\"\nrp_timer_us = 5\n{base}"
         ))

@@ -17,8 +17,8 @@ use crate::host::{HostPath, HostPlan};
 use crate::link::{NPRIO, Port, QEntry, Scheduler};
 use crate::metrics::{Counters, FlowResult, PfcEvent, QueueSample, Report};
 use crate::packet::{
-    INT_SCRATCH, IntRec, IntRef, IntStamp, MAX_HOST, MAX_INT_HOPS, PINT_TAG, PREAMBLE_IFG, Packet,
-    frame_len,
+    INT_SCRATCH, IntRec, IntRef, IntStamp, MAX_HOST, MAX_INT_HOPS, Ns3Int, PINT_TAG, PREAMBLE_IFG,
+    Packet, frame_len,
 };
 use crate::pfc::{BufferConfig, Mmu};
 use crate::qlen::{QlenMonConfig, QlenMonitor};
@@ -227,6 +227,11 @@ pub struct SimConfig {
     /// hops), 8 with TIMELY (a send timestamp) and 2 with HPCC-PINT (the
     /// code), whatever the packet holds in it.
     pub int_wire_bytes: u32,
+    /// INT stamped as the HPCC ns-3 simulator's record holds it (its
+    /// units, `INT_MULTI`, and the port's queue over every priority, as
+    /// its `GetNBytesTotal`); `None`, exact counters and the packet's own
+    /// priority queue.
+    pub ns3_int: Option<Ns3Int>,
     /// The senders' congestion control.
     pub cc: CcConfig,
     /// Preamble, SFD and inter-frame gap bytes charged per frame on the wire.
@@ -289,6 +294,7 @@ impl Default for SimConfig {
             ecmp: EcmpMode::Hash,
             int: false,
             int_wire_bytes: 0,
+            ns3_int: None,
             cc: CcConfig::None,
             ifg_bytes: PREAMBLE_IFG,
             nic_staging_pkts: 16,
@@ -2805,12 +2811,16 @@ impl Simulator {
                 let at = if passed { int_at } else { pk.int_hop() };
                 debug_assert_eq!(at, pk.int_hop(), "the hop switch_rx handed on");
                 pk.count_int_hop(at);
+                let (tx_bytes, qlen) = match self.cfg.ns3_int {
+                    None => (p.tx_bytes, qlen),
+                    Some(e) => e.encode(p.tx_bytes, p.queued_bytes()),
+                };
                 if let Some(r) = self.ints.get_mut(at / MAX_INT_HOPS) {
                     // The queue fits 32 bits (`set_int_rates`).
                     debug_assert!(qlen <= u64::from(u32::MAX));
                     r.hops[at % MAX_INT_HOPS] = IntStamp {
                         ts: now / PS_PER_NS,
-                        tx_bytes: p.tx_bytes,
+                        tx_bytes,
                         qlen: qlen as u32,
                         rate: u32::from(p.int_rate),
                     };

@@ -177,3 +177,40 @@ flows = [
     let slowdown = f.fct().unwrap() as f64 / f.ideal as f64;
     assert!(slowdown < 1.25, "0 -> 1 slowdown {slowdown:.2}");
 }
+
+/// HPCC reading INT as the HPCC ns-3 simulator's record holds it
+/// (`SimConfig::ns3_int`): the stamps are applied at every hop. In ns-3's
+/// units (`INT_MULTI 1`: 128-byte counters, 80-byte queues) the 8:1
+/// incast still completes and keeps its queue short, but not to the same
+/// FCTs as exact counters; in units so coarse that every queue reads
+/// empty and every counter still, HPCC is blind: the senders stay at line
+/// rate, held back only by their windows, and the queue stands.
+#[test]
+fn hpcc_reads_int_in_ns3_units() {
+    use roce_sim::packet::Ns3Int;
+    let with = |int: Option<Ns3Int>| {
+        let sc = Scenario::load(&scenario("incast_hpcc.toml"), None).unwrap();
+        let mut cfg = sc.cfg;
+        cfg.ns3_int = int;
+        let mut sim = Simulator::new(cfg, sc.topo, &sc.flows).unwrap();
+        sim.run().unwrap();
+        sim.report()
+    };
+    let exact = with(None);
+    let units = with(Some(Ns3Int { multi: 1 }));
+    let blind = with(Some(Ns3Int { multi: 1 << 24 }));
+    for r in [&exact, &units, &blind] {
+        lossless_and_complete(r);
+    }
+    assert_ne!(fct_csv(&exact), fct_csv(&units), "the units move the FCTs");
+    // Mean queue toward the receiver after the first 20 µs (the start's
+    // burst, one window from each sender, is the same in every run).
+    let [qe, qu, qb] = [&exact, &units, &blind].map(|r| bottleneck_mean(r, 20));
+    assert!(
+        qu < 2.0 * qe && qe < 2.0 * qu,
+        "exact {qe:.0}, units {qu:.0}"
+    );
+    // Blind, the senders keep to line rate and their windows alone: a
+    // standing queue of the windows' excess.
+    assert!(qb > 5.0 * qe, "blind {qb:.0}, exact {qe:.0}");
+}

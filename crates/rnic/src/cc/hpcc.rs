@@ -21,10 +21,29 @@ pub struct HpccConfig {
     pub w_ai: f64,
     /// Base round-trip time T.
     pub base_rtt_ns: Nanos,
-    /// Additive steps before a multiplicative one (maxStage).
-    pub max_stage: u32,
+    /// Additive steps before a multiplicative one (maxStage). 16 bits, so
+    /// that the configuration keeps to 40 bytes (see [`Hpcc`]'s layout).
+    pub max_stage: u16,
     /// React to every ACK (the reference window still moves once per RTT).
     pub fast_react: bool,
+    /// A rate per hop, the slowest of them sent at (HPCC ns-3's
+    /// `MULTI_RATE 1`): each hop keeps its own utilisation average, reference
+    /// window and additive stage, instead of one U from the most loaded
+    /// hop (Algorithm 1, and `MULTI_RATE 0`).
+    pub multi_rate: bool,
+    /// A fast reaction reads only the hops with a queue (ns-3's
+    /// `SAMPLE_FEEDBACK 1`); the hops it skips keep their previous record
+    /// for the next update. Full updates read every hop.
+    pub sample_feedback: bool,
+    /// Bound the bytes in flight by the window (ns-3's `HAS_WIN`); without,
+    /// only the rate holds the sender back.
+    pub windowed: bool,
+    /// The window follows the rate, W (ns-3's `VAR_WIN 1`); otherwise it
+    /// stays at the line rate's, R·T, and only the pacing rate moves.
+    pub var_window: bool,
+    /// Pace at W/T (ns-3's `RATE_BOUND`); otherwise only the window holds
+    /// the sender back.
+    pub paced: bool,
     /// Lowest rate the controller may set.
     pub min_rate_bps: u64,
 }
@@ -42,8 +61,22 @@ impl HpccConfig {
             base_rtt_ns,
             min_rate_bps: 100_000_000,
             fast_react: true,
+            multi_rate: false,
+            sample_feedback: false,
+            windowed: true,
+            var_window: true,
+            paced: true,
         }
     }
+}
+
+/// One hop's own state under [`HpccConfig::multi_rate`] (ns-3's
+/// `hopState`): its utilisation average, reference window and stage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct HopRate {
+    u: f64,
+    wc: f64,
+    stage: u32,
 }
 
 /// Hops a path's feedback is kept inline for (a 3-tier fat tree has 5).
@@ -51,7 +84,7 @@ const INLINE_HOPS: usize = 8;
 
 /// [`Hpcc::last_len`] when the last feedback had more than
 /// [`INLINE_HOPS`] hops and lives in [`Hpcc::spill`].
-const SPILLED: u16 = u16::MAX;
+const SPILLED: u8 = u8::MAX;
 
 /// What the next update reads of a hop's previous record: its timestamp,
 /// byte counter and queue (the link rate is read from the new record
@@ -109,7 +142,9 @@ pub struct Hpcc {
     t: f64,
     inc_stage: u32,
     /// Hops of the last feedback in `last` ([`SPILLED`]: in `spill`).
-    last_len: u16,
+    last_len: u8,
+    /// [`HpccConfig::windowed`], here in line 0 for every packet sent.
+    windowed: bool,
     started: bool,
     /// W is below the line-rate window: the RNIC paces at `rate`.
     paced: bool,
@@ -129,6 +164,9 @@ pub struct Hpcc {
     last: [PrevHop; INLINE_HOPS],
     /// Longer paths' records.
     spill: Vec<PrevHop>,
+    /// Each hop's own state under [`HpccConfig::multi_rate`] (empty
+    /// otherwise).
+    per_hop: Vec<HopRate>,
 }
 
 impl Hpcc {
@@ -146,6 +184,7 @@ impl Hpcc {
             t: cfg.base_rtt_ns as f64,
             inc_stage: 0,
             last_len: 0,
+            windowed: cfg.windowed,
             started: false,
             paced: false,
             w: w_max,
@@ -155,17 +194,21 @@ impl Hpcc {
             cfg,
             last: [PrevHop::default(); INLINE_HOPS],
             spill: Vec::new(),
+            per_hop: Vec::new(),
         };
         h.set_window(w_max);
         h
     }
 
-    /// W becomes `w`; the window and pacing rate the RNIC reads follow.
+    /// W becomes `w`; the window and pacing rate the RNIC reads follow
+    /// (the window stays at the line rate's without
+    /// [`var_window`](HpccConfig::var_window), and the rate is not paced
+    /// without [`paced`](HpccConfig::paced)).
     fn set_window(&mut self, w: f64) {
         self.w = w;
-        self.window_bytes = w as u64;
+        self.window_bytes = if self.cfg.var_window { w } else { self.w_max } as u64;
         let r = w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
-        self.paced = w < self.w_max;
+        self.paced = self.cfg.paced & (w < self.w_max);
         // Without a branch, for the reason `compute_wind` gives.
         self.rate = std::hint::select_unpredictable(self.paced, r as u64, 0);
     }
@@ -191,17 +234,32 @@ impl Hpcc {
     /// last (`hops.len()` is the previous feedback's). Returns false when
     /// no hop moved. Keeps `hops` for the next feedback as it goes: one
     /// pass over the records instead of a second copying them.
-    fn measure_inflight(&mut self, hops: &[IntHop]) -> bool {
+    ///
+    /// `full`: a full update (Wc moves); otherwise a fast reaction, which
+    /// under [`sample_feedback`](HpccConfig::sample_feedback) reads only
+    /// the hops with a queue and leaves the others' records as they were
+    /// (ns-3 `UpdateRateHp`'s `continue`). Under
+    /// [`multi_rate`](HpccConfig::multi_rate) each hop's load goes into
+    /// its own average instead, and [`compute_wind_per_hop`]
+    /// (Self::compute_wind_per_hop) reads the hops marked in the
+    /// returned bits.
+    fn measure_inflight(&mut self, hops: &[IntHop], full: bool) -> u64 {
         let t = self.t;
+        let skip_idle = self.cfg.sample_feedback & !full;
+        let multi = self.cfg.multi_rate;
         let mut u = 0.0;
         let mut tau = 0.0;
-        let mut any = false;
-        for (h, slot) in hops.iter().zip(self.prev_mut()) {
+        let mut updated = 0u64;
+        let mut loads = [(0.0f64, 0.0f64); INLINE_HOPS];
+        let mut spilled = Vec::new();
+        for (i, (h, slot)) in hops.iter().zip(self.prev_mut()).enumerate() {
+            if skip_idle && h.qlen == 0 {
+                continue;
+            }
             let prev = std::mem::replace(slot, PrevHop::from(h));
             if h.ts <= prev.ts || h.link_bps == 0 {
                 continue;
             }
-            any = true;
             let dt = h.ts - prev.ts;
             let tx = h.tx_bytes.saturating_sub(prev.tx_bytes);
             let qlen = h.qlen.min(prev.qlen);
@@ -214,16 +272,52 @@ impl Hpcc {
                 let f = |x: u64| x as f64;
                 (hop_load(t, f(dt), f(h.link_bps), f(tx), f(qlen)), f(dt))
             };
+            if multi {
+                // Paths past 64 hops share the last bit; ns-3 has 5.
+                updated |= 1 << i.min(63);
+                match loads.get_mut(i) {
+                    Some(l) => *l = (ui, dt),
+                    None => spilled.push((i, ui, dt)),
+                }
+                continue;
+            }
+            updated = 1;
             if ui > u {
                 u = ui;
                 tau = dt;
             }
         }
-        if any {
+        if multi {
+            self.per_hop.resize(hops.len(), self.fresh_hop());
+            let average = |s: &mut HopRate, ui: f64, dt: f64| {
+                let tau = dt.min(t);
+                s.u = (s.u * (t - tau) + ui * tau) / t;
+            };
+            for (i, s) in self.per_hop.iter_mut().enumerate().take(INLINE_HOPS) {
+                if updated & (1 << i) != 0 {
+                    average(s, loads[i].0, loads[i].1);
+                }
+            }
+            for (i, ui, dt) in spilled {
+                if let Some(s) = self.per_hop.get_mut(i) {
+                    average(s, ui, dt);
+                }
+            }
+        } else if updated != 0 {
             let tau = tau.min(t);
             self.u = (self.u * (t - tau) + u * tau) / t;
         }
-        any
+        updated
+    }
+
+    /// A hop's state before its first update: full utilisation and the
+    /// line-rate window, as ns-3 starts `hopState`.
+    fn fresh_hop(&self) -> HopRate {
+        HopRate {
+            u: 1.0,
+            wc: self.w_max,
+            stage: 0,
+        }
     }
 
     /// Hops in the last feedback.
@@ -242,7 +336,7 @@ impl Hpcc {
             for (slot, h) in self.last.iter_mut().zip(hops) {
                 *slot = PrevHop::from(h);
             }
-            self.last_len = hops.len() as u16;
+            self.last_len = hops.len() as u8;
         } else {
             self.spill.clear();
             self.spill.extend(hops.iter().map(PrevHop::from));
@@ -259,7 +353,7 @@ impl Hpcc {
     /// HPCC: 540 K of 820 K). The selected values are the same floats.
     fn compute_wind(&mut self, update_wc: bool) {
         let max_c = self.u / self.cfg.eta;
-        let multiplicative = (max_c >= 1.0) | (self.inc_stage >= self.cfg.max_stage);
+        let multiplicative = (max_c >= 1.0) | (self.inc_stage >= u32::from(self.cfg.max_stage));
         // (A zero utilisation makes the quotient infinite. It is selected
         // only once `max_stage` additive steps are done, and the clamp
         // below takes it to W_max, as the branch did.)
@@ -276,6 +370,44 @@ impl Hpcc {
             self.wc = w;
             self.inc_stage = stage;
         }
+    }
+}
+
+impl Hpcc {
+    /// ComputeWind per hop ([`HpccConfig::multi_rate`]; ns-3's
+    /// `MULTI_RATE 1`): each hop `updated` marks steps its own reference
+    /// window by its own average, as [`compute_wind`](Self::compute_wind)
+    /// does the one; W is the smallest of those windows and the other
+    /// hops' reference windows, and the updated hops' reference windows
+    /// and stages move on a full update only.
+    fn compute_wind_per_hop(&mut self, updated: u64, update_wc: bool) {
+        let (eta, w_ai, max_stage) = (self.cfg.eta, self.cfg.w_ai, self.cfg.max_stage);
+        let (w_min, w_max) = (self.w_min, self.w_max);
+        let mut w = w_max;
+        for (i, s) in self.per_hop.iter_mut().enumerate() {
+            if updated & (1 << i.min(63)) == 0 {
+                w = w.min(s.wc);
+                continue;
+            }
+            let c = s.u / eta;
+            let multiplicative = c >= 1.0 || s.stage >= u32::from(max_stage);
+            let wi = if multiplicative {
+                s.wc / c + w_ai
+            } else {
+                s.wc + w_ai
+            }
+            .clamp(w_min, w_max);
+            w = w.min(wi);
+            if update_wc {
+                s.wc = wi;
+                s.stage = if multiplicative {
+                    0
+                } else {
+                    s.stage.saturating_add(1)
+                };
+            }
+        }
+        self.set_window(w);
     }
 }
 
@@ -381,8 +513,13 @@ impl CongestionControl for Hpcc {
             return;
         }
         if hops.len() == self.prev_len() {
-            if self.measure_inflight(hops) {
-                self.compute_wind(full);
+            let updated = self.measure_inflight(hops, full);
+            if updated != 0 {
+                if self.cfg.multi_rate {
+                    self.compute_wind_per_hop(updated, full);
+                } else {
+                    self.compute_wind(full);
+                }
             }
         } else {
             self.remember(hops);
@@ -392,7 +529,7 @@ impl CongestionControl for Hpcc {
         }
     }
     fn window_bytes(&self) -> Option<u64> {
-        Some(self.window_bytes)
+        self.windowed.then_some(self.window_bytes)
     }
     fn rate_bps(&self) -> Option<u64> {
         self.paced.then_some(self.rate)
@@ -562,7 +699,7 @@ mod last_hops_tests {
             if l.prev_len() == n {
                 // Same path: the update pass keeps them.
                 h.iter_mut().for_each(|x| x.ts += 1000);
-                l.measure_inflight(&h);
+                l.measure_inflight(&h, true);
             } else {
                 l.remember(&h);
             }
@@ -685,5 +822,237 @@ mod more_tests {
             );
         }
         assert!(h.window() < 100_000.0, "W = {}", h.window());
+    }
+}
+
+/// The HPCC ns-3 simulator's switches for its HPCC (`MULTI_RATE`,
+/// `SAMPLE_FEEDBACK`, `HAS_WIN`, `VAR_WIN`, `RATE_BOUND`).
+#[cfg(test)]
+mod ns3_switch_tests {
+    use super::*;
+
+    const LINE: u64 = 100_000_000_000;
+
+    /// Feedback for a path of `n` hops at step `i`: hop `k` carries
+    /// `rate_of(k, i)` bytes per ns and holds `queue_of(k, i)` bytes.
+    fn path(
+        n: usize,
+        i: u64,
+        tx: &mut [u64],
+        rate_of: impl Fn(usize, u64) -> u64,
+        queue_of: impl Fn(usize, u64) -> u64,
+    ) -> Vec<IntHop> {
+        (0..n)
+            .map(|k| {
+                tx[k] += rate_of(k, i) * 1_000;
+                IntHop {
+                    ts: i * 1_000,
+                    tx_bytes: tx[k],
+                    qlen: queue_of(k, i),
+                    link_bps: LINE,
+                }
+            })
+            .collect()
+    }
+
+    /// Drives `ctls` alike: ten packets in flight, an ACK every µs, the
+    /// feedback `fb(i)` given to each controller through `pick`, which
+    /// chooses the hops it sees. Returns each step's windows.
+    fn drive(
+        ctls: &mut [Hpcc],
+        steps: u64,
+        mut fb: impl FnMut(u64) -> Vec<IntHop>,
+        pick: impl Fn(usize, &[IntHop]) -> Vec<IntHop>,
+    ) -> Vec<Vec<f64>> {
+        let mut out = Vec::new();
+        for i in 0..steps {
+            let hops = fb(i);
+            let a = AckFeedback {
+                snd_una: i * 1_000,
+                snd_nxt: (i + 10) * 1_000,
+                send_point: (i + 10) * 1_000,
+                ..AckFeedback::default()
+            };
+            let mut ws = Vec::new();
+            for (c, h) in ctls.iter_mut().enumerate() {
+                h.on_ack_feedback(i * 1_000, &a);
+                h.on_int(i * 1_000, &pick(c, &hops));
+                ws.push(h.window());
+            }
+            out.push(ws);
+        }
+        out
+    }
+
+    /// A load that moves between the hops: each hop's queue and rate rise
+    /// and fall on its own period.
+    fn moving_rate(k: usize, i: u64) -> u64 {
+        if (i / (7 + 5 * k as u64)).is_multiple_of(2) {
+            12
+        } else {
+            3
+        }
+    }
+    fn moving_queue(k: usize, i: u64) -> u64 {
+        if (i / (11 + 3 * k as u64)).is_multiple_of(3) {
+            150_000
+        } else {
+            0
+        }
+    }
+
+    /// On a path of one hop a rate per hop is the one rate: the same
+    /// window at every step, to the bit.
+    #[test]
+    fn one_hop_multi_rate_is_the_single_rate() {
+        let single = HpccConfig::new(LINE, 10_000);
+        let multi = HpccConfig {
+            multi_rate: true,
+            ..single
+        };
+        let mut c = [Hpcc::new(single, LINE), Hpcc::new(multi, LINE)];
+        let mut tx = [0u64; 1];
+        let ws = drive(
+            &mut c,
+            400,
+            |i| path(1, i, &mut tx, moving_rate, moving_queue),
+            |_, h| h.to_vec(),
+        );
+        let moved = ws.iter().filter(|w| w[0] != ws[0][0]).count();
+        assert!(moved > 100, "the window moved at {moved} steps");
+        for (i, w) in ws.iter().enumerate() {
+            assert_eq!(w[0].to_bits(), w[1].to_bits(), "step {i}");
+        }
+    }
+
+    /// With a rate per hop the window is the smallest of the windows one
+    /// controller per hop would set, each seeing only its own hop: every
+    /// hop keeps its own average, reference window and stage.
+    #[test]
+    fn multi_rate_sends_at_the_slowest_hops_own_rate() {
+        let single = HpccConfig::new(LINE, 10_000);
+        let multi = HpccConfig {
+            multi_rate: true,
+            ..single
+        };
+        let mut c = vec![Hpcc::new(multi, LINE), Hpcc::new(single, LINE)];
+        c.extend((0..3).map(|_| Hpcc::new(single, LINE)));
+        let mut tx = [0u64; 3];
+        let ws = drive(
+            &mut c,
+            600,
+            |i| path(3, i, &mut tx, moving_rate, moving_queue),
+            |c, h| match c {
+                0 | 1 => h.to_vec(),
+                k => vec![h[k - 2]],
+            },
+        );
+        let mut differs = 0;
+        for (i, w) in ws.iter().enumerate() {
+            let min = w[2].min(w[3]).min(w[4]);
+            assert_eq!(w[0].to_bits(), min.to_bits(), "step {i}: {w:?}");
+            differs += usize::from(w[0] != w[1]);
+        }
+        assert!(differs > 50, "the one rate differed at {differs} steps");
+    }
+
+    /// Sampled feedback: a fast reaction skips the hops without a queue
+    /// and keeps their previous records; a full update reads every hop.
+    #[test]
+    fn sampled_feedback_skips_idle_hops_between_full_updates() {
+        let cfg = HpccConfig {
+            sample_feedback: true,
+            ..HpccConfig::new(LINE, 10_000)
+        };
+        let mut h = Hpcc::new(cfg, LINE);
+        let hop = |ts: u64, tx: u64, qlen: u64| IntHop {
+            ts,
+            tx_bytes: tx,
+            qlen,
+            link_bps: LINE,
+        };
+        let fb = |una: u64, nxt: u64| AckFeedback {
+            snd_una: una,
+            snd_nxt: nxt,
+            send_point: nxt,
+            ..AckFeedback::default()
+        };
+        h.on_ack_feedback(0, &fb(0, 10_000));
+        h.on_int(0, &[hop(0, 0, 0), hop(0, 0, 0)]);
+        // A fast reaction (nothing past 10 KB acknowledged): both hops
+        // idle, nothing moves, their first records stay.
+        h.on_ack_feedback(1_000, &fb(1_000, 11_000));
+        let (w, u) = (h.window(), h.utilisation());
+        h.on_int(1_000, &[hop(1_000, 12_500, 0), hop(1_000, 12_500, 0)]);
+        assert_eq!((h.window(), h.utilisation()), (w, u));
+        assert_eq!(h.prev_mut()[0], PrevHop::from(&hop(0, 0, 0)));
+        // One hop with a queue: it alone is read and kept.
+        h.on_int(2_000, &[hop(2_000, 25_000, 0), hop(2_000, 5_000, 50_000)]);
+        assert!(h.utilisation() < u, "U = {}", h.utilisation());
+        assert_eq!(h.prev_mut()[0], PrevHop::from(&hop(0, 0, 0)));
+        assert_eq!(h.prev_mut()[1], PrevHop::from(&hop(2_000, 5_000, 50_000)));
+        // A full update reads the idle hop too.
+        h.on_ack_feedback(3_000, &fb(20_000, 30_000));
+        h.on_int(3_000, &[hop(3_000, 37_500, 0), hop(3_000, 37_500, 50_000)]);
+        assert_eq!(h.prev_mut()[0], PrevHop::from(&hop(3_000, 37_500, 0)));
+        // Without sampling, the same fast reaction reads an idle hop.
+        let mut plain = Hpcc::new(HpccConfig::new(LINE, 10_000), LINE);
+        plain.on_ack_feedback(0, &fb(0, 10_000));
+        plain.on_int(0, &[hop(0, 0, 0)]);
+        plain.on_ack_feedback(1_000, &fb(1_000, 11_000));
+        plain.on_int(1_000, &[hop(1_000, 1_000, 0)]);
+        assert!(plain.utilisation() < 1.0);
+    }
+
+    /// The window and pacing switches: without a window no bound on the
+    /// bytes in flight; a fixed window stays at the line rate's while
+    /// the rate moves; without pacing no rate.
+    #[test]
+    fn window_and_pacing_switches() {
+        let base = HpccConfig::new(LINE, 10_000);
+        let mut c = [
+            Hpcc::new(base, LINE),
+            Hpcc::new(
+                HpccConfig {
+                    windowed: false,
+                    ..base
+                },
+                LINE,
+            ),
+            Hpcc::new(
+                HpccConfig {
+                    var_window: false,
+                    ..base
+                },
+                LINE,
+            ),
+            Hpcc::new(
+                HpccConfig {
+                    paced: false,
+                    ..base
+                },
+                LINE,
+            ),
+        ];
+        let mut tx = [0u64; 1];
+        drive(
+            &mut c,
+            20,
+            |i| path(1, i, &mut tx, |_, _| 12, |_, _| 125_000),
+            |_, h| h.to_vec(),
+        );
+        let w = c[0].window();
+        assert!(w < 0.6 * 125_000.0, "W = {w}");
+        for h in &c {
+            assert_eq!(h.window(), w, "the same W in every mode");
+        }
+        assert_eq!(c[0].window_bytes(), Some(w as u64));
+        assert!(c[0].rate_bps().is_some());
+        assert_eq!(c[1].window_bytes(), None);
+        assert_eq!(c[1].rate_bps(), c[0].rate_bps());
+        assert_eq!(c[2].window_bytes(), Some(125_000));
+        assert_eq!(c[2].rate_bps(), c[0].rate_bps());
+        assert_eq!(c[3].window_bytes(), Some(w as u64));
+        assert_eq!(c[3].rate_bps(), None);
     }
 }

@@ -61,6 +61,17 @@ pub struct HpccSettings {
     pub min_rate_bps: Option<u64>,
     /// React to every ACK between the once-per-RTT updates (`FAST_REACT`).
     pub fast_react: bool,
+    /// A rate per hop, the slowest sent at (`MULTI_RATE`; see
+    /// [`HpccConfig::multi_rate`]).
+    pub multi_rate: bool,
+    /// Fast reactions read only hops with a queue (`SAMPLE_FEEDBACK`).
+    pub sample_feedback: bool,
+    /// Bound the bytes in flight by a window (`HAS_WIN`).
+    pub windowed: bool,
+    /// The window follows the rate (`VAR_WIN`); else the line rate's.
+    pub var_window: bool,
+    /// Pace at the rate (`RATE_BOUND`).
+    pub paced: bool,
 }
 
 impl Default for HpccSettings {
@@ -72,6 +83,11 @@ impl Default for HpccSettings {
             base_rtt_ns: None,
             min_rate_bps: None,
             fast_react: true,
+            multi_rate: false,
+            sample_feedback: false,
+            windowed: true,
+            var_window: true,
+            paced: true,
         }
     }
 }
@@ -246,6 +262,8 @@ pub struct CcParams {
     pub eta: Option<f64>,
     pub max_stage: Option<u32>,
     pub base_rtt_us: Option<f64>,
+    pub multi_rate: Option<bool>,
+    pub sample_feedback: Option<bool>,
     // HPCC-PINT
     pub pint_log_base: Option<f64>,
     pub pint_prob: Option<f64>,
@@ -316,6 +334,8 @@ const CC_KEYS: &[(&str, &[&str])] = &[
             "rate_ai_mbps",
             "base_rtt_us",
             "min_rate_mbps",
+            "multi_rate",
+            "sample_feedback",
         ],
     ),
     (
@@ -427,6 +447,8 @@ impl CcParams {
         k("rate_ai_mbps", self.rate_ai_mbps.is_some());
         k("eta", self.eta.is_some());
         k("max_stage", self.max_stage.is_some());
+        k("multi_rate", self.multi_rate.is_some());
+        k("sample_feedback", self.sample_feedback.is_some());
         k("base_rtt_us", self.base_rtt_us.is_some());
         k("pint_log_base", self.pint_log_base.is_some());
         k("pint_prob", self.pint_prob.is_some());
@@ -542,6 +564,8 @@ fn hpcc_settings(c: &CcParams, ck: &CcCheck) -> Result<HpccSettings, CcParamErro
     h.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
     h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
     h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
+    h.multi_rate = c.multi_rate.unwrap_or(h.multi_rate);
+    h.sample_feedback = c.sample_feedback.unwrap_or(h.sample_feedback);
     Ok(h)
 }
 
@@ -987,7 +1011,7 @@ fn hpcc_config(h: &HpccSettings, line_bps: u64, fabric_rtt_ns: impl Fn() -> u64)
     let rtt = h.base_rtt_ns.unwrap_or_else(fabric_rtt_ns).max(1);
     let mut c = HpccConfig::new(line_bps, rtt);
     c.eta = h.eta;
-    c.max_stage = h.max_stage;
+    c.max_stage = h.max_stage.min(u32::from(u16::MAX)) as u16;
     if let Some(ai) = h.rate_ai_bps {
         c.w_ai = ai as f64 / 8.0 * rtt as f64 / 1e9;
     }
@@ -995,6 +1019,11 @@ fn hpcc_config(h: &HpccSettings, line_bps: u64, fabric_rtt_ns: impl Fn() -> u64)
         c.min_rate_bps = m;
     }
     c.fast_react = h.fast_react;
+    c.multi_rate = h.multi_rate;
+    c.sample_feedback = h.sample_feedback;
+    c.windowed = h.windowed;
+    c.var_window = h.var_window;
+    c.paced = h.paced;
     c
 }
 
