@@ -104,13 +104,14 @@ fn shipped_configs_write_every_output_at_its_configured_path() {
 }
 
 /// How many flows of a large run's WebSearch file the configs of
-/// `fat5ms/` and `fat10ms/` run here: all 3,571 (7,097) take minutes in a
+/// `fat5ms/`, `fat10ms/` and `switches/` run here: all 3,571 (7,097) take minutes in a
 /// debug build, and what is under test is where the outputs go, which a
 /// few flows show as well.
 const LARGE_RUN_FLOWS: usize = 24;
 
 /// The configs of each subfolder of `scenarios/hpcc/` (`fat5ms/`,
-/// `fat10ms/`) as shipped, from a copy of their folder layout
+/// `fat10ms/`, and `switches/`: the 1 ms fat tree with HPCC's switches
+/// changed one at a time) as shipped, from a copy of their folder layout
 /// (`../topo_fat320.txt` and `../trace.txt` one level up) whose flow file
 /// is cut to its first [`LARGE_RUN_FLOWS`] flows.
 #[test]
@@ -122,7 +123,7 @@ fn large_run_configs_write_every_output_at_their_configured_paths() {
         .map(|e| e.file_name().into_string().unwrap())
         .collect();
     folders.sort();
-    assert_eq!(folders, ["fat10ms", "fat5ms"]);
+    assert_eq!(folders, ["fat10ms", "fat5ms", "switches"]);
     for folder in &folders {
         check_large_run_folder(folder);
     }
@@ -135,7 +136,7 @@ fn check_large_run_folder(folder: &str) {
     let sub = root.join(folder);
     std::fs::create_dir_all(&sub).unwrap();
     let configs = configs_in(&shipped);
-    // At least PFC-only, DCQCN and HPCC in each.
+    // At least three in each (PFC-only, DCQCN and HPCC in the large runs).
     assert!(configs.len() >= 3, "{configs:?}");
     let mut copies = Vec::new();
     for c in &configs {
