@@ -126,5 +126,27 @@ class SpeedTable(unittest.TestCase):
         self.assertIn("no config has both simulators' timings", err)
 
 
+class TimedOutFlows(unittest.TestCase):
+    """A flow of ours that finished only after the RNIC's retransmission
+    timeout leaves the comparison on both sides, as ns-3's unfinished
+    flows do; the others stay paired."""
+
+    def test_pairs_past_the_timeout_leave_both_sides(self):
+        sys.path.insert(0, HERE)
+        import hpcc_compare as h
+        # (src, dst, size, start, fct, ideal)
+        ns3 = [(0, 1, 1000, 0, 5_000, 4_000), (2, 3, 9000, 10, 20_000, 12_000),
+               (4, 5, 500, 20, 4_100, 4_000)]
+        ours = [(0, 1, 1000, 0, 5_200, 4_000), (2, 3, 9000, 10, h.RTO_NS + 20_000, 12_000),
+                (4, 5, 500, 20, h.RTO_NS - 1, 4_000)]
+        kept, pairs, timed = h.drop_timed_out(ns3, h.match(ns3, ours))
+        self.assertEqual(timed, 1)
+        self.assertEqual(kept, [ns3[0], ns3[2]])
+        self.assertEqual(pairs, [(ns3[0], ours[0]), (ns3[2], ours[2])])
+        # Nothing past it: nothing left out.
+        kept, pairs, timed = h.drop_timed_out(ns3, h.match(ns3, ours[:1]))
+        self.assertEqual((kept, timed, len(pairs)), (ns3, 0, 1))
+
+
 if __name__ == "__main__":
     unittest.main()
