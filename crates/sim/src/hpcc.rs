@@ -401,7 +401,7 @@ impl Experiment {
                     // rdma-hw.cc's HPCC update divides each hop's queue by
                     // the QP's window, m_win, which HAS_WIN 0 makes 0.
                     warnings.push(
-                        "HAS_WIN 0 with CC_MODE 3: ns-3's HPCC update divides each hop's queue by the window, 0 there, so its first queued hop makes U infinite and the rate drops to MIN_RATE; here U keeps the base-RTT BDP in that term and only the window's bound is off".into(),
+                        "HAS_WIN 0 with CC_MODE 3: ns-3's HPCC update divides each hop's queue by the window, 0 there (a queued hop's load is infinite, an empty one's not a number), so its rates there are not meaningful; here the load keeps the base-RTT BDP in that term and only the window's bound is off".into(),
                     );
                 }
                 // third.cc's defaults: a rate per hop, every hop read.
@@ -757,6 +757,23 @@ impl Experiment {
         }
         if let Some(ps) = cfg.buffer.pause_time_ps {
             warnings.extend(pause_time_warnings(&topo, ps));
+        }
+        if cfg.ns3_int.is_some() {
+            let mut odd: Vec<u64> = topo
+                .links
+                .iter()
+                .map(|l| l.rate_bps)
+                .filter(|r| !Ns3Int::LINE_RATES.contains(r))
+                .collect();
+            odd.sort_unstable();
+            odd.dedup();
+            if !odd.is_empty() {
+                let list: Vec<String> = odd.iter().map(|r| format!("{} b/s", r)).collect();
+                warnings.push(format!(
+                    "links at {}: ns-3's INT record codes only 25, 50, 100, 200 and 400 Gb/s and reads any other rate as 25 Gb/s in HPCC's update; so does this run",
+                    list.join(", ")
+                ));
+            }
         }
         // third.cc's `get_nic_rate`: the rate of the first host's link.
         cfg.buffer.alpha_speed_ref_bps = host_ids.first().and_then(|&h| {
@@ -1782,7 +1799,7 @@ sample_us = 0
         assert!(
             e.warnings
                 .iter()
-                .any(|w| w.contains("HAS_WIN 0") && w.contains("MIN_RATE")),
+                .any(|w| w.contains("HAS_WIN 0") && w.contains("not meaningful")),
             "{:?}",
             e.warnings
         );
@@ -1810,6 +1827,46 @@ sample_us = 0
             "{:?}",
             dcqcn.warnings
         );
+    }
+
+    /// Links at rates ns-3's INT record does not code (10G, 40G) read as
+    /// 25G in HPCC's update there: the run imitates it and says so.
+    #[test]
+    fn int_rates_ns3_does_not_code_read_as_25g() {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-40g-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("topo.txt"),
+            "3 1 2\n2\n0 2 40Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.000001\n").unwrap();
+        std::fs::write(
+            d.join("config.txt"),
+            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nCC_MODE 3\nPACKET_PAYLOAD_SIZE 1024\nKMAX_MAP 2 40000000000 160 100000000000 400\nKMIN_MAP 2 40000000000 40 100000000000 100\nPMAX_MAP 2 40000000000 0.2 100000000000 0.2\n",
+        )
+        .unwrap();
+        let e = Experiment::load(&d.join("config.txt"), None).unwrap();
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("40000000000 b/s") && w.contains("25 Gb/s")),
+            "{:?}",
+            e.warnings
+        );
+        let mut sim = crate::sim::Simulator::new(e.cfg.clone(), e.topo.clone(), &e.flows).unwrap();
+        assert!(
+            sim.int_rates.contains(&25_000_000_000),
+            "{:?}",
+            sim.int_rates
+        );
+        assert!(
+            !sim.int_rates.contains(&40_000_000_000),
+            "{:?}",
+            sim.int_rates
+        );
+        sim.run().unwrap();
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     #[test]

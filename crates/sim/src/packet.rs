@@ -97,15 +97,38 @@ impl Ns3Int {
     /// The queue field's width (`IntHop::qlenWidth`).
     const QLEN_BITS: u32 = 17;
 
+    /// The link rates the record's 3-bit field codes (`IntHop::Set`).
+    pub const LINE_RATES: [u64; 5] = [
+        25_000_000_000,
+        50_000_000_000,
+        100_000_000_000,
+        200_000_000_000,
+        400_000_000_000,
+    ];
+
     /// The byte counter and queue length as ns-3's record gives them back
     /// (`GetBytes`, `GetQlen`): `tx_bytes` and `qlen` rounded down to the
-    /// units, the queue's count of units wrapped to its field.
+    /// units, the queue's count of units wrapped to its field, and the
+    /// queue's bytes wrapped to 32 bits as `GetQlen`'s `uint32_t` product
+    /// wraps them (only past `INT_MULTI` 409).
     #[inline]
     pub fn encode(self, tx_bytes: u64, qlen: u64) -> (u64, u64) {
         let multi = u64::from(self.multi.max(1));
         let (b, q) = (Self::BYTE_UNIT * multi, Self::QLEN_UNIT * multi);
         let units = (qlen / q) & ((1 << Self::QLEN_BITS) - 1);
-        (tx_bytes / b * b, units * q)
+        (tx_bytes / b * b, (units * q) & u64::from(u32::MAX))
+    }
+
+    /// The link rate the record gives back for a port of `bps`: ns-3's
+    /// `IntHop::Set` codes only [`LINE_RATES`](Self::LINE_RATES) (printing
+    /// an error for any other and leaving the field at its zeroed 25
+    /// Gb/s), so a 10G or 40G port reads as 25G in HPCC there.
+    pub fn line_rate(bps: u64) -> u64 {
+        if Self::LINE_RATES.contains(&bps) {
+            bps
+        } else {
+            Self::LINE_RATES[0]
+        }
     }
 }
 
@@ -905,5 +928,13 @@ mod tests {
         assert_eq!(one.encode(0, full - 80).1, full - 80);
         assert_eq!(four.encode(0, full + 160).1, full, "4x the reach");
         assert_eq!(Ns3Int { multi: 0 }.encode(1_000, 1_000), (896, 960));
+        // GetQlen's uint32_t product wraps past INT_MULTI 409.
+        let big = Ns3Int { multi: 1_000 };
+        let q = 100_000 * 80_000;
+        assert_eq!(big.encode(0, q).1, q & u64::from(u32::MAX));
+        // Rates the 3-bit field does not code read as 25G.
+        assert_eq!(Ns3Int::line_rate(100_000_000_000), 100_000_000_000);
+        assert_eq!(Ns3Int::line_rate(10_000_000_000), 25_000_000_000);
+        assert_eq!(Ns3Int::line_rate(40_000_000_000), 25_000_000_000);
     }
 }

@@ -479,7 +479,7 @@ pub struct Simulator {
     pint: Option<Box<crate::pint::PintSwitches>>,
     /// The switch ports' distinct link rates, which an INT stamp names by
     /// place ([`IntStamp::rate`]).
-    int_rates: Vec<u64>,
+    pub(crate) int_rates: Vec<u64>,
     rng: ChaCha8Rng,
     pub counters: Counters,
     /// Frames the hosts' NICs injected, by priority (outside [`Counters`]
@@ -994,7 +994,11 @@ impl Simulator {
         }
         self.int_rates = vec![0; places.len()];
         for (rate, at) in places {
-            self.int_rates[at] = rate;
+            // In ns-3's record a rate it does not code reads as 25G.
+            self.int_rates[at] = match self.cfg.ns3_int {
+                Some(_) => Ns3Int::line_rate(rate),
+                None => rate,
+            };
         }
         Ok(())
     }
