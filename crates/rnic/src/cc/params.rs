@@ -960,6 +960,8 @@ impl CcParams {
             "eta" => self.eta = Some(parse::<f64>(key, value)?),
             "max_stage" => self.max_stage = Some(parse::<u32>(key, value)?),
             "base_rtt_us" => self.base_rtt_us = Some(parse::<f64>(key, value)?),
+            "multi_rate" => self.multi_rate = Some(parse::<bool>(key, value)?),
+            "sample_feedback" => self.sample_feedback = Some(parse::<bool>(key, value)?),
             "pint_log_base" => self.pint_log_base = Some(parse::<f64>(key, value)?),
             "pint_prob" => self.pint_prob = Some(parse::<f64>(key, value)?),
             "t_low_us" => self.t_low_us = Some(parse::<f64>(key, value)?),
@@ -1219,7 +1221,7 @@ mod tests {
                 let v = match *k {
                     "preset" => "hpcc-ns3",
                     "variant" => "rate",
-                    "clamp_target_rate" => "true",
+                    "clamp_target_rate" | "multi_rate" | "sample_feedback" => "true",
                     _ => "1",
                 };
                 p.set(k, v).unwrap_or_else(|e| panic!("{alg}.{k}: {e}"));
