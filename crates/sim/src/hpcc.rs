@@ -844,6 +844,9 @@ impl Experiment {
             cfg.ecn = EcnPolicy::BySpeed(by);
         }
         let (flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
+        if cfg.ns3_int.is_some() {
+            warnings.extend(long_path_warning(&topo, &flows));
+        }
         cfg.ecmp = EcmpMode::Ns3 {
             flow_ports: ns3_flow_ports(&flows, &dports),
         };
@@ -963,6 +966,28 @@ fn edit_distance(a: &str, b: &str) -> usize {
         }
     }
     row[b.len()]
+}
+
+/// Switches ns-3's INT header has room for (`IntHeader::maxHop`).
+const NS3_INT_HOPS: usize = 5;
+
+/// ns-3's HPCC with flows through more than [`NS3_INT_HOPS`] switches:
+/// its header's hop count passes the room, and its update then skips
+/// every ACK of the flow (`if (ih.nhop <= IntHeader::maxHop)`), so their
+/// rates never move there; here HPCC reads every hop. A warning naming
+/// how many flows, not an imitation: such a flow runs without congestion
+/// control in ns-3.
+fn long_path_warning(topo: &Topology, flows: &[FlowSpec]) -> Option<String> {
+    let routes = topo.routes();
+    let long = flows
+        .iter()
+        .filter(|f| topo.path(&routes, f.src, f.dst).len().saturating_sub(1) > NS3_INT_HOPS)
+        .count();
+    (long > 0).then(|| {
+        format!(
+            "{long} flows cross more than {NS3_INT_HOPS} switches: ns-3's INT header holds {NS3_INT_HOPS} hops and its HPCC then never updates their rates; here HPCC reads every hop"
+        )
+    })
 }
 
 fn pause_time_warnings(topo: &Topology, ps: Ps) -> Vec<String> {
@@ -1327,23 +1352,38 @@ mod tests {
         try_load_with(tag, extra).unwrap()
     }
 
-    /// [`load_with`]'s config: `extra` starts at its line 6.
-    fn try_load_with(tag: &str, extra: &str) -> Result<Experiment, HpccError> {
-        let d = std::env::temp_dir().join(format!("roce-hpcc-cc-{tag}-{}", std::process::id()));
+    /// An experiment from a topology, flow file and config written to a
+    /// folder of its own (`tag`), removed after loading.
+    fn load_files(
+        tag: &str,
+        topo: &str,
+        flows: &str,
+        config: &str,
+    ) -> Result<Experiment, HpccError> {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("topo.txt"), topo).unwrap();
+        std::fs::write(d.join("flow.txt"), flows).unwrap();
         std::fs::write(
-            d.join("topo.txt"),
-            "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+            d.join("config.txt"),
+            format!("TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\n{config}"),
         )
         .unwrap();
-        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 0.000001\n").unwrap();
-        let cfg = format!(
-            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\n{extra}"
-        );
-        std::fs::write(d.join("config.txt"), cfg).unwrap();
         let e = Experiment::load(&d.join("config.txt"), None);
         let _ = std::fs::remove_dir_all(&d);
         e
+    }
+
+    /// [`load_with`]'s config: `extra` starts at its line 6.
+    fn try_load_with(tag: &str, extra: &str) -> Result<Experiment, HpccError> {
+        load_files(
+            &format!("cc-{tag}"),
+            "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+            "1\n0 1 3 100 10000 0.000001\n",
+            &format!(
+                "KMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\n{extra}"
+            ),
+        )
     }
 
     /// A DCQCN config over hosts 0 and 1 under switches 2 and 3, which are
@@ -1833,20 +1873,13 @@ sample_us = 0
     /// 25G in HPCC's update there: the run imitates it and says so.
     #[test]
     fn int_rates_ns3_does_not_code_read_as_25g() {
-        let d = std::env::temp_dir().join(format!("roce-hpcc-40g-{}", std::process::id()));
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(
-            d.join("topo.txt"),
+        let e = load_files(
+            "40g",
             "3 1 2\n2\n0 2 40Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+            "1\n0 1 3 100 10000 2.000001\n",
+            "CC_MODE 3\nPACKET_PAYLOAD_SIZE 1024\nKMAX_MAP 2 40000000000 160 100000000000 400\nKMIN_MAP 2 40000000000 40 100000000000 100\nPMAX_MAP 2 40000000000 0.2 100000000000 0.2\n",
         )
         .unwrap();
-        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.000001\n").unwrap();
-        std::fs::write(
-            d.join("config.txt"),
-            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nCC_MODE 3\nPACKET_PAYLOAD_SIZE 1024\nKMAX_MAP 2 40000000000 160 100000000000 400\nKMIN_MAP 2 40000000000 40 100000000000 100\nPMAX_MAP 2 40000000000 0.2 100000000000 0.2\n",
-        )
-        .unwrap();
-        let e = Experiment::load(&d.join("config.txt"), None).unwrap();
         assert!(
             e.warnings
                 .iter()
@@ -1866,7 +1899,39 @@ sample_us = 0
             sim.int_rates
         );
         sim.run().unwrap();
-        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    /// A flow through more than 5 switches warns under HPCC (ns-3's INT
+    /// header overflows and its HPCC never updates the flow); 5 do not.
+    #[test]
+    fn hpcc_flows_past_five_switches_warn() {
+        let chain = |switches: u32, tag: &str| {
+            let ids: Vec<String> = (2..2 + switches).map(|i| i.to_string()).collect();
+            let mut topo = format!(
+                "{} {switches} {}\n{}\n",
+                switches + 2,
+                switches + 1,
+                ids.join(" ")
+            );
+            topo += "0 2 100Gbps 1000ns 0\n";
+            for i in 2..1 + switches {
+                topo += &format!("{i} {} 100Gbps 1000ns 0\n", i + 1);
+            }
+            topo += &format!("{} 1 100Gbps 1000ns 0\n", 1 + switches);
+            let flows = "2\n0 1 3 100 10000 2.000001\n1 0 3 100 10000 2.000001\n";
+            let config = "CC_MODE 3\nPACKET_PAYLOAD_SIZE 1024\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\nPMAX_MAP 1 100000000000 0.2\n";
+            load_files(&format!("chain-{tag}"), &topo, flows, config)
+                .unwrap()
+                .warnings
+        };
+        let six = chain(6, "six");
+        assert!(
+            six.iter()
+                .any(|w| w.starts_with("2 flows cross more than 5 switches")),
+            "{six:?}"
+        );
+        let five = chain(5, "five");
+        assert!(!five.iter().any(|w| w.contains("switches:")), "{five:?}");
     }
 
     #[test]
