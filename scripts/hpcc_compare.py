@@ -196,14 +196,19 @@ def run(a):
                 name = stage(cfg, d)
                 sim = os.path.abspath(a.ns3)
                 env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(sim, "build"))
+                if a.draw is not None:
+                    # third.cc fixes its random streams, not the run
+                    # number: ns-3 reads this from its environment.
+                    env["NS_GLOBAL_VALUE"] = f"RngRun={a.draw}"
                 t = timed([os.path.join(sim, "build", "scratch", "third"), name], d, env,
                           os.path.join(d, f"log_{tag}.txt"))
                 times.append(dict(t, sim="ns-3", config=tag, round=rnd))
                 print(f"ns-3 {tag}: {t}", flush=True)
             d = os.path.join(a.out, "ours")
             name = stage(cfg, d)
-            t = timed([roce, "sim", "--hpcc-config", name, "--no-plots", "--out", f"roce-{tag}"], d,
-                      log=os.path.join(d, f"log_{tag}.txt"))
+            seed = ["--seed", str(a.draw)] if a.draw is not None else []
+            t = timed([roce, "sim", "--hpcc-config", name, "--no-plots", "--out", f"roce-{tag}"]
+                      + seed, d, log=os.path.join(d, f"log_{tag}.txt"))
             times.append(dict(t, sim="ours", config=tag, round=rnd))
             print(f"ours {tag}: {t}", flush=True)
             json.dump(times, open(tpath, "w"), indent=1)
@@ -381,6 +386,48 @@ def replace_between(doc, markers, text, name):
     return head + start + "\n" + text + "\n" + end + tail
 
 
+def draws(a):
+    """Each simulator's own slowdown percentiles over several draws (one
+    run folder per draw: `run --draw N`): min–max (median) per percentile,
+    flows of ours that finished only through the timeout left out, and
+    the median against the median."""
+    q = (0.5, 0.95, 0.99)
+    L = ["| run | ns-3 min–max (median) | ours min–max (median) | median against median |",
+         "|---|---|---|---|"]
+    for cfg in configs(a.only):
+        tag = tag_of(cfg)
+        per = {"ns3": [], "ours": []}
+        for out in a.out:
+            for sim in per:
+                rows, _ = outputs(out, sim, cfg)
+                if rows is None:
+                    continue
+                if sim == "ours":
+                    rows = [r for r in rows if r[4] < RTO_NS]
+                xs = [slowdown(r[4], r[5]) for r in rows]
+                per[sim].append([pctl(xs, p) for p in q])
+        if not per["ns3"] or not per["ours"]:
+            continue
+        for i, p in enumerate(q):
+            n = [d[i] for d in per["ns3"]]
+            o = [d[i] for d in per["ours"]]
+            mn, mo = median(n), median(o)
+            L.append(f"| {tag} p{round(p * 100)} | {min(n):.3f}–{max(n):.3f} ({mn:.3f}) "
+                     f"({len(n)} draws) | {min(o):.3f}–{max(o):.3f} ({mo:.3f}) ({len(o)} draws) "
+                     f"| {(mo / mn - 1) * 100:+.1f} % |")
+    text = "\n".join(L)
+    if a.write:
+        marks = (f"<!-- generated {a.markers}: scripts/hpcc_compare.py draws -->",
+                 f"<!-- end generated {a.markers} -->")
+        with open(a.write) as fd:
+            doc = fd.read()
+        with open(a.write, "w") as fd:
+            fd.write(replace_between(doc, marks, text, a.write))
+        print(f"wrote {a.write}")
+    else:
+        print(text)
+
+
 def report(a):
     agreement_marks, speed_marks = markers(a.markers)
     tags = [tag_of(c) for c in configs(a.only)]
@@ -542,6 +589,13 @@ def main():
     r.add_argument("--ns3", help="the built simulation/ folder of the HPCC repository")
     r.add_argument("--only", nargs="*", help="configs whose name contains one of these")
     r.add_argument("--rounds", type=int, default=1, help="interleaved rounds (for timing)")
+    r.add_argument("--draw", type=int, help="another draw of the random numbers: ns-3's RngRun "
+                                            "(NS_GLOBAL_VALUE) and our --seed")
+    d = sub.add_parser("draws", help="slowdown spread over run folders of several draws")
+    d.add_argument("--out", required=True, nargs="+", help="one run folder per draw")
+    d.add_argument("--only", nargs="*")
+    d.add_argument("--write", help="replace the section marked `generated NAME` (--markers)")
+    d.add_argument("--markers", default="draws")
     p = sub.add_parser("report", help="Markdown figures from a run's outputs")
     p.add_argument("--out", required=True, nargs="+",
                    help="run folders; timings of all are pooled for the speed table, "
@@ -553,7 +607,7 @@ def main():
     p.add_argument("--markers", help="write the sections marked `generated NAME` "
                                      "(and `generated NAME speed`) instead of the main ones")
     a = ap.parse_args()
-    {"gen-flows": gen_flows, "run": run, "report": report}[a.cmd](a)
+    {"gen-flows": gen_flows, "run": run, "report": report, "draws": draws}[a.cmd](a)
 
 
 if __name__ == "__main__":

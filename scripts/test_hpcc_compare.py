@@ -148,5 +148,40 @@ class TimedOutFlows(unittest.TestCase):
         self.assertEqual((kept, timed, len(pairs)), (ns3, 0, 1))
 
 
+class Draws(unittest.TestCase):
+    """`draws`: each simulator's percentiles over run folders of several
+    draws, min–max (median), and the median against the median; flows of
+    ours past the timeout left out."""
+
+    def test_spread_over_draws(self):
+        sys.path.insert(0, HERE)
+        import hpcc_compare as h
+        with tempfile.TemporaryDirectory() as d:
+            # Ten flows of ideal 1000 ns; slowdowns 1..10 scaled per draw.
+            for k, (n3, ours) in enumerate([(1.0, 1.1), (1.2, 1.2), (1.4, 1.5)]):
+                for sim, scale in (("ns3", n3), ("ours", ours)):
+                    os.makedirs(os.path.join(d, f"d{k}", sim))
+                    with open(os.path.join(d, f"d{k}", sim, "fct_fat_dcqcn_loss.txt"), "w") as f:
+                        for i in range(10):
+                            f.write(f"0b000001 0b000101 {i} 100 1000 {i} "
+                                    f"{int(1000 * (i + 1) * scale)} 1000\n")
+            # One flow of ours in the last draw finished only by timeout.
+            with open(os.path.join(d, "d2", "ours", "fct_fat_dcqcn_loss.txt"), "a") as f:
+                f.write(f"0b000001 0b000101 99 100 1000 99 {h.RTO_NS + 5} 1000\n")
+            p = subprocess.run([sys.executable, SCRIPT, "draws", "--only", "fat_dcqcn_loss",
+                                "--out"] + [os.path.join(d, f"d{k}") for k in range(3)],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            lines = {l.split(" | ")[0]: l for l in p.stdout.splitlines()}
+            # p50: index 5 of 10, slowdown 6 times each draw's scale.
+            row = lines["| fat_dcqcn_loss p50"]
+            self.assertIn("6.000–8.400 (7.200) (3 draws)", row)
+            self.assertIn("6.600–9.000 (7.200) (3 draws)", row)
+            self.assertIn("+0.0 %", row)
+            # The timed-out flow is left out: ours' p99 in the last draw is
+            # its tenth flow's, 15.0, not the timeout's.
+            self.assertIn("11.000–15.000", lines["| fat_dcqcn_loss p99"])
+
+
 if __name__ == "__main__":
     unittest.main()
