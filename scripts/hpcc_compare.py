@@ -376,6 +376,15 @@ def markers(name):
              f"<!-- end generated {name} speed -->"))
 
 
+def write_section(path, marks, text):
+    """Replaces the section between `marks` in the document at `path`."""
+    with open(path) as fd:
+        doc = fd.read()
+    with open(path, "w") as fd:
+        fd.write(replace_between(doc, marks, text, path))
+    print(f"wrote {path}")
+
+
 def replace_between(doc, markers, text, name):
     """`doc` with the text between `markers` replaced by `text`."""
     start, end = markers
@@ -419,11 +428,7 @@ def draws(a):
     if a.write:
         marks = (f"<!-- generated {a.markers}: scripts/hpcc_compare.py draws -->",
                  f"<!-- end generated {a.markers} -->")
-        with open(a.write) as fd:
-            doc = fd.read()
-        with open(a.write, "w") as fd:
-            fd.write(replace_between(doc, marks, text, a.write))
-        print(f"wrote {a.write}")
+        write_section(a.write, marks, text)
     else:
         print(text)
 
@@ -437,11 +442,7 @@ def report(a):
         if not speed:
             sys.exit(f"no config has both simulators' timings in {', '.join(a.out)}")
         if a.write:
-            with open(a.write) as fd:
-                doc = fd.read()
-            with open(a.write, "w") as fd:
-                fd.write(replace_between(doc, speed_marks, speed, a.write))
-            print(f"wrote {a.write}")
+            write_section(a.write, speed_marks, speed)
         else:
             print(speed)
         return

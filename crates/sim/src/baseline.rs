@@ -29,6 +29,12 @@ pub enum HopCost {
     Ns3 { payload: u32 },
 }
 
+/// Bytes in flight over `rtt_ns` at `bps`: third.cc's BDP (`maxBdp`,
+/// `pairBdp`), rounded down.
+pub fn bdp_bytes(rtt_ns: u64, bps: u64) -> u64 {
+    (u128::from(rtt_ns) * u128::from(bps) / 1_000_000_000 / 8) as u64
+}
+
 /// A path's base RTT: twice its propagation delay plus one packet
 /// serialized at every hop (HPCC ns-3's definition), per `hop`.
 pub fn path_rtt_ps(path: &[PortRef], hop: HopCost) -> Ps {

@@ -330,9 +330,9 @@ impl Experiment {
             // The window and pacing switches, third.cc's defaults where
             // the config is silent: a window (HAS_WIN 1) of the line rate's
             // size (VAR_WIN 0), paced at the rate (RATE_BOUND 1).
-            h.windowed = has_win;
-            h.var_window = var_win;
-            h.paced = flag("RATE_BOUND", true)?;
+            h.opts.windowed = has_win;
+            h.opts.var_window = var_win;
+            h.opts.paced = flag("RATE_BOUND", true)?;
             Ok(h)
         };
         match cc_mode {
@@ -405,8 +405,8 @@ impl Experiment {
                     );
                 }
                 // third.cc's defaults: a rate per hop, every hop read.
-                h.multi_rate = flag("MULTI_RATE", true)?;
-                h.sample_feedback = flag("SAMPLE_FEEDBACK", false)?;
+                h.opts.multi_rate = flag("MULTI_RATE", true)?;
+                h.opts.sample_feedback = flag("SAMPLE_FEEDBACK", false)?;
                 // The INT record's units (`IntHop::multi`); 0 would divide
                 // by zero there.
                 let multi = match num("INT_MULTI")? {
@@ -804,7 +804,7 @@ impl Experiment {
         // third.cc's maxBdp: the largest pair RTT at the hosts' rate.
         if let Some(w) = &mut cfg.ns3_window {
             let line = cfg.buffer.alpha_speed_ref_bps.unwrap_or(100_000_000_000);
-            w.bytes = (u128::from(max_rtt_ns()) * u128::from(line) / 1_000_000_000 / 8) as u64;
+            w.bytes = crate::baseline::bdp_bytes(max_rtt_ns(), line);
         }
         if qcn {
             let mut rates: Vec<u64> = topo.links.iter().map(|l| l.rate_bps).collect();
@@ -1335,6 +1335,7 @@ pub fn read_flows(path: &Path, host_ids: &[u32]) -> Result<(Vec<FlowSpec>, Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use roce_rnic::cc::HpccOptions;
 
     #[test]
     fn units() {
@@ -1771,8 +1772,11 @@ sample_us = 0
             CcConfig::Hpcc(HpccSettings {
                 base_rtt_ns: Some(4160),
                 rate_ai_bps: Some(50_000_000),
-                multi_rate: true,
-                var_window: false,
+                opts: HpccOptions {
+                    multi_rate: true,
+                    var_window: false,
+                    ..HpccOptions::default()
+                },
                 ..HpccSettings::default()
             })
         );
@@ -1822,20 +1826,21 @@ sample_us = 0
             "run-py",
             "HAS_WIN 1\nVAR_WIN 1\nINT_MULTI 4\nMULTI_RATE 0\nSAMPLE_FEEDBACK 0\nRATE_BOUND 1\n",
         );
-        assert!(!h.multi_rate && !h.sample_feedback && h.windowed && h.var_window && h.paced);
+        assert_eq!(h.opts, HpccOptions::default());
         assert_eq!(int, Some(Ns3Int { multi: 4 }));
         let (h, _) = hpcc(
             "flipped",
             "HAS_WIN 1\nMULTI_RATE 1\nSAMPLE_FEEDBACK 1\nRATE_BOUND 0\n",
         );
-        assert!(h.multi_rate && h.sample_feedback && h.windowed && !h.var_window && !h.paced);
+        let o = h.opts;
+        assert!(o.multi_rate && o.sample_feedback && o.windowed && !o.var_window && !o.paced);
         // HAS_WIN 0: no window, and a warning that ns-3's HPCC is not
         // comparable there (it divides by the zero window).
         let e = load_with("nowin", "CC_MODE 3\nHAS_WIN 0\n");
         let CcConfig::Hpcc(h) = e.cfg.cc else {
             panic!("{:?}", e.cfg.cc)
         };
-        assert!(!h.windowed);
+        assert!(!h.opts.windowed);
         assert!(
             e.warnings
                 .iter()
@@ -1852,7 +1857,8 @@ sample_us = 0
         let CcConfig::HpccPint(p) = pint.cfg.cc else {
             panic!("{:?}", pint.cfg.cc)
         };
-        assert!(p.hpcc.windowed && !p.hpcc.var_window && !p.hpcc.paced);
+        let o = p.hpcc.opts;
+        assert!(o.windowed && !o.var_window && !o.paced);
         assert!(
             pint.warnings
                 .iter()

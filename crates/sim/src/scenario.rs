@@ -1306,12 +1306,14 @@ mod tests {
         };
         assert_eq!((d.rp_timer_ns, d.rate_ai_bps), (900_000, 50_000_000));
         let s = parse(&format!("[cc]\nalgorithm = \"hpcc\"\neta = 0.9\n{base}")).unwrap();
-        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.eta == 0.9 && !h.multi_rate));
+        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.eta == 0.9 && !h.opts.multi_rate));
         let s = parse(&format!(
             "[cc]\nalgorithm = \"hpcc\"\nmulti_rate = true\nsample_feedback = true\n{base}"
         ))
         .unwrap();
-        assert!(matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.multi_rate && h.sample_feedback));
+        assert!(
+            matches!(s.cfg.cc, CcConfig::Hpcc(h) if h.opts.multi_rate && h.opts.sample_feedback)
+        );
         let e = parse(&format!(
             "[cc]\nalgorithm = \"hpcc-pint\"\nmulti_rate = true\n{base}"
         ))

@@ -787,8 +787,7 @@ impl Simulator {
                     crate::baseline::path_rtt_ps(&path, crate::baseline::HopCost::Ns3 { payload })
                         / PS_PER_NS;
                 let bw = path.iter().map(|p| p.rate_bps).min().unwrap_or(0);
-                let bdp = (u128::from(rtt_ns) * u128::from(bw) / 1_000_000_000 / 8) as u64;
-                pair_t.push((rtt_ns, bdp));
+                pair_t.push((rtt_ns, crate::baseline::bdp_bytes(rtt_ns, bw)));
             }
             let mut sport = 49152 + (rng.next_u64() % 16384) as u16;
             if let EcmpMode::Ns3 { flow_ports } = &cfg.ecmp {

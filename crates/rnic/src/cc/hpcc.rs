@@ -26,24 +26,8 @@ pub struct HpccConfig {
     pub max_stage: u16,
     /// React to every ACK (the reference window still moves once per RTT).
     pub fast_react: bool,
-    /// A rate per hop, the slowest of them sent at (HPCC ns-3's
-    /// `MULTI_RATE 1`): each hop keeps its own utilisation average, reference
-    /// window and additive stage, instead of one U from the most loaded
-    /// hop (Algorithm 1, and `MULTI_RATE 0`).
-    pub multi_rate: bool,
-    /// A fast reaction reads only the hops with a queue (ns-3's
-    /// `SAMPLE_FEEDBACK 1`); the hops it skips keep their previous record
-    /// for the next update. Full updates read every hop.
-    pub sample_feedback: bool,
-    /// Bound the bytes in flight by the window (ns-3's `HAS_WIN`); without,
-    /// only the rate holds the sender back.
-    pub windowed: bool,
-    /// The window follows the rate, W (ns-3's `VAR_WIN 1`); otherwise it
-    /// stays at the line rate's, R·T, and only the pacing rate moves.
-    pub var_window: bool,
-    /// Pace at W/T (ns-3's `RATE_BOUND`); otherwise only the window holds
-    /// the sender back.
-    pub paced: bool,
+    /// The HPCC ns-3 simulator's variants of the algorithm.
+    pub opts: HpccOptions,
     /// Lowest rate the controller may set.
     pub min_rate_bps: u64,
 }
@@ -61,6 +45,41 @@ impl HpccConfig {
             base_rtt_ns,
             min_rate_bps: 100_000_000,
             fast_react: true,
+            opts: HpccOptions::default(),
+        }
+    }
+}
+
+/// The HPCC ns-3 simulator's switches over the algorithm (its config
+/// keys in brackets); the default is the paper's Algorithm 1 with a window
+/// that follows the rate and pacing at it. Held alike by the experiment's
+/// settings ([`crate::cc::HpccSettings`]) and the controller's
+/// configuration. Five bytes: [`HpccConfig`] keeps to 40.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HpccOptions {
+    /// A rate per hop, the slowest of them sent at (`MULTI_RATE 1`): each
+    /// hop keeps its own utilisation average, reference window and
+    /// additive stage, instead of one U from the most loaded hop
+    /// (Algorithm 1, and `MULTI_RATE 0`).
+    pub multi_rate: bool,
+    /// A fast reaction reads only the hops with a queue
+    /// (`SAMPLE_FEEDBACK 1`); the hops it skips keep their previous record
+    /// for the next update. Full updates read every hop.
+    pub sample_feedback: bool,
+    /// Bound the bytes in flight by the window (`HAS_WIN`); without, only
+    /// the rate holds the sender back.
+    pub windowed: bool,
+    /// The window follows the rate, W (`VAR_WIN 1`); otherwise it stays at
+    /// the line rate's, R·T, and only the pacing rate moves.
+    pub var_window: bool,
+    /// Pace at W/T (`RATE_BOUND`); otherwise only the window holds the
+    /// sender back.
+    pub paced: bool,
+}
+
+impl Default for HpccOptions {
+    fn default() -> Self {
+        HpccOptions {
             multi_rate: false,
             sample_feedback: false,
             windowed: true,
@@ -70,7 +89,7 @@ impl HpccConfig {
     }
 }
 
-/// One hop's own state under [`HpccConfig::multi_rate`] (ns-3's
+/// One hop's own state under [`HpccOptions::multi_rate`] (ns-3's
 /// `hopState`): its utilisation average, reference window and stage.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct HopRate {
@@ -143,7 +162,7 @@ pub struct Hpcc {
     inc_stage: u32,
     /// Hops of the last feedback in `last` ([`SPILLED`]: in `spill`).
     last_len: u8,
-    /// [`HpccConfig::windowed`], here in line 0 for every packet sent.
+    /// [`HpccOptions::windowed`], here in line 0 for every packet sent.
     windowed: bool,
     started: bool,
     /// W is below the line-rate window: the RNIC paces at `rate`.
@@ -164,7 +183,7 @@ pub struct Hpcc {
     last: [PrevHop; INLINE_HOPS],
     /// Longer paths' records.
     spill: Vec<PrevHop>,
-    /// Each hop's own state under [`HpccConfig::multi_rate`] (empty
+    /// Each hop's own state under [`HpccOptions::multi_rate`] (empty
     /// otherwise).
     per_hop: Vec<HopRate>,
 }
@@ -184,7 +203,7 @@ impl Hpcc {
             t: cfg.base_rtt_ns as f64,
             inc_stage: 0,
             last_len: 0,
-            windowed: cfg.windowed,
+            windowed: cfg.opts.windowed,
             started: false,
             paced: false,
             w: w_max,
@@ -202,13 +221,17 @@ impl Hpcc {
 
     /// W becomes `w`; the window and pacing rate the RNIC reads follow
     /// (the window stays at the line rate's without
-    /// [`var_window`](HpccConfig::var_window), and the rate is not paced
-    /// without [`paced`](HpccConfig::paced)).
+    /// [`var_window`](HpccOptions::var_window), and the rate is not paced
+    /// without [`paced`](HpccOptions::paced)).
     fn set_window(&mut self, w: f64) {
         self.w = w;
-        self.window_bytes = if self.cfg.var_window { w } else { self.w_max } as u64;
+        self.window_bytes = if self.cfg.opts.var_window {
+            w
+        } else {
+            self.w_max
+        } as u64;
         let r = w * 8.0 * 1e9 / self.cfg.base_rtt_ns as f64;
-        self.paced = self.cfg.paced & (w < self.w_max);
+        self.paced = self.cfg.opts.paced & (w < self.w_max);
         // Without a branch, for the reason `compute_wind` gives.
         self.rate = std::hint::select_unpredictable(self.paced, r as u64, 0);
     }
@@ -236,17 +259,17 @@ impl Hpcc {
     /// pass over the records instead of a second copying them.
     ///
     /// `full`: a full update (Wc moves); otherwise a fast reaction, which
-    /// under [`sample_feedback`](HpccConfig::sample_feedback) reads only
+    /// under [`sample_feedback`](HpccOptions::sample_feedback) reads only
     /// the hops with a queue and leaves the others' records as they were
     /// (ns-3 `UpdateRateHp`'s `continue`). Under
-    /// [`multi_rate`](HpccConfig::multi_rate) each hop's load goes into
+    /// [`multi_rate`](HpccOptions::multi_rate) each hop's load goes into
     /// its own average instead, and [`compute_wind_per_hop`]
     /// (Self::compute_wind_per_hop) reads the hops marked in the
     /// returned bits.
     fn measure_inflight(&mut self, hops: &[IntHop], full: bool) -> u64 {
         let t = self.t;
-        let skip_idle = self.cfg.sample_feedback & !full;
-        let multi = self.cfg.multi_rate;
+        let skip_idle = self.cfg.opts.sample_feedback & !full;
+        let multi = self.cfg.opts.multi_rate;
         let mut u = 0.0;
         let mut tau = 0.0;
         let mut updated = 0u64;
@@ -374,7 +397,7 @@ impl Hpcc {
 }
 
 impl Hpcc {
-    /// ComputeWind per hop ([`HpccConfig::multi_rate`]; ns-3's
+    /// ComputeWind per hop ([`HpccOptions::multi_rate`]; ns-3's
     /// `MULTI_RATE 1`): each hop `updated` marks steps its own reference
     /// window by its own average, as [`compute_wind`](Self::compute_wind)
     /// does the one; W is the smallest of those windows and the other
@@ -515,7 +538,7 @@ impl CongestionControl for Hpcc {
         if hops.len() == self.prev_len() {
             let updated = self.measure_inflight(hops, full);
             if updated != 0 {
-                if self.cfg.multi_rate {
+                if self.cfg.opts.multi_rate {
                     self.compute_wind_per_hop(updated, full);
                 } else {
                     self.compute_wind(full);
@@ -833,6 +856,14 @@ mod ns3_switch_tests {
 
     const LINE: u64 = 100_000_000_000;
 
+    /// The paper's configuration (T 10 µs) with ns-3's `opts`.
+    fn with(opts: HpccOptions) -> HpccConfig {
+        HpccConfig {
+            opts,
+            ..HpccConfig::new(LINE, 10_000)
+        }
+    }
+
     /// Feedback for a path of `n` hops at step `i`: hop `k` carries
     /// `rate_of(k, i)` bytes per ns and holds `queue_of(k, i)` bytes.
     fn path(
@@ -906,10 +937,10 @@ mod ns3_switch_tests {
     #[test]
     fn one_hop_multi_rate_is_the_single_rate() {
         let single = HpccConfig::new(LINE, 10_000);
-        let multi = HpccConfig {
+        let multi = with(HpccOptions {
             multi_rate: true,
-            ..single
-        };
+            ..HpccOptions::default()
+        });
         let mut c = [Hpcc::new(single, LINE), Hpcc::new(multi, LINE)];
         let mut tx = [0u64; 1];
         let ws = drive(
@@ -931,10 +962,10 @@ mod ns3_switch_tests {
     #[test]
     fn multi_rate_sends_at_the_slowest_hops_own_rate() {
         let single = HpccConfig::new(LINE, 10_000);
-        let multi = HpccConfig {
+        let multi = with(HpccOptions {
             multi_rate: true,
-            ..single
-        };
+            ..HpccOptions::default()
+        });
         let mut c = vec![Hpcc::new(multi, LINE), Hpcc::new(single, LINE)];
         c.extend((0..3).map(|_| Hpcc::new(single, LINE)));
         let mut tx = [0u64; 3];
@@ -960,10 +991,10 @@ mod ns3_switch_tests {
     /// and keeps their previous records; a full update reads every hop.
     #[test]
     fn sampled_feedback_skips_idle_hops_between_full_updates() {
-        let cfg = HpccConfig {
+        let cfg = with(HpccOptions {
             sample_feedback: true,
-            ..HpccConfig::new(LINE, 10_000)
-        };
+            ..HpccOptions::default()
+        });
         let mut h = Hpcc::new(cfg, LINE);
         let hop = |ts: u64, tx: u64, qlen: u64| IntHop {
             ts,
@@ -1013,24 +1044,24 @@ mod ns3_switch_tests {
         let mut c = [
             Hpcc::new(base, LINE),
             Hpcc::new(
-                HpccConfig {
+                with(HpccOptions {
                     windowed: false,
-                    ..base
-                },
+                    ..HpccOptions::default()
+                }),
                 LINE,
             ),
             Hpcc::new(
-                HpccConfig {
+                with(HpccOptions {
                     var_window: false,
-                    ..base
-                },
+                    ..HpccOptions::default()
+                }),
                 LINE,
             ),
             Hpcc::new(
-                HpccConfig {
+                with(HpccOptions {
                     paced: false,
-                    ..base
-                },
+                    ..HpccOptions::default()
+                }),
                 LINE,
             ),
         ];

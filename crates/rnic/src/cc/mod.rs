@@ -23,7 +23,7 @@ pub mod timely;
 
 pub use dcqcn::{Dcqcn, DcqcnConfig};
 pub use dctcp::{Dctcp, DctcpConfig, DctcpVariant};
-pub use hpcc::{Hpcc, HpccConfig};
+pub use hpcc::{Hpcc, HpccConfig, HpccOptions};
 pub use params::{
     CcChoice, CcConfig, CcParamError, CcParams, CcPlan, DctcpSettings, HpccSettings, PintSettings,
     SwiftSettings,

@@ -11,7 +11,8 @@
 
 use super::{
     CongestionControl, Dcqcn, DcqcnConfig, Dctcp, DctcpConfig, DctcpVariant, Hpcc, HpccConfig,
-    HpccPint, HpccPintConfig, NoCc, PintCodec, Swift, SwiftConfig, Timely, TimelyConfig,
+    HpccOptions, HpccPint, HpccPintConfig, NoCc, PintCodec, Swift, SwiftConfig, Timely,
+    TimelyConfig,
 };
 use serde::Deserialize;
 
@@ -61,17 +62,10 @@ pub struct HpccSettings {
     pub min_rate_bps: Option<u64>,
     /// React to every ACK between the once-per-RTT updates (`FAST_REACT`).
     pub fast_react: bool,
-    /// A rate per hop, the slowest sent at (`MULTI_RATE`; see
-    /// [`HpccConfig::multi_rate`]).
-    pub multi_rate: bool,
-    /// Fast reactions read only hops with a queue (`SAMPLE_FEEDBACK`).
-    pub sample_feedback: bool,
-    /// Bound the bytes in flight by a window (`HAS_WIN`).
-    pub windowed: bool,
-    /// The window follows the rate (`VAR_WIN`); else the line rate's.
-    pub var_window: bool,
-    /// Pace at the rate (`RATE_BOUND`).
-    pub paced: bool,
+    /// The HPCC ns-3 simulator's variants (`MULTI_RATE`,
+    /// `SAMPLE_FEEDBACK`, `HAS_WIN`, `VAR_WIN`, `RATE_BOUND`), handed to the
+    /// controller as they are.
+    pub opts: HpccOptions,
 }
 
 impl Default for HpccSettings {
@@ -83,11 +77,7 @@ impl Default for HpccSettings {
             base_rtt_ns: None,
             min_rate_bps: None,
             fast_react: true,
-            multi_rate: false,
-            sample_feedback: false,
-            windowed: true,
-            var_window: true,
-            paced: true,
+            opts: HpccOptions::default(),
         }
     }
 }
@@ -564,8 +554,8 @@ fn hpcc_settings(c: &CcParams, ck: &CcCheck) -> Result<HpccSettings, CcParamErro
     h.rate_ai_bps = ck.mbps("rate_ai_mbps", c.rate_ai_mbps)?;
     h.base_rtt_ns = ck.us("base_rtt_us", c.base_rtt_us)?;
     h.min_rate_bps = ck.mbps("min_rate_mbps", c.min_rate_mbps)?;
-    h.multi_rate = c.multi_rate.unwrap_or(h.multi_rate);
-    h.sample_feedback = c.sample_feedback.unwrap_or(h.sample_feedback);
+    h.opts.multi_rate = c.multi_rate.unwrap_or(h.opts.multi_rate);
+    h.opts.sample_feedback = c.sample_feedback.unwrap_or(h.opts.sample_feedback);
     Ok(h)
 }
 
@@ -1021,11 +1011,7 @@ fn hpcc_config(h: &HpccSettings, line_bps: u64, fabric_rtt_ns: impl Fn() -> u64)
         c.min_rate_bps = m;
     }
     c.fast_react = h.fast_react;
-    c.multi_rate = h.multi_rate;
-    c.sample_feedback = h.sample_feedback;
-    c.windowed = h.windowed;
-    c.var_window = h.var_window;
-    c.paced = h.paced;
+    c.opts = h.opts;
     c
 }
 
