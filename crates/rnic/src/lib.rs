@@ -1144,14 +1144,14 @@ impl<M: Memory> Rnic<M> {
     ) {
         self.clock = self.clock.max(now);
         self.handle_packet_inner(now, src, ce, t, payload);
-        self.touch_known(t.bth.dest_qp, |qp| qp.cc.on_telemetry(now, telemetry));
+        self.touch_known(t.bth.dest_qp, |qp| qp.on_telemetry(now, telemetry));
     }
 
     /// Hands in-band network telemetry to `qpn`'s congestion control (HPCC):
     /// the driver calls this with the hops an ACK for that QP carried back.
     pub fn handle_int(&mut self, now: Nanos, qpn: u32, hops: &[IntHop]) {
         self.clock = self.clock.max(now);
-        self.touch_known(qpn, |qp| qp.cc.on_int(now, hops));
+        self.touch_known(qpn, |qp| qp.on_telemetry(now, Telemetry::Int(hops)));
     }
 
     /// What `qpn`'s congestion controller has done (see [`CcStats`]).

@@ -458,6 +458,13 @@ pub struct Qp {
     pub(crate) rewound_at: Option<Psn>,
     /// The lowest rate `cc` paced this QP at (reported as the minimum rate).
     pub(crate) cc_min_rate: Option<u64>,
+    /// Where the pacing gap now running began, and the wire bytes of the
+    /// packet that began it (0: none sent yet): what a controller that
+    /// re-times a pending gap when its rate changes
+    /// ([`CongestionControl::rescales_gap`](crate::cc::CongestionControl::rescales_gap))
+    /// re-times. Kept for such controllers only.
+    pub(crate) gap_from: Nanos,
+    pub(crate) gap_wire: u32,
     /// When each in-flight PSN range was first sent (RTT samples, Karn's rule).
     pub(crate) sent_log: crate::cc::sample::SentLog,
     // Seldom touched: attributes read at set-up or on rare paths, receive
@@ -527,6 +534,8 @@ impl Qp {
             inflight_bytes: 0,
             cc: crate::cc::Controller::new(cc),
             cc_min_rate: None,
+            gap_from: 0,
+            gap_wire: 0,
             sent_log: Default::default(),
             rq: VecDeque::new(),
             epsn: Psn::new(0),

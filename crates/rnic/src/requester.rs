@@ -506,11 +506,18 @@ impl Qp {
         ctx.counters.tx_pkts += 1;
         ctx.counters.tx_bytes += wire;
         self.cc.on_send(now, wire as usize);
-        if let Some(rate) = self.cc.rate_bps().filter(|r| *r > 0) {
-            let gap = wire * 8 * 1_000_000_000 / rate;
+        let gap_from = if let Some(rate) = self.cc.rate_bps().filter(|r| *r > 0) {
             self.cc_min_rate = Some(self.cc_min_rate.map_or(rate, |m| m.min(rate)));
             let behind = now.saturating_sub(ctx.cfg.pacing_catch_up_ns);
-            self.next_send_at = self.next_send_at.max(behind) + gap;
+            let from = self.next_send_at.max(behind);
+            self.next_send_at = from + pacing_gap(wire, rate);
+            from
+        } else {
+            now
+        };
+        if self.cc.rescales_gap().is_some() {
+            self.gap_from = gap_from;
+            self.gap_wire = u32::try_from(wire).unwrap_or(u32::MAX);
         }
         if ud {
             let w = &mut self.sq[i];
@@ -1054,6 +1061,37 @@ impl Qp {
         self.held.clear();
         self.top_run = None;
         self.held_write = None;
+    }
+}
+
+/// The pacing gap after a packet of `wire` bytes at `rate` b/s (whole ns,
+/// rounded down).
+fn pacing_gap(wire: u64, rate: u64) -> Nanos {
+    wire * 8 * 1_000_000_000 / rate.max(1)
+}
+
+impl Qp {
+    /// Telemetry an ACK carried back (HPCC's INT, HPCC-PINT's code), to
+    /// the controller; for one that re-times a pending gap when its rate
+    /// changes ([`CongestionControl::rescales_gap`]), the gap since the
+    /// last packet then runs at the new rate from where it began, as the
+    /// HPCC ns-3 simulator's `ChangeRate` moves `m_nextAvail` by the
+    /// difference of the last packet's times at the two rates. A slower
+    /// rate holds the next packet back further; a faster one may let it
+    /// out at once. (ns-3 moves the time by each change in turn; one
+    /// packet's time at the latest rate is the same sum, rounded once.)
+    ///
+    /// [`CongestionControl::rescales_gap`]: crate::cc::CongestionControl::rescales_gap
+    pub(crate) fn on_telemetry(&mut self, now: Nanos, t: crate::cc::Telemetry<'_>) {
+        let before = self.cc.rate_bps();
+        self.cc.on_telemetry(now, t);
+        if let Some(line) = self.cc.rescales_gap() {
+            let after = self.cc.rate_bps();
+            if after != before && self.gap_wire > 0 {
+                let rate = after.filter(|r| *r > 0).unwrap_or(line);
+                self.next_send_at = self.gap_from + pacing_gap(u64::from(self.gap_wire), rate);
+            }
+        }
     }
 }
 

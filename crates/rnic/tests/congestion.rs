@@ -387,6 +387,46 @@ fn a_paced_qp_polled_late_catches_up_within_its_bound() {
     assert!((10..=13).contains(&bounded), "{bounded}");
 }
 
+/// A pair whose A side runs HPCC (100 Gb/s, T = 10 µs) on an RC QP with a
+/// `len`-byte WRITE to B posted, and B asking an ACK per packet, as the
+/// simulator runs HPCC: the pair, A's QP and its CQ.
+fn hpcc_writer(len: usize) -> (Pair, u32, CqHandle) {
+    let line = 100_000_000_000;
+    let cfg = RnicConfig {
+        ack_req_every: 1,
+        ..Default::default()
+    };
+    let mut p = Pair::with_config(LinkConfig::default(), cfg);
+    let pd = p.a.alloc_pd();
+    let cq = p.a.create_cq(64).unwrap();
+    let buf = p.a.mem_mut().alloc(len);
+    let mr = p.a.reg_mr(pd, buf, len as u64, Access::ALL).unwrap();
+    let cc = Box::new(Hpcc::new(HpccConfig::new(line, 10_000), line));
+    let qa =
+        p.a.create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
+            .unwrap();
+    let pdb = p.b.alloc_pd();
+    let cqb = p.b.create_cq(64).unwrap();
+    let bufb = p.b.mem_mut().alloc(len);
+    let mrb = p.b.reg_mr(pdb, bufb, len as u64, Access::ALL).unwrap();
+    let qb =
+        p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
+            .unwrap();
+    p.connect(qa, qb, Mtu::Mtu1024).unwrap();
+    let sge = Sge {
+        addr: buf,
+        length: len as u32,
+        lkey: mr.lkey,
+    };
+    let write = WrOpcode::RdmaWrite {
+        remote_addr: bufb,
+        rkey: mrb.rkey,
+    };
+    p.a.post_send(qa, &[SendWr::new(1, write, vec![sge])])
+        .unwrap();
+    (p, qa, cq)
+}
+
 /// `Rnic::handle_packet_telemetry` with INT (the simulator's path for an HPCC ACK)
 /// is `handle_packet` then `handle_int` with one re-file instead of two:
 /// two HPCC senders fed the same ACKs and telemetry, one through each
@@ -398,43 +438,7 @@ fn handle_packet_telemetry_is_handle_packet_then_handle_int() {
     use roce_rnic::memory::Memory;
     use roce_rnic::pair::{ADDR_A, ADDR_B};
     let line = 100_000_000_000;
-    let setup = || {
-        // An ACK per packet, as the simulator runs HPCC.
-        let cfg = RnicConfig {
-            ack_req_every: 1,
-            ..Default::default()
-        };
-        let mut p = Pair::with_config(LinkConfig::default(), cfg);
-        let len = 512 * 1024;
-        let pd = p.a.alloc_pd();
-        let cq = p.a.create_cq(64).unwrap();
-        let buf = p.a.mem_mut().alloc(len);
-        let mr = p.a.reg_mr(pd, buf, len as u64, Access::ALL).unwrap();
-        let cc = Box::new(Hpcc::new(HpccConfig::new(line, 10_000), line));
-        let qa =
-            p.a.create_qp_with_cc(QpInitAttr::new(QpType::Rc, pd, cq, cq), cc)
-                .unwrap();
-        let pdb = p.b.alloc_pd();
-        let cqb = p.b.create_cq(64).unwrap();
-        let bufb = p.b.mem_mut().alloc(len);
-        let mrb = p.b.reg_mr(pdb, bufb, len as u64, Access::ALL).unwrap();
-        let qb =
-            p.b.create_qp(QpInitAttr::new(QpType::Rc, pdb, cqb, cqb))
-                .unwrap();
-        p.connect(qa, qb, Mtu::Mtu1024).unwrap();
-        let sge = Sge {
-            addr: buf,
-            length: len as u32,
-            lkey: mr.lkey,
-        };
-        let write = WrOpcode::RdmaWrite {
-            remote_addr: bufb,
-            rkey: mrb.rkey,
-        };
-        p.a.post_send(qa, &[SendWr::new(1, write, vec![sge])])
-            .unwrap();
-        (p, qa, cq)
-    };
+    let setup = || hpcc_writer(512 * 1024);
     // One instant: timers, A's packets into B, B's ACKs (with one hop of
     // telemetry) into A; what moved and A's state after.
     type Log = (
@@ -500,4 +504,75 @@ fn handle_packet_telemetry_is_handle_packet_then_handle_int() {
     }
     assert!(acks_with_int >= 200, "{acks_with_int} ACKs");
     assert!(windows.len() > 10, "the window moved: {windows:?}");
+}
+
+/// A rate change of HPCC's re-times the pacing gap the QP is waiting out,
+/// as the HPCC ns-3 simulator's `ChangeRate`: the gap after the last
+/// packet runs at the new rate from that packet's send, later when the
+/// rate falls and earlier when it rises, and the next packet leaves at
+/// that instant and not a nanosecond before.
+#[test]
+fn hpcc_rate_change_retimes_the_pending_gap() {
+    let line = 100_000_000_000;
+    let (mut p, qa, _) = hpcc_writer(64 * 1024);
+    let hop = |ts: u64, tx_bytes: u64, qlen: u64| IntHop {
+        ts,
+        tx_bytes,
+        qlen,
+        link_bps: line,
+    };
+    // The first feedback only records the path; the first packet leaves
+    // unpaced, at 1 µs.
+    p.a.handle_int(0, qa, &[hop(0, 0, 0)]);
+    let sent_at = 1_000;
+    assert!(p.a.poll_transmit(sent_at).is_some());
+    let wire = p.a.counters().tx_bytes;
+    assert!(wire > 1024, "{wire}");
+    let gap = |rate: u64| wire * 8 * 1_000_000_000 / rate;
+    let status = |p: &Pair| p.a.qp_status(qa).unwrap();
+    // The line rate's gap (the wire's own time) is no gap yet.
+    assert_eq!(status(&p).rate_bps, None);
+    assert!(status(&p).next_send_at <= sent_at);
+    // The hop's load (each record 10 µs, a base RTT, after the last, so
+    // U is the hop's own): 2.6, 3.6, 0.4, 3.6 of the line. The rate falls,
+    // falls again, returns to the line rate and falls, and after each
+    // update the gap after the packet sent at 1 µs is timed at the rate
+    // (at the line rate when unpaced).
+    let mut now = 1_100;
+    let mut rates = Vec::new();
+    let mut tx = 0;
+    for (i, (bytes, qlen)) in [
+        (125_000, 200_000),
+        (250_000, 200_000),
+        (50_000, 0),
+        (250_000, 200_000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        tx += bytes;
+        let ts = 10_000 * (i as u64 + 1);
+        p.a.handle_int(now, qa, &[hop(ts, tx, qlen)]);
+        let s = status(&p);
+        let rate = s.rate_bps.unwrap_or(line);
+        assert_eq!(
+            s.next_send_at,
+            sent_at + gap(rate),
+            "at {now} ns, {rate} b/s"
+        );
+        rates.push(s.rate_bps);
+        now += 10;
+    }
+    let paced = |r: Option<u64>| r.filter(|r| *r < line).is_some();
+    assert!(rates.iter().all(|r| r.is_none() || paced(*r)), "{rates:?}");
+    assert!(paced(rates[0]) && rates[1] < rates[0], "{rates:?}");
+    assert_eq!(rates[2], None, "{rates:?}");
+    assert!(paced(rates[3]), "{rates:?}");
+    // The next packet waits for the re-timed gap, to the nanosecond.
+    let due = status(&p).next_send_at;
+    assert!(due > now, "{due} against {now}");
+    assert!(p.a.poll_transmit(due - 1).is_none());
+    assert_eq!(p.a.poll_timeout(), Some(due));
+    p.a.handle_timeout(due);
+    assert!(p.a.poll_transmit(due).is_some());
 }

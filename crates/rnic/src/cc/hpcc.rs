@@ -186,6 +186,9 @@ pub struct Hpcc {
     /// Each hop's own state under [`HpccOptions::multi_rate`] (empty
     /// otherwise).
     per_hop: Vec<HopRate>,
+    /// The host's line rate: the rate an unpaced QP's gaps are timed at
+    /// when one is re-timed ([`CongestionControl::rescales_gap`]).
+    line_bps: u64,
 }
 
 impl Hpcc {
@@ -214,6 +217,7 @@ impl Hpcc {
             last: [PrevHop::default(); INLINE_HOPS],
             spill: Vec::new(),
             per_hop: Vec::new(),
+            line_bps: line_rate_bps,
         };
         h.set_window(w_max);
         h
@@ -556,6 +560,13 @@ impl CongestionControl for Hpcc {
     }
     fn rate_bps(&self) -> Option<u64> {
         self.paced.then_some(self.rate)
+    }
+    fn rescales_gap(&self) -> Option<u64> {
+        // ns-3's HPCC calls `ChangeRate` on every update. Not when the
+        // rate does not pace (`RATE_BOUND 0`): ns-3 still shifts the next
+        // send there by the rate's change, against gaps it timed at the
+        // line rate; that variant stays a documented difference.
+        self.cfg.opts.paced.then_some(self.line_bps)
     }
 }
 

@@ -121,6 +121,17 @@ pub trait CongestionControl: Send {
     fn window_bytes(&self) -> Option<u64> {
         None
     }
+    /// The line rate, for a controller whose rate changes re-time the
+    /// pacing gap a QP is waiting out, as the HPCC ns-3 simulator's
+    /// `RdmaHw::ChangeRate` does on every HPCC and HPCC-PINT update: the
+    /// gap since the last packet's send becomes that packet's time at the
+    /// new rate (at this line rate when the new rate is `None`). Its DCQCN,
+    /// TIMELY and DCTCP set the rate without, and by default (`None`) a
+    /// gap, once started, runs at the rate it started at. Read once, when
+    /// the RNIC takes the controller.
+    fn rescales_gap(&self) -> Option<u64> {
+        None
+    }
     /// Multiplicative cuts of the rate or window so far (what `roce perf`
     /// reports beside the CNPs that provoked them).
     fn rate_cuts(&self) -> u64 {
@@ -174,6 +185,8 @@ pub(crate) struct Controller {
     acks: bool,
     /// [`CongestionControl::acks_move_readings`], as of creation.
     ack_view: bool,
+    /// [`CongestionControl::rescales_gap`], as of creation.
+    rescale: Option<u64>,
 }
 
 impl Controller {
@@ -181,12 +194,14 @@ impl Controller {
         let view = View::of(&*cc);
         let (sends, acks) = (cc.counts_sends(), cc.reads_acks());
         let ack_view = cc.acks_move_readings();
+        let rescale = cc.rescales_gap();
         Controller {
             cc,
             view,
             sends,
             acks,
             ack_view,
+            rescale,
         }
     }
 
@@ -202,6 +217,7 @@ impl Controller {
         self.sends = self.cc.counts_sends();
         self.acks = self.cc.reads_acks();
         self.ack_view = self.cc.acks_move_readings();
+        self.rescale = self.cc.rescales_gap();
         cc
     }
 
@@ -294,6 +310,10 @@ impl Controller {
     pub fn window_bytes(&self) -> Option<u64> {
         self.view.window
     }
+    /// [`CongestionControl::rescales_gap`], as of creation.
+    pub fn rescales_gap(&self) -> Option<u64> {
+        self.rescale
+    }
     pub fn rate_cuts(&self) -> u64 {
         self.cc.rate_cuts()
     }
@@ -378,6 +398,9 @@ macro_rules! forward_to_inner {
         }
         fn rate_cuts(&self) -> u64 {
             self.inner.rate_cuts()
+        }
+        fn rescales_gap(&self) -> Option<u64> {
+            self.inner.rescales_gap()
         }
     };
 }

@@ -295,6 +295,10 @@ impl CongestionControl for HpccPint {
     fn rate_bps(&self) -> Option<u64> {
         self.hpcc.rate_bps()
     }
+    fn rescales_gap(&self) -> Option<u64> {
+        // ns-3's `UpdateRateHpPint` calls `ChangeRate` too.
+        self.hpcc.rescales_gap()
+    }
 }
 
 #[cfg(test)]
