@@ -1089,7 +1089,15 @@ impl Qp {
             let after = self.cc.rate_bps();
             if after != before && self.gap_wire > 0 {
                 let rate = after.filter(|r| *r > 0).unwrap_or(line);
-                self.next_send_at = self.gap_from + pacing_gap(u64::from(self.gap_wire), rate);
+                let retimed = self.gap_from + pacing_gap(u64::from(self.gap_wire), rate);
+                // A gap that ended before `now` moves no earlier than it
+                // stood (nor than `now`): a QP that ran dry had its next
+                // send raised to the clock when work was posted, so that
+                // a driver's catch-up (`RnicConfig::pacing_catch_up_ns`)
+                // gives it no credit for the idle time, and a re-timing
+                // must not hand that credit back. Without catch-up a time
+                // in the past and `now` are the same to the pacer.
+                self.next_send_at = retimed.max(self.next_send_at.min(now));
             }
         }
     }

@@ -552,12 +552,16 @@ fn hpcc_rate_change_retimes_the_pending_gap() {
     {
         tx += bytes;
         let ts = 10_000 * (i as u64 + 1);
+        let stood = status(&p).next_send_at;
         p.a.handle_int(now, qa, &[hop(ts, tx, qlen)]);
         let s = status(&p);
         let rate = s.rate_bps.unwrap_or(line);
+        // The re-timed gap, or where the send stood (at most `now`) when
+        // that gap ended earlier: a re-timing hands back no idle credit.
+        let retimed = sent_at + gap(rate);
         assert_eq!(
             s.next_send_at,
-            sent_at + gap(rate),
+            retimed.max(stood.min(now)),
             "at {now} ns, {rate} b/s"
         );
         rates.push(s.rate_bps);
@@ -575,4 +579,14 @@ fn hpcc_rate_change_retimes_the_pending_gap() {
     assert_eq!(p.a.poll_timeout(), Some(due));
     p.a.handle_timeout(due);
     assert!(p.a.poll_transmit(due).is_some());
+    // That packet left paced: the next change re-times the gap after it,
+    // from its own send and with its own size (no RETH: 16 bytes fewer).
+    let wire2 = p.a.counters().tx_bytes - wire;
+    assert_eq!(wire2 + 16, wire);
+    let before = status(&p).rate_bps;
+    p.a.handle_int(due, qa, &[hop(50_000, tx + 125_000, 600_000)]);
+    let s = status(&p);
+    assert_ne!(s.rate_bps, before);
+    let rate = s.rate_bps.unwrap_or(line);
+    assert_eq!(s.next_send_at, due + wire2 * 8 * 1_000_000_000 / rate);
 }
