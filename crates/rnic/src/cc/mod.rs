@@ -483,6 +483,54 @@ impl CongestionControl for FixedRate {
 mod tests {
     use super::*;
 
+    /// Which controllers re-time a pending pacing gap when their rate
+    /// changes (ns-3 calls `ChangeRate` from HPCC's and HPCC-PINT's
+    /// updates only): HPCC and HPCC-PINT with the line rate, also
+    /// through a per-QP rate limit; not HPCC unpaced (`RATE_BOUND 0`),
+    /// nor DCQCN, TIMELY or DCTCP; the controller keeps the answer.
+    #[test]
+    fn only_hpcc_and_pint_retime_gaps() {
+        let line = 100_000_000_000;
+        let hpcc = |paced: bool| {
+            let mut cfg = HpccConfig::new(line, 10_000);
+            cfg.opts.paced = paced;
+            Box::new(Hpcc::new(cfg, line))
+        };
+        assert_eq!(hpcc(true).rescales_gap(), Some(line));
+        assert_eq!(hpcc(false).rescales_gap(), None);
+        let pint = HpccPint::new(
+            HpccPintConfig {
+                hpcc: HpccConfig::new(line, 10_000),
+                codec: PintCodec::new(1.05).unwrap(),
+                sample_threshold: 65_536,
+                seed: 1,
+            },
+            line,
+        );
+        assert_eq!(pint.rescales_gap(), Some(line));
+        let capped = RateLimit {
+            inner: hpcc(true),
+            cap_bps: line / 2,
+        };
+        assert_eq!(capped.rescales_gap(), Some(line));
+        assert_eq!(
+            Dcqcn::new(DcqcnConfig::default(), line).rescales_gap(),
+            None
+        );
+        assert_eq!(
+            Timely::new(TimelyConfig::default(), line).rescales_gap(),
+            None
+        );
+        assert_eq!(
+            Dctcp::new(DctcpConfig::hpcc_ns3(), line).rescales_gap(),
+            None
+        );
+        assert_eq!(Controller::new(hpcc(true)).rescales_gap(), Some(line));
+        let mut c = Controller::new(hpcc(true));
+        c.take();
+        assert_eq!(c.rescales_gap(), None, "the stand-in after take()");
+    }
+
     /// What the RNIC reads through a [`Controller`] is what the
     /// controller answers, after every kind of callback: the window and
     /// rate HPCC cuts on congested feedback, and the tick and rate a
