@@ -123,21 +123,25 @@ impl Ns3Int {
     pub fn encode(self, tx_bytes: u64, qlen: u64) -> (u64, u64) {
         let multi = self.multi.max(1);
         if multi == 1 {
-            // The shifts below with constants (the default and the shipped
-            // configs' value): fewer instructions again.
-            let units = ((qlen >> 4) / 5) & ((1 << Self::QLEN_BITS) - 1);
-            return (tx_bytes & !(Self::BYTE_UNIT - 1), units * Self::QLEN_UNIT);
+            // The default and the shipped configs' value: the shifts with
+            // a constant 0 fold away.
+            return Self::encode_shifted(0, tx_bytes, qlen);
         }
         if multi.is_power_of_two() {
-            let s = multi.trailing_zeros();
-            let units = ((qlen >> (4 + s)) / 5) & ((1 << Self::QLEN_BITS) - 1);
-            let q = Self::QLEN_UNIT << s;
-            return (
-                tx_bytes & !((Self::BYTE_UNIT << s) - 1),
-                (units * q) & u64::from(u32::MAX),
-            );
+            return Self::encode_shifted(multi.trailing_zeros(), tx_bytes, qlen);
         }
         self.encode_by_division(tx_bytes, qlen)
+    }
+
+    /// [`encode`](Self::encode) for `INT_MULTI` = 2^`s`.
+    #[inline(always)]
+    fn encode_shifted(s: u32, tx_bytes: u64, qlen: u64) -> (u64, u64) {
+        let units = ((qlen >> (4 + s)) / 5) & ((1 << Self::QLEN_BITS) - 1);
+        let q = Self::QLEN_UNIT << s;
+        (
+            tx_bytes & !((Self::BYTE_UNIT << s) - 1),
+            (units * q) & u64::from(u32::MAX),
+        )
     }
 
     /// [`encode`](Self::encode) as ns-3 writes it, for any `INT_MULTI`.
