@@ -16,7 +16,10 @@ for the build recipe).
 `run` copies each config and its inputs into OUT/ns3/ and OUT/ours/ and runs
 both simulators there (one at a time, each alone), so their FCT and PFC
 files land at the paths the configs name; it records wall time and peak
-memory (`/usr/bin/time -v`) in OUT/times.json. `report` computes the
+memory (`/usr/bin/time -v`) in OUT/times.json. `--also LABEL=BIN` times
+another build of ours (a profile-guided one, say) right after the first on
+each config, in OUT/ours-LABEL/, and stops if it writes different output
+files; the speed table gives it a row of its own. `report` computes the
 slowdown figures as the HPCC repository's `analysis/fct_analysis.py` does
 (FCT over the file's last column, at least 1; percentile p is the value at
 index floor(n * p) of the sorted list) and writes them as Markdown, to
@@ -33,6 +36,7 @@ Python 3, standard library only.
 
 import argparse
 import bisect
+import filecmp
 import json
 import math
 import os
@@ -188,6 +192,7 @@ def run(a):
     tpath = os.path.join(a.out, "times.json")
     times = json.load(open(tpath)) if os.path.exists(tpath) else []
     roce = os.path.abspath(a.roce)
+    also = parse_also(a.also)
     for rnd in range(a.rounds):
         for cfg in configs(a.only):
             tag = tag_of(cfg)
@@ -211,7 +216,50 @@ def run(a):
                       + seed, d, log=os.path.join(d, f"log_{tag}.txt"))
             times.append(dict(t, sim="ours", config=tag, round=rnd))
             print(f"ours {tag}: {t}", flush=True)
+            for label, path in also:
+                # Another build of ours, right after it (the same inputs
+                # in a folder of its own); it must compute the same files.
+                da = os.path.join(a.out, f"ours-{label}")
+                name = stage(cfg, da)
+                t = timed([path, "sim", "--hpcc-config", name, "--no-plots", "--out",
+                           f"roce-{tag}"] + seed, da, log=os.path.join(da, f"log_{tag}.txt"))
+                times.append(dict(t, sim=f"ours:{label}", config=tag, round=rnd))
+                print(f"ours:{label} {tag}: {t}", flush=True)
+                differ = outputs_differ(d, da, name)
+                if differ:
+                    sys.exit(f"build {label} ({path}) wrote a different {differ} than "
+                             f"{roce} on {tag}")
             json.dump(times, open(tpath, "w"), indent=1)
+
+
+def parse_also(specs):
+    """`--also LABEL=BIN` options as (label, absolute path) pairs."""
+    out = []
+    for spec in specs or []:
+        label, sep, path = spec.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", label) or not path:
+            sys.exit(f"--also {spec!r}: expected LABEL=PATH, the label in letters, digits, "
+                     "'_' and '-'")
+        if not os.access(path, os.X_OK):
+            sys.exit(f"--also {spec!r}: {path} is not an executable file")
+        out.append((label, os.path.abspath(path)))
+    return out
+
+
+def outputs_differ(d1, d2, cfg_name):
+    """The first output file the config names (FCT, PFC, queue monitor)
+    whose bytes differ between the run folders `d1` and `d2`, or None."""
+    with open(os.path.join(d1, cfg_name)) as f:
+        for line in f:
+            v = line.split()
+            if len(v) > 1 and v[0] in ("FCT_OUTPUT_FILE", "PFC_OUTPUT_FILE", "QLEN_MON_FILE"):
+                p1, p2 = os.path.join(d1, v[1]), os.path.join(d2, v[1])
+                if not os.path.exists(p1) and not os.path.exists(p2):
+                    continue
+                if not (os.path.exists(p1) and os.path.exists(p2)) or not filecmp.cmp(
+                        p1, p2, shallow=False):
+                    return v[1]
+    return None
 
 
 # ---------------------------------------------------------------- figures
@@ -338,18 +386,28 @@ def speed_table(times, tags):
     """The speed side-by-side table: per config, the median wall time over
     all rounds (each round in brackets, in the order run), peak memory and
     the ratio of the medians. Configs without both simulators' timings are
-    left out. Returns the Markdown lines (none when nothing is timed)."""
+    left out. Builds timed with `run --also LABEL=BIN` get a row each,
+    `tag (LABEL)`, under the config's, against the same ns-3 rounds.
+    Returns the Markdown lines (none when nothing is timed)."""
     rows = []
+    labels = []
+    for t in times:
+        if t["sim"].startswith("ours:") and t["sim"] not in labels:
+            labels.append(t["sim"])
     for tag in tags:
         t3 = [t for t in times if t["config"] == tag and t["sim"] == "ns-3"]
-        to = [t for t in times if t["config"] == tag and t["sim"] == "ours"]
-        if not t3 or not to:
+        if not t3:
             continue
         w3 = median(t["wall_s"] for t in t3)
-        wo = median(t["wall_s"] for t in to)
         each = lambda ts: ", ".join(f"{t['wall_s']:.1f}" for t in ts)
-        rows.append(f"| {tag} | {w3:.1f} ({each(t3)}) | {peak_mb(t3)} | "
-                    f"{wo:.1f} ({each(to)}) | {peak_mb(to)} | {w3 / wo:.1f}× |")
+        for sim in ["ours"] + labels:
+            to = [t for t in times if t["config"] == tag and t["sim"] == sim]
+            if not to:
+                continue
+            wo = median(t["wall_s"] for t in to)
+            name = tag if sim == "ours" else f"{tag} ({sim[len('ours:'):]})"
+            rows.append(f"| {name} | {w3:.1f} ({each(t3)}) | {peak_mb(t3)} | "
+                        f"{wo:.1f} ({each(to)}) | {peak_mb(to)} | {w3 / wo:.1f}× |")
     if not rows:
         return []
     return ["| run | ns-3 wall s | ns-3 peak MB | ours wall s | ours peak MB | ratio of medians |",
@@ -590,6 +648,9 @@ def main():
     r.add_argument("--ns3", help="the built simulation/ folder of the HPCC repository")
     r.add_argument("--only", nargs="*", help="configs whose name contains one of these")
     r.add_argument("--rounds", type=int, default=1, help="interleaved rounds (for timing)")
+    r.add_argument("--also", action="append", metavar="LABEL=BIN",
+                   help="another build of roce (a profile-guided one, say), timed right "
+                        "after --roce on each config; it must write the same output files")
     r.add_argument("--draw", type=int, help="another draw of the random numbers: ns-3's RngRun "
                                             "(NS_GLOBAL_VALUE) and our --seed")
     d = sub.add_parser("draws", help="slowdown spread over run folders of several draws")

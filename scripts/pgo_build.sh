@@ -17,7 +17,10 @@
 # Measured (session 23, 2 shared cores, 10 interleaved pairs each, ratio of
 # median user s PGO/release): fat5ms HPCC 0.84, fat5ms DCQCN 0.92, k=32 cut
 # at 300 us 0.96; callgrind Ir config_fat_hpcc 13,770 M against 14,592 M,
-# config_fat_dcqcn 11,716 M against 12,533 M. The script takes ~13.5 min
+# config_fat_dcqcn 11,716 M against 12,533 M. Session 38 (main 2499710, an
+# idle machine, three rounds each beside ns-3: `scripts/hpcc_compare.py
+# run --also pgo=target/pgo/roce`): fat5ms DCQCN 0.94, HPCC 0.95, PFC-only
+# 0.95 of the release build's wall time, the outputs identical. The script takes ~13.5 min
 # wall on a loaded 2-core machine from scratch (~4 min when the instrumented
 # build is still cached): two fat-LTO release builds and 50-75 s of
 # training runs.

@@ -126,6 +126,69 @@ class SpeedTable(unittest.TestCase):
         self.assertIn("no config has both simulators' timings", err)
 
 
+class OtherBuilds(unittest.TestCase):
+    """`run --also LABEL=BIN` times another build of ours right after the
+    first on each config, refuses one that writes different files, and
+    `report` gives it a row of its own against the same ns-3 rounds."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def fake_roce(self, name, fct_text):
+        """A stand-in for `roce sim --hpcc-config CFG ...` that writes
+        `fct_text` and an empty PFC file where CFG names them."""
+        path = os.path.join(self.tmp.name, name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n"
+                    "fct=$(awk '$1 == \"FCT_OUTPUT_FILE\" {print $2}' \"$3\")\n"
+                    "pfc=$(awk '$1 == \"PFC_OUTPUT_FILE\" {print $2}' \"$3\")\n"
+                    f"printf '{fct_text}' > \"$fct\"\n"
+                    ": > \"$pfc\"\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def run_script(self, out, roce, *also):
+        args = [sys.executable, SCRIPT, "run", "--out", out, "--roce", roce, "--only",
+                "config_pair_none.txt"]
+        for a in also:
+            args += ["--also", a]
+        return subprocess.run(args, capture_output=True, text=True)
+
+    def test_an_other_build_is_timed_and_reported_beside_ours(self):
+        a = self.fake_roce("a", "same\\n")
+        b = self.fake_roce("b", "same\\n")
+        out = os.path.join(self.tmp.name, "out")
+        p = self.run_script(out, a, f"pgo={b}")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(out, "times.json")) as f:
+            sims = [t["sim"] for t in json.load(f)]
+        self.assertEqual(sims, ["ours", "ours:pgo"])
+        self.assertTrue(os.path.exists(os.path.join(out, "ours-pgo", "fct_pair_none.txt")))
+        # With ns-3's timings beside them, one row per build.
+        with open(os.path.join(out, "times.json"), "w") as f:
+            json.dump([timing("ns-3", "pair_none", 0, 20.0, 1024),
+                       timing("ours", "pair_none", 0, 2.0, 1024),
+                       timing("ours:pgo", "pair_none", 0, 1.6, 1024)], f)
+        rc, text, err = report("--out", out, "--only", "pair_none", "--section", "speed")
+        self.assertEqual(rc, 0, err)
+        self.assertIn("| pair_none | 20.0 (20.0) | 1 | 2.0 (2.0) | 1 | 10.0× |", text)
+        self.assertIn("| pair_none (pgo) | 20.0 (20.0) | 1 | 1.6 (1.6) | 1 | 12.5× |", text)
+
+    def test_an_other_build_that_writes_other_files_is_refused(self):
+        a = self.fake_roce("a", "one\\n")
+        b = self.fake_roce("b", "two\\n")
+        p = self.run_script(os.path.join(self.tmp.name, "out"), a, f"b={b}")
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("fct_pair_none.txt", p.stderr)
+        for bad in ("nolabel", f"bad label={b}", "x=/no/such/file"):
+            p = self.run_script(os.path.join(self.tmp.name, "out2"), a, bad)
+            self.assertNotEqual(p.returncode, 0, bad)
+            self.assertIn("--also", p.stderr)
+
+
 class TimedOutFlows(unittest.TestCase):
     """A flow of ours that finished only after the RNIC's retransmission
     timeout leaves the comparison on both sides, as ns-3's unfinished

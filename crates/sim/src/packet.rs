@@ -41,6 +41,17 @@ pub struct IntRec {
 /// the 23.8 M misses). Five 32-byte hops span three lines; five of these
 /// span two.
 ///
+/// Measured dead end (session 38): 12-byte stamps (time and byte counter
+/// modulo 2^32, HPCC taking their differences modulo 2^32) with the five
+/// hops' rates in four bits each, so that a five-switch path's record
+/// fills one line and a longer one two (128 bytes, not 192). Outputs
+/// identical on every HPCC and PINT fat-tree config, but 152 M more
+/// instructions on the 1 ms HPCC fat tree (15.39 G against 15.24 G: the
+/// packing) and user time even on the 5 ms run (four interleaved pairs:
+/// 7.98, 8.16, 8.27, 7.76 s before against 8.13, 8.15, 7.95, 8.09 s): on
+/// this machine's large last-level cache the second line was no longer
+/// a cost.
+///
 /// Exact: a queue never holds more than its switch admits, which the
 /// simulator checks fits 32 bits before a run with INT starts
 /// ([`crate::pfc::Mmu::max_admitted`]), and the rate's table is built from
