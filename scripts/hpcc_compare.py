@@ -209,27 +209,29 @@ def run(a):
                           os.path.join(d, f"log_{tag}.txt"))
                 times.append(dict(t, sim="ns-3", config=tag, round=rnd))
                 print(f"ns-3 {tag}: {t}", flush=True)
-            d = os.path.join(a.out, "ours")
-            name = stage(cfg, d)
             seed = ["--seed", str(a.draw)] if a.draw is not None else []
-            t = timed([roce, "sim", "--hpcc-config", name, "--no-plots", "--out", f"roce-{tag}"]
-                      + seed, d, log=os.path.join(d, f"log_{tag}.txt"))
-            times.append(dict(t, sim="ours", config=tag, round=rnd))
-            print(f"ours {tag}: {t}", flush=True)
-            for label, path in also:
-                # Another build of ours, right after it (the same inputs
-                # in a folder of its own); it must compute the same files.
-                da = os.path.join(a.out, f"ours-{label}")
-                name = stage(cfg, da)
+            # Ours, then each `--also` build right after it (the same
+            # inputs in a folder of its own), which must compute the same
+            # files as ours.
+            first = None
+            for sim, path, folder in [("ours", roce, "ours")] + [
+                    (f"ours:{label}", p, f"ours-{label}") for label, p in also]:
+                d = os.path.join(a.out, folder)
+                name = stage(cfg, d)
                 t = timed([path, "sim", "--hpcc-config", name, "--no-plots", "--out",
-                           f"roce-{tag}"] + seed, da, log=os.path.join(da, f"log_{tag}.txt"))
-                times.append(dict(t, sim=f"ours:{label}", config=tag, round=rnd))
-                print(f"ours:{label} {tag}: {t}", flush=True)
-                differ = outputs_differ(d, da, name)
-                if differ:
-                    sys.exit(f"build {label} ({path}) wrote a different {differ} than "
-                             f"{roce} on {tag}")
+                           f"roce-{tag}"] + seed, d, log=os.path.join(d, f"log_{tag}.txt"))
+                times.append(dict(t, sim=sim, config=tag, round=rnd))
+                print(f"{sim} {tag}: {t}", flush=True)
+                if first is None:
+                    first = d
+                elif differ := outputs_differ(first, d, name):
+                    sys.exit(f"build {sim[len('ours:'):]} ({path}) wrote a different {differ} "
+                             f"than {roce} on {tag}")
             json.dump(times, open(tpath, "w"), indent=1)
+
+
+# What a marker name or a build's label may hold.
+LABEL_RE = r"[A-Za-z0-9_-]+"
 
 
 def parse_also(specs):
@@ -237,7 +239,7 @@ def parse_also(specs):
     out = []
     for spec in specs or []:
         label, sep, path = spec.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z0-9_-]+", label) or not path:
+        if not sep or not re.fullmatch(LABEL_RE, label) or not path:
             sys.exit(f"--also {spec!r}: expected LABEL=PATH, the label in letters, digits, "
                      "'_' and '-'")
         if not os.access(path, os.X_OK):
@@ -426,7 +428,7 @@ def markers(name):
     without the others' outputs at hand."""
     if not name:
         return GENERATED, GENERATED_SPEED
-    if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+    if not re.fullmatch(LABEL_RE, name):
         sys.exit(f"--markers {name!r}: letters, digits, '_' and '-' only")
     return ((f"<!-- generated {name}: scripts/hpcc_compare.py report -->",
              f"<!-- end generated {name} -->"),
