@@ -103,17 +103,20 @@ fn shipped_configs_write_every_output_at_its_configured_path() {
     run_and_check(configs);
 }
 
-/// How many flows of a large run's WebSearch file the configs of
-/// `fat5ms/`, `fat10ms/` and `switches/` run here: all 3,571 (7,097) take minutes in a
+/// How many flows of a large run's flow file the configs of `fat5ms/`,
+/// `fat10ms/`, `host25g/`, `load50/` and `switches/` run here: all 3,571
+/// (7,097, 32,910) take minutes in a
 /// debug build, and what is under test is where the outputs go, which a
 /// few flows show as well.
 const LARGE_RUN_FLOWS: usize = 24;
 
 /// The configs of each subfolder of `scenarios/hpcc/` (`fat5ms/`,
-/// `fat10ms/`, and `switches/`: the 1 ms fat tree with HPCC's switches
-/// changed one at a time) as shipped, from a copy of their folder layout
-/// (`../topo_fat320.txt` and `../trace.txt` one level up) whose flow file
-/// is cut to its first [`LARGE_RUN_FLOWS`] flows.
+/// `fat10ms/`, `host25g/`: the fat tree at 25 and 100 Gb/s, `load50/`:
+/// 2 ms at 50 % load, FB Hadoop and WebSearch, and `switches/`: the 1 ms
+/// fat tree with HPCC's switches changed one at a time) as shipped, from
+/// a copy of their folder layout (`../trace.txt` one level up, and
+/// `../topo_fat320.txt` for all but `host25g/`) whose flow file is cut to
+/// its first [`LARGE_RUN_FLOWS`] flows.
 #[test]
 fn large_run_configs_write_every_output_at_their_configured_paths() {
     let mut folders: Vec<String> = std::fs::read_dir(hpcc_dir())
@@ -123,7 +126,10 @@ fn large_run_configs_write_every_output_at_their_configured_paths() {
         .map(|e| e.file_name().into_string().unwrap())
         .collect();
     folders.sort();
-    assert_eq!(folders, ["fat10ms", "fat5ms", "switches"]);
+    assert_eq!(
+        folders,
+        ["fat10ms", "fat5ms", "host25g", "load50", "switches"]
+    );
     for folder in &folders {
         check_large_run_folder(folder);
     }
@@ -169,7 +175,7 @@ fn check_large_run_folder(folder: &str) {
         std::fs::write(&copy, text).unwrap();
         copies.push(copy);
     }
-    assert!(root.join("topo_fat320.txt").is_file());
+    assert!(root.join("trace.txt").is_file());
     run_and_check(copies);
 }
 

@@ -1218,6 +1218,39 @@ pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>)
             delay_ps: delay,
         });
     }
+    // A host on more than one link is one ns-3 runs (the HPCC
+    // repository's `mix/ali_32host_10rack.txt` puts each host on two
+    // ToRs): third.cc gives it a NIC per link, and `RdmaHw` binds each QP
+    // to one of them by a hash of its addresses and ports
+    // (`GetNicIdxOfQp`). Hosts here have one port; say so in ns-3's
+    // terms, at the host's second link, before the fabric's own check.
+    // (Kept per host met, in a map: as large as the link list, whatever
+    // node count the file claims.)
+    let mut host_links: std::collections::BTreeMap<usize, Vec<(usize, usize)>> =
+        std::collections::BTreeMap::new();
+    for (i, link) in links.iter().enumerate() {
+        for (end, other) in [(link.a, link.b), (link.b, link.a)] {
+            if kind[end] == NodeKind::Host {
+                host_links.entry(end).or_default().push((i, other));
+            }
+        }
+    }
+    if let Some((host, on)) = host_links.iter().find(|(_, v)| v.len() > 1) {
+        let line = rest.get(on[1].0 * 5).map_or(0, |t| t.0);
+        let peers: Vec<String> = on.iter().map(|(_, p)| p.to_string()).collect();
+        return Err(err(
+            line,
+            "src/dst",
+            format!(
+                "host {host} is on {} links (to nodes {}): ns-3 gives such a multi-homed \
+                 host one NIC per link and puts each QP on one of them by a hash of its \
+                 addresses and ports (RdmaHw::GetNicIdxOfQp); that is not modelled here, \
+                 every host needs exactly one link",
+                on.len(),
+                peers.join(", ")
+            ),
+        ));
+    }
     let nodes: Vec<Node> = kind
         .iter()
         .enumerate()
@@ -1978,6 +2011,28 @@ sample_us = 0
         ] {
             let e = load_err("ccmode", &format!("ENABLE_QCN 1\nCC_MODE {mode}\n"));
             assert_eq!((e.line, e.field.as_str()), (2, "CC_MODE"), "{e}");
+            assert!(e.msg.contains(says), "{e}");
+        }
+    }
+
+    /// A host on two ToRs (the HPCC repository's `ali_32host_10rack.txt`
+    /// shape, which ns-3 runs with a NIC per link) is refused with ns-3's
+    /// terms, at the line of the host's second link, not loaded as
+    /// something else.
+    #[test]
+    fn a_multi_homed_host_is_refused_at_its_second_link() {
+        let topo = "4 2 4\n2 3\n0 2 25Gbps 1000ns 0\n1 2 25Gbps 1000ns 0\n\
+                    0 3 25Gbps 1000ns 0\n1 3 25Gbps 1000ns 0\n";
+        let Err(e) = load_files("dual", topo, "1\n0 1 3 100 10000 2.0\n", "CC_MODE 1\n") else {
+            panic!("a dual-homed host loaded");
+        };
+        assert_eq!((e.line, e.field.as_str()), (5, "src/dst"), "{e}");
+        assert!(e.file.ends_with("topo.txt"), "{e}");
+        for says in [
+            "host 0 is on 2 links (to nodes 2, 3)",
+            "GetNicIdxOfQp",
+            "exactly one link",
+        ] {
             assert!(e.msg.contains(says), "{e}");
         }
     }
