@@ -284,6 +284,9 @@ pub struct Rnic<M: Memory = RealMemory> {
     clock: Nanos,
     rr_next: u32,
     next_qpn: u32,
+    /// What the port holds back (see [`set_tx_hold`](Self::set_tx_hold)):
+    /// [`HOLD_REQUESTS`] and [`HOLD_RESPONSES`] bits.
+    hold: u8,
     /// Completions waiting in all CQs together: a driver that polls after
     /// every call asks [`has_completions`](Self::has_completions) on this
     /// line instead of searching `cqs`, whose tree node is a line of its
@@ -379,6 +382,12 @@ fn settle(timers: &mut Timers, qps: &QpTable) {
     });
 }
 
+/// [`Rnic::set_tx_hold`]'s bit for requests (data a requester sends).
+const HOLD_REQUESTS: u8 = 1;
+/// [`Rnic::set_tx_hold`]'s bit for responses (ACKs, NAKs, CNPs, read
+/// responses).
+const HOLD_RESPONSES: u8 = 2;
+
 /// Whether `src` is the peer `ah` names: the same IP, and the same UDP
 /// port when `match_port`. Two IPv4 addresses (every simulated host's)
 /// are compared as such: comparing the `IpAddr`s each `ip()` builds went
@@ -412,6 +421,7 @@ impl<M: Memory> Rnic<M> {
             next_srq: 1,
             qps: QpTable::default(),
             next_qpn: 0x11,
+            hold: 0,
             cqes: 0,
             rr_next: 0,
             ready: ReadySet::default(),
@@ -1255,6 +1265,9 @@ impl<M: Memory> Rnic<M> {
     ) -> Option<S::Out> {
         let mut f = f;
         self.clock = self.clock.max(now);
+        if self.hold != 0 {
+            return self.poll_held(now, f);
+        }
         let Rnic {
             qps,
             ready,
@@ -1326,6 +1339,112 @@ impl<M: Memory> Rnic<M> {
             ready.remove(&qpn);
             if refile_qp(qp, qpn, false, *clock, timers) {
                 settle(timers, qps);
+            }
+        }
+        None
+    }
+
+    /// Tells the transmit poll what the port cannot send now: requests
+    /// (the priority a requester's data goes out on is paused) and
+    /// responses (the priority of ACKs, NAKs and CNPs is paused). A poll
+    /// passes over what is held, leaving its QP marked ready for the poll
+    /// after the pause, and still hands out the rest: a NIC whose data is
+    /// paused by PFC keeps acknowledging what it receives, as the HPCC
+    /// ns-3 simulator's does (its `GetNextQindex` skips a QP whose
+    /// priority is paused and still serves the ACK queue). Without it, the
+    /// paused data a driver had taken filled its staging queue and the
+    /// ACKs behind it waited for the pause to end (issue 12).
+    ///
+    /// Nothing is held until this is called; a driver that calls it sets
+    /// it again whenever a pause starts or ends.
+    pub fn set_tx_hold(&mut self, requests: bool, responses: bool) {
+        self.hold = (u8::from(requests) * HOLD_REQUESTS) | (u8::from(responses) * HOLD_RESPONSES);
+    }
+
+    /// [`poll_ready`](Self::poll_ready) while something is held (see
+    /// [`set_tx_hold`](Self::set_tx_hold)): each QP marked ready is
+    /// visited at most once, in turn from `rr_next`. What is held is
+    /// passed over and keeps its QP marked; a QP with nothing else is
+    /// unmarked and re-filed as the plain poll does. Out of line: pauses
+    /// are rare, and the plain poll runs for every packet sent.
+    #[cold]
+    #[inline(never)]
+    fn poll_held<S: TransmitSink>(&mut self, now: Nanos, f: S) -> Option<S::Out> {
+        let mut f = f;
+        let (hold_req, hold_resp) = (
+            self.hold & HOLD_REQUESTS != 0,
+            self.hold & HOLD_RESPONSES != 0,
+        );
+        let Rnic {
+            qps,
+            ready,
+            clock,
+            rr_next,
+            timers,
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+        };
+        let mut from = *rr_next;
+        // At most one visit per QP marked now (a visit may unmark one, and
+        // the search wraps round).
+        for _ in 0..ready.len() {
+            let qpn = ready.next_from(from)?;
+            from = qpn.wrapping_add(1);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                ready.remove(&qpn);
+                continue;
+            };
+            let mut held = false;
+            if qp.response_due() {
+                if hold_resp {
+                    held = true;
+                } else {
+                    match qp.next_response(&mut ctx, f) {
+                        Ok(r) => {
+                            if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                                settle(timers, qps);
+                            }
+                            return Some(r);
+                        }
+                        Err(g) => f = g,
+                    }
+                }
+            }
+            if hold_req {
+                held |= qp.requests_pending();
+            } else {
+                match qp.next_request(now, &mut ctx, f) {
+                    Ok(r) => {
+                        if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                            settle(timers, qps);
+                        }
+                        return Some(r);
+                    }
+                    Err(g) => f = g,
+                }
+            }
+            if !held {
+                ready.remove(&qpn);
+                if refile_qp(qp, qpn, false, *clock, timers) {
+                    settle(timers, qps);
+                }
             }
         }
         None

@@ -626,6 +626,13 @@ impl Qp {
             && !self.irn()
     }
 
+    /// True when the requester may have something to (re)send: a WQE not
+    /// yet sent in full, an RNR wait, or an IRN episode (what
+    /// [`idle_tx`](Self::idle_tx) asks of the requester side).
+    pub(crate) fn requests_pending(&self) -> bool {
+        self.cursor.0 < self.sq.len() || self.rnr_until.is_some() || self.irn()
+    }
+
     /// Retransmission timeout: 4.096 µs × 2^timeout (IBA 9.7.6.1.3); 0 = infinite.
     pub fn rto_ns(&self) -> Option<Nanos> {
         (self.timeout != 0).then(|| 4096u64 << self.timeout.min(31))

@@ -182,6 +182,9 @@ impl ReadySet {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    pub fn len(&self) -> usize {
+        self.len
+    }
     /// Starts loading the word [`next_from`](Self::next_from)`(from)`
     /// reads first (a cache hint; see [`crate::prefetch`]).
     #[inline]

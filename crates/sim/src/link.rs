@@ -266,6 +266,14 @@ impl Port {
         }
     }
 
+    /// Frames queued at priorities paused at `now`.
+    pub fn paused_pkts(&self, now: Ps) -> usize {
+        (0..NPRIO)
+            .filter(|&p| self.is_paused(p, now))
+            .map(|p| self.q[p].queue.len())
+            .sum()
+    }
+
     /// Bytes queued at `prio`.
     #[inline]
     pub fn qbytes(&self, prio: usize) -> u64 {

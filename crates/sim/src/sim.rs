@@ -237,7 +237,9 @@ pub struct SimConfig {
     /// Preamble, SFD and inter-frame gap bytes charged per frame on the wire.
     pub ifg_bytes: u64,
     /// Packets a NIC takes from the RNIC ahead of its port (per port, all
-    /// priorities), so a paused priority does not block the others.
+    /// unpaused priorities: frames of a paused one do not count, and the
+    /// RNIC holds what a pause holds, see `Rnic::set_tx_hold`), so a
+    /// paused priority does not block the others.
     pub nic_staging_pkts: usize,
     /// Sampling interval for queues.csv and flow progress (0 = off).
     pub sample: Ps,
@@ -2468,7 +2470,10 @@ impl Simulator {
                         port: 0,
                     },
                 ));
-        let port_event = wake || port.queued_pkts() > 0 || pipe_event;
+        // A paused port is kicked when the pause ends (its expiry or an
+        // XON), and the RNIC holds what the pause holds (`set_tx_hold`).
+        let paused = (0..8).any(|p| port.is_paused(p, now));
+        let port_event = wake || port.queued_pkts() > 0 || pipe_event || paused;
         let next = h.rnic.poll_timeout().map(|t| t.saturating_mul(PS_PER_NS));
         // (The timer may be due at this very instant, after the event
         // just handled.)
@@ -2687,6 +2692,19 @@ impl Simulator {
             self.kick_host_path(node, host);
             return;
         }
+        // What a pause of the port holds back, for the RNIC to pass over:
+        // requests go out at the data priority, ACKs, NAKs and CNPs at the
+        // control priority (which `host_control_paused_with` pauses along
+        // with the data under ns-3's `ACK_HIGH_PRIO 0`). Set for every
+        // poll: a pause starts and ends by events that kick the port.
+        {
+            let p = &self.nodes[node as usize].ports[0];
+            let hold = (
+                p.is_paused(usize::from(self.cfg.data_prio & 7), now),
+                p.is_paused(usize::from(self.cfg.control_prio & 7), now),
+            );
+            self.hosts[host as usize].rnic.set_tx_hold(hold.0, hold.1);
+        }
         loop {
             let ns = &mut self.nodes[node as usize];
             let p = &mut ns.ports[0];
@@ -2694,7 +2712,13 @@ impl Simulator {
                 self.start_tx(node, 0, prio);
                 break;
             }
-            if p.queued_pkts() >= self.cfg.nic_staging_pkts {
+            // Frames of a paused priority do not count: they must not keep
+            // the others from the port (the RNIC no longer hands out what
+            // is paused, see above, so they are only those staged before
+            // the pause).
+            if p.queued_pkts() >= self.cfg.nic_staging_pkts
+                && p.queued_pkts() - p.paused_pkts(now) >= self.cfg.nic_staging_pkts
+            {
                 break;
             }
             let h = &mut self.hosts[host as usize];
@@ -4650,6 +4674,51 @@ sample_us = 5
             };
             assert_same_run(cc, run(false), run(true));
         }
+    }
+
+    /// A host whose ToR pauses its data priority keeps sending the ACKs
+    /// it owes, as ns-3's host keeps serving its ACK queue (issue 12): its
+    /// own data, held by the pause, no longer fills the port's staging
+    /// queue and stops the RNIC's other packets behind it. Two hosts
+    /// under one ToR write to each other; B's data is paused for a long
+    /// stretch while A's data keeps arriving, and B's port goes on
+    /// sending (only ACKs can leave it), after its staging queue would
+    /// have filled.
+    #[test]
+    fn a_host_paused_at_its_data_priority_keeps_acknowledging() {
+        use crate::workload::{FlowOp, FlowSpec};
+        let sc = small_fat_tree("none");
+        let flow = |src, dst| FlowSpec {
+            src,
+            dst,
+            size: 8_000_000,
+            start: 0,
+            op: FlowOp::Write,
+        };
+        let flows = [flow(0, 1), flow(1, 0)];
+        let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &flows).unwrap();
+        let run_until = |sim: &mut Simulator, t: Ps| {
+            while sim.q.now() < t && sim.step(1) > 0 {}
+        };
+        run_until(&mut sim, 20 * PS_PER_US);
+        let node = sim.hosts[1].node;
+        let prio = sim.cfg.data_prio;
+        // The longest pause a frame holds: 335 µs at 100 Gb/s.
+        sim.pfc_rx(node, 0, prio, 0xffff);
+        let sent = |sim: &Simulator| sim.nodes[node as usize].ports[0].tx_bytes;
+        // Long enough for B's own data to have filled its staging queue.
+        run_until(&mut sim, 60 * PS_PER_US);
+        let before = sent(&sim);
+        run_until(&mut sim, 200 * PS_PER_US);
+        assert!(
+            sim.nodes[node as usize].ports[0].is_paused(usize::from(prio & 7), sim.q.now()),
+            "still paused"
+        );
+        let acks = sent(&sim) - before;
+        assert!(acks >= 10 * 60, "B sent {acks} bytes in 140 µs of pause");
+        sim.run().unwrap();
+        let s = sim.report().summary(1.0);
+        assert_eq!((s.flows.finished, s.flows.unfinished), (2, 0));
     }
 
     /// Skipping the host `TxDone`s that would find nothing to do (their
