@@ -1265,21 +1265,9 @@ impl<M: Memory> Rnic<M> {
     ) -> Option<S::Out> {
         let mut f = f;
         self.clock = self.clock.max(now);
-        // What a pause holds (see `set_tx_hold`) is passed over, its QP left
-        // marked ready; each QP is then visited at most once (the search
-        // wraps round), from `from`, which moves past a QP left marked.
-        // With nothing held no QP is left marked, `from` stays `rr_next`
-        // and the visits are not counted, as before holds existed.
-        let (hold_req, hold_resp) = (
-            self.hold & HOLD_REQUESTS != 0,
-            self.hold & HOLD_RESPONSES != 0,
-        );
-        let mut visits = if self.hold == 0 {
-            usize::MAX
-        } else {
-            self.ready.len()
-        };
-        let mut from = self.rr_next;
+        if self.hold != 0 {
+            return self.poll_held(now, f);
+        }
         let Rnic {
             qps,
             ready,
@@ -1306,9 +1294,8 @@ impl<M: Memory> Rnic<M> {
             events,
             counters,
         };
-        while !ready.is_empty() && visits > 0 {
-            visits -= 1;
-            let qpn = ready.next_from(from)?;
+        while !ready.is_empty() {
+            let qpn = ready.next_from(*rr_next)?;
             #[cfg(debug_assertions)]
             polled.push(qpn);
             let Some(qp) = qps.get_mut(&qpn) else {
@@ -1328,8 +1315,7 @@ impl<M: Memory> Rnic<M> {
             // `f` was then inlined, 24 M instructions fewer, but a `memcpy`
             // of the packet came with it, 29 M more: net +5 M with HPCC,
             // -8 M with DCQCN; session 19.)
-            let due = qp.response_due();
-            if due && !hold_resp {
+            if qp.response_due() {
                 match qp.next_response(&mut ctx, f) {
                     Ok(r) => {
                         if sent(qp, qpn, ready, rr_next, *clock, timers) {
@@ -1340,21 +1326,14 @@ impl<M: Memory> Rnic<M> {
                     Err(g) => f = g,
                 }
             }
-            if !hold_req {
-                match qp.next_request(now, &mut ctx, f) {
-                    Ok(r) => {
-                        if sent(qp, qpn, ready, rr_next, *clock, timers) {
-                            settle(timers, qps);
-                        }
-                        return Some(r);
+            match qp.next_request(now, &mut ctx, f) {
+                Ok(r) => {
+                    if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                        settle(timers, qps);
                     }
-                    Err(g) => f = g,
+                    return Some(r);
                 }
-            }
-            if (due && hold_resp) || (hold_req && qp.requests_pending()) {
-                // Held: left for the poll after the pause.
-                from = qpn.wrapping_add(1);
-                continue;
+                Err(g) => f = g,
             }
             // Nothing now: wait for input or this QP's next deadline.
             ready.remove(&qpn);
@@ -1380,6 +1359,95 @@ impl<M: Memory> Rnic<M> {
     /// it again whenever a pause starts or ends.
     pub fn set_tx_hold(&mut self, requests: bool, responses: bool) {
         self.hold = (u8::from(requests) * HOLD_REQUESTS) | (u8::from(responses) * HOLD_RESPONSES);
+    }
+
+    /// [`poll_ready`](Self::poll_ready) while something is held (see
+    /// [`set_tx_hold`](Self::set_tx_hold)): each QP marked ready is
+    /// visited at most once, in turn from `rr_next`. What is held is
+    /// passed over and keeps its QP marked; a QP with nothing else is
+    /// unmarked and re-filed as the plain poll does. Out of line: pauses
+    /// are rare, and the plain poll runs for every packet sent.
+    #[cold]
+    #[inline(never)]
+    fn poll_held<S: TransmitSink>(&mut self, now: Nanos, f: S) -> Option<S::Out> {
+        let mut f = f;
+        let (hold_req, hold_resp) = (
+            self.hold & HOLD_REQUESTS != 0,
+            self.hold & HOLD_RESPONSES != 0,
+        );
+        let Rnic {
+            qps,
+            ready,
+            clock,
+            rr_next,
+            timers,
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+            ..
+        } = self;
+        let mut ctx = Ctx {
+            cfg,
+            mem,
+            mrs,
+            cqs,
+            cqes,
+            srqs,
+            events,
+            counters,
+        };
+        let mut from = *rr_next;
+        // At most one visit per QP marked now (a visit may unmark one, and
+        // the search wraps round).
+        for _ in 0..ready.len() {
+            let qpn = ready.next_from(from)?;
+            from = qpn.wrapping_add(1);
+            let Some(qp) = qps.get_mut(&qpn) else {
+                ready.remove(&qpn);
+                continue;
+            };
+            let mut held = false;
+            if qp.response_due() {
+                if hold_resp {
+                    held = true;
+                } else {
+                    match qp.next_response(&mut ctx, f) {
+                        Ok(r) => {
+                            if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                                settle(timers, qps);
+                            }
+                            return Some(r);
+                        }
+                        Err(g) => f = g,
+                    }
+                }
+            }
+            if hold_req {
+                held |= qp.requests_pending();
+            } else {
+                match qp.next_request(now, &mut ctx, f) {
+                    Ok(r) => {
+                        if sent(qp, qpn, ready, rr_next, *clock, timers) {
+                            settle(timers, qps);
+                        }
+                        return Some(r);
+                    }
+                    Err(g) => f = g,
+                }
+            }
+            if !held {
+                ready.remove(&qpn);
+                if refile_qp(qp, qpn, false, *clock, timers) {
+                    settle(timers, qps);
+                }
+            }
+        }
+        None
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has work: the
