@@ -1367,6 +1367,12 @@ impl<M: Memory> Rnic<M> {
     /// passed over and keeps its QP marked; a QP with nothing else is
     /// unmarked and re-filed as the plain poll does. Out of line: pauses
     /// are rare, and the plain poll runs for every packet sent.
+    ///
+    /// Why a loop of its own, repeating the plain one's (session 39,
+    /// callgrind on the 1 ms HPCC fat tree, outputs identical): one loop
+    /// for both, counting visits and testing the holds on every QP,
+    /// cost 15,364 M instructions against 15,243 M without holds (+0.8 %);
+    /// with the held loop apart, 15,259 M (+0.1 %).
     #[cold]
     #[inline(never)]
     fn poll_held<S: TransmitSink>(&mut self, now: Nanos, f: S) -> Option<S::Out> {
