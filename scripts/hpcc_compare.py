@@ -114,6 +114,31 @@ def gen_flows(a):
           f"{a.load:.0%} of {a.bw / 1e9:g} Gb/s per host for {a.time * 1e3:g} ms")
 
 
+def gen_topo_dual(a):
+    """A two-tier fabric of multi-homed hosts in the HPCC topology format:
+    `racks` racks of `hosts` hosts, each host on both ToRs of its rack
+    (its two links on consecutive lines, as ns-3 numbers a host's NICs by
+    line order), every ToR on every spine."""
+    n_hosts = a.racks * a.hosts
+    tors = [n_hosts + i for i in range(2 * a.racks)]
+    spines = [n_hosts + 2 * a.racks + i for i in range(a.spines)]
+    links = []
+    for r in range(a.racks):
+        for h in range(r * a.hosts, (r + 1) * a.hosts):
+            for t in tors[2 * r:2 * r + 2]:
+                links.append((h, t, a.host_bw))
+    for t in tors:
+        for s in spines:
+            links.append((t, s, a.fabric_bw))
+    with open(a.out, "w") as f:
+        f.write(f"{n_hosts + len(tors) + len(spines)} {len(tors) + len(spines)} {len(links)}\n")
+        f.write(" ".join(str(x) for x in tors + spines) + "\n")
+        for x, y, bw in links:
+            f.write(f"{x} {y} {bw}Gbps {a.delay_ns}ns 0\n")
+    print(f"{a.out}: {n_hosts} hosts on {len(tors)} ToRs in pairs, {len(spines)} spines, "
+          f"{len(links)} links")
+
+
 # ---------------------------------------------------------------- running
 
 
@@ -644,6 +669,15 @@ def main():
     g.add_argument("--start", type=float, default=2.0, help="first arrival time, s")
     g.add_argument("--seed", type=int, default=5)
     g.add_argument("-o", "--out", required=True)
+    t = sub.add_parser("gen-topo-dual", help="write a topology of multi-homed hosts: racks "
+                                            "of hosts, each on both ToRs of its rack")
+    t.add_argument("--racks", type=int, default=16)
+    t.add_argument("--hosts", type=int, default=16, help="hosts per rack")
+    t.add_argument("--spines", type=int, default=8)
+    t.add_argument("--host-bw", type=int, default=25, help="Gb/s")
+    t.add_argument("--fabric-bw", type=int, default=100, help="Gb/s")
+    t.add_argument("--delay-ns", type=int, default=1000)
+    t.add_argument("-o", "--out", required=True)
     r = sub.add_parser("run", help="run ns-3 (with --ns3) and ours on the shipped configs")
     r.add_argument("--out", required=True)
     r.add_argument("--roce", default=os.path.join(REPO, "target", "release", "roce"))
@@ -671,7 +705,8 @@ def main():
     p.add_argument("--markers", help="write the sections marked `generated NAME` "
                                      "(and `generated NAME speed`) instead of the main ones")
     a = ap.parse_args()
-    {"gen-flows": gen_flows, "run": run, "report": report, "draws": draws}[a.cmd](a)
+    {"gen-flows": gen_flows, "gen-topo-dual": gen_topo_dual, "run": run, "report": report,
+     "draws": draws}[a.cmd](a)
 
 
 if __name__ == "__main__":

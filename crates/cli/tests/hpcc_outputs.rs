@@ -103,19 +103,22 @@ fn shipped_configs_write_every_output_at_its_configured_path() {
     run_and_check(configs);
 }
 
-/// How many flows of a large run's flow file the configs of `fat5ms/`,
-/// `fat10ms/`, `host25g/`, `load50/` and `switches/` run here: all 3,571
+/// How many flows of a large run's flow file the configs of `dual/`,
+/// `fat5ms/`, `fat10ms/`, `host25g/`, `load50/` and `switches/` run here:
+/// all 3,571
 /// (7,097, 32,910) take minutes in a
 /// debug build, and what is under test is where the outputs go, which a
 /// few flows show as well.
 const LARGE_RUN_FLOWS: usize = 24;
 
-/// The configs of each subfolder of `scenarios/hpcc/` (`fat5ms/`,
-/// `fat10ms/`, `host25g/`: the fat tree at 25 and 100 Gb/s, `load50/`:
+/// The configs of each subfolder of `scenarios/hpcc/` (`dual/`: hosts on
+/// two ToRs each, `fat5ms/`, `fat10ms/`, `host25g/`: the fat tree at 25
+/// and 100 Gb/s, `load50/`:
 /// 2 ms at 50 % load, FB Hadoop and WebSearch, and `switches/`: the 1 ms
 /// fat tree with HPCC's switches changed one at a time) as shipped, from
 /// a copy of their folder layout (`../trace.txt` one level up, and
-/// `../topo_fat320.txt` for all but `host25g/`) whose flow file is cut to
+/// `../topo_fat320.txt` for all but `dual/` and `host25g/`) whose flow
+/// file is cut to
 /// its first [`LARGE_RUN_FLOWS`] flows.
 #[test]
 fn large_run_configs_write_every_output_at_their_configured_paths() {
@@ -128,7 +131,7 @@ fn large_run_configs_write_every_output_at_their_configured_paths() {
     folders.sort();
     assert_eq!(
         folders,
-        ["fat10ms", "fat5ms", "host25g", "load50", "switches"]
+        ["dual", "fat10ms", "fat5ms", "host25g", "load50", "switches"]
     );
     for folder in &folders {
         check_large_run_folder(folder);

@@ -130,9 +130,12 @@ pub fn reorder(
     topo: &Topology,
     mut order: impl FnMut(usize) -> Vec<Vec<usize>>,
 ) {
+    // Hosts under one edge switch share their lists; a multi-homed
+    // host's NICs share theirs, and no one else's.
+    let nics = topo.machine_nics();
     let edge_of = |hn: usize| match topo.ports[hn].as_slice() {
-        [l] => l.peer,
-        _ => usize::MAX - hn,
+        [l] if !nics.contains_key(&topo.machine[hn]) => l.peer,
+        _ => usize::MAX - topo.machine[hn],
     };
     let mut dsts: Vec<u32> = (0..topo.n_hosts() as u32).collect();
     dsts.sort_by_key(|&d| edge_of(topo.hosts[d as usize]));
@@ -149,7 +152,7 @@ pub fn reorder(
         let Some((_, lists)) = &last else { continue };
         for &s in &switches {
             let pos = |p: &u16| {
-                let peer = topo.ports[s][usize::from(*p)].peer;
+                let peer = topo.machine[topo.ports[s][usize::from(*p)].peer];
                 lists[s]
                     .iter()
                     .position(|&x| x == peer)
@@ -232,6 +235,10 @@ impl Compact {
     }
 
     fn build(topo: &Topology, routes: &Routes) -> Option<Compact> {
+        // A multi-homed host is reached over more than one edge switch.
+        if topo.multi_homed {
+            return None;
+        }
         let n_hosts = topo.n_hosts();
         let mut host = Vec::with_capacity(n_hosts);
         let mut edges: Vec<usize> = Vec::new();

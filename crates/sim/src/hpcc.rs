@@ -117,6 +117,8 @@ pub struct Experiment {
     /// Original node id of each host (host index order).
     pub host_ids: Vec<u32>,
     pub flow_dports: Vec<u16>,
+    /// The further NICs of multi-homed hosts (see [`read_topology_rates`]).
+    pub nic_nodes: Vec<NicNode>,
     /// FCT_OUTPUT_FILE, PFC_OUTPUT_FILE and (when given) QLEN_MON_FILE.
     pub outputs: Vec<OutputFile>,
     pub payload_size: u32,
@@ -732,7 +734,7 @@ impl Experiment {
                 warnings.push(format!("{cfile}:{l}: unknown key {k} (ignored{hint})"));
             }
         }
-        let (topo, host_ids, link_rates) = read_topology_rates(&find(dir, &topo_name))?;
+        let (topo, host_ids, link_rates, nic_nodes) = read_topology_rates(&find(dir, &topo_name))?;
         if error_rate > 0.0 || link_rates.iter().any(|&r| r > 0.0) {
             cfg.link_loss = (link_rates.iter())
                 .map(|&r| if r > 0.0 { r } else { error_rate })
@@ -843,13 +845,13 @@ impl Experiment {
             }
             cfg.ecn = EcnPolicy::BySpeed(by);
         }
-        let (flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
+        let (mut flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
+        let flow_ports = ns3_flow_ports(&flows, &dports);
+        place_on_nics(&topo, &mut flows, &flow_ports);
         if cfg.ns3_int.is_some() {
             warnings.extend(long_path_warning(&topo, &flows));
         }
-        cfg.ecmp = EcmpMode::Ns3 {
-            flow_ports: ns3_flow_ports(&flows, &dports),
-        };
+        cfg.ecmp = EcmpMode::Ns3 { flow_ports };
         Ok(Experiment {
             cfg,
             topo,
@@ -858,6 +860,7 @@ impl Experiment {
             cc_mode,
             host_ids,
             flow_dports: dports,
+            nic_nodes,
             outputs,
             payload_size: payload,
         })
@@ -900,7 +903,7 @@ impl Experiment {
             let mut w = std::io::BufWriter::new(o.create()?);
             match o.key {
                 "FCT_OUTPUT_FILE" => self.write_fct(r, &mut w),
-                "PFC_OUTPUT_FILE" => write_pfc(r, &mut w),
+                "PFC_OUTPUT_FILE" => write_pfc(r, &self.nic_nodes, &mut w),
                 _ => w.write_all(r.qlen_mon.as_deref().unwrap_or("").as_bytes()),
             }
             .and_then(|()| w.flush())
@@ -1055,7 +1058,10 @@ pub fn ns3_if_index(port: u16) -> u32 {
 /// lasts until the XON, where ours re-sends XOFF before the pause it asked
 /// for runs out. Those refreshes are not written (`pfc.csv` keeps them), so
 /// the file counts what ns-3's counts.
-fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
+///
+/// A multi-homed host's further NICs (`nics`) are written as ns-3 names
+/// them: the host's id and the NIC's interface index.
+fn write_pfc(r: &Report, nics: &[NicNode], w: &mut impl Write) -> std::io::Result<()> {
     let mut paused = std::collections::HashSet::new();
     for e in &r.pfc {
         let key = (e.node, e.port, e.prio);
@@ -1070,13 +1076,17 @@ fn write_pfc(r: &Report, w: &mut impl Write) -> std::io::Result<()> {
             _ => continue,
         };
         let node_type = u32::from(!r.host_nodes.contains(&e.node));
+        let (node, if_index) = match nics.iter().find(|x| x.node == e.node as usize) {
+            Some(x) => (x.host, x.if_index + u32::from(e.port)),
+            None => (e.node, ns3_if_index(e.port)),
+        };
         writeln!(
             w,
             "{} {} {} {} {}",
             e.time / PS_PER_NS,
-            e.node,
+            node,
             node_type,
-            ns3_if_index(e.port),
+            if_index,
             t
         )?;
     }
@@ -1101,6 +1111,51 @@ pub fn ns3_flow_ports(flows: &[FlowSpec], dports: &[u16]) -> Vec<(u16, u16)> {
         .collect()
 }
 
+/// Moves each flow's ends to the NICs ns-3 puts its QPs on, where a host
+/// has more than one (see [`read_topology_rates`]): `flows` name the
+/// hosts' own nodes, `ports` are the flows' `(sport, dport)`.
+///
+/// ns-3's `RdmaHw` keeps, per destination, the host's interfaces on a
+/// shortest path, in the order its route search reached them
+/// (`m_rtTable`, filled from `nextHop`), and picks one by a hash of the
+/// QP's addresses and ports, modulo their count: the sender by
+/// `GetNicIdxOfQp` (its address, the receiver's, `sport`, `dport`), the
+/// receiver, which sends the ACKs, by `GetNicIdxOfRxQp` (the same from its
+/// side: its address first and the ports swapped; see
+/// [`crate::ecmp::ns3::qp_hash`]).
+/// The choice holds for the QP's life, as no host link goes down here.
+pub fn place_on_nics(topo: &Topology, flows: &mut [FlowSpec], ports: &[(u16, u16)]) {
+    use crate::ecmp::ns3::{next_hop_order, ns3_pointer_rank, qp_hash};
+    let nics = topo.machine_nics();
+    if nics.is_empty() {
+        return;
+    }
+    let mut orders: std::collections::HashMap<usize, Vec<Vec<usize>>> = Default::default();
+    // The NIC of machine `me` ns-3 sends from toward machine `peer`.
+    let mut pick = |me: usize, peer: usize, sport: u16, dport: u16| -> Option<usize> {
+        let mine = nics.get(&me)?;
+        let order = orders
+            .entry(peer)
+            .or_insert_with(|| next_hop_order(topo, peer, |x| ns3_pointer_rank(topo, x)));
+        let on_path: Vec<usize> = (order[me].iter())
+            .filter_map(|&sw| mine.iter().copied().find(|&x| topo.ports[x][0].peer == sw))
+            .collect();
+        let n = on_path.len() as u32;
+        let hash = qp_hash(hpcc_ip(me as u32), hpcc_ip(peer as u32), sport, dport);
+        (n > 0).then(|| on_path[(hash % n) as usize])
+    };
+    for (f, &(sport, dport)) in flows.iter_mut().zip(ports) {
+        let (h, d) = (topo.hosts[f.src as usize], topo.hosts[f.dst as usize]);
+        let (hm, dm) = (topo.machine[h], topo.machine[d]);
+        if let Some(nic) = pick(hm, dm, sport, dport) {
+            f.src = topo.host_of[nic].unwrap_or(f.src);
+        }
+        if let Some(nic) = pick(dm, hm, dport, sport) {
+            f.dst = topo.host_of[nic].unwrap_or(f.dst);
+        }
+    }
+}
+
 /// The HPCC simulator's address of node `id`.
 pub fn hpcc_ip(id: u32) -> u32 {
     0x0b00_0001 + (id / 256) * 0x0001_0000 + (id % 256) * 0x0000_0100
@@ -1115,12 +1170,15 @@ fn tokens(text: &str) -> Vec<(usize, &str)> {
 
 /// Reads a topology file; node ids are kept (node `i` is node `i`).
 pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
-    read_topology_rates(path).map(|(t, h, _)| (t, h))
+    read_topology_rates(path).map(|(t, h, _, _)| (t, h))
 }
 
 /// [`read_topology`], with each link's error rate (its fifth column: the
 /// chance that a frame it carries is lost; 0 for none).
-pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>), HpccError> {
+#[allow(clippy::type_complexity)]
+pub fn read_topology_rates(
+    path: &Path,
+) -> Result<(Topology, Vec<u32>, Vec<f64>, Vec<NicNode>), HpccError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| HpccError {
         file: file.clone(),
@@ -1218,14 +1276,13 @@ pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>)
             delay_ps: delay,
         });
     }
-    // A host on more than one link is one ns-3 runs (the HPCC
-    // repository's `mix/ali_32host_10rack.txt` puts each host on two
-    // ToRs): third.cc gives it a NIC per link, and `RdmaHw` binds each QP
-    // to one of them by a hash of its addresses and ports
-    // (`GetNicIdxOfQp`). Hosts here have one port; say so in ns-3's
-    // terms, at the host's second link, before the fabric's own check.
-    // (Kept per host met, in a map: as large as the link list, whatever
-    // node count the file claims.)
+    // A host on more than one link (the HPCC repository's
+    // `mix/ali_32host_10rack.txt` puts each host on two ToRs): third.cc
+    // gives it a NIC per link, all behind one `RdmaHw`. Here its first
+    // link keeps the host's node, and each further link gets a NIC node
+    // of its own, numbered after the file's nodes (so every id the file
+    // names keeps its meaning) and grouped with the host's node into one
+    // machine (`Topology::from_parts_in_machines`).
     let mut host_links: std::collections::BTreeMap<usize, Vec<(usize, usize)>> =
         std::collections::BTreeMap::new();
     for (i, link) in links.iter().enumerate() {
@@ -1235,23 +1292,7 @@ pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>)
             }
         }
     }
-    if let Some((host, on)) = host_links.iter().find(|(_, v)| v.len() > 1) {
-        let line = rest.get(on[1].0 * 5).map_or(0, |t| t.0);
-        let peers: Vec<String> = on.iter().map(|(_, p)| p.to_string()).collect();
-        return Err(err(
-            line,
-            "src/dst",
-            format!(
-                "host {host} is on {} links (to nodes {}): ns-3 gives such a multi-homed \
-                 host one NIC per link and puts each QP on one of them by a hash of its \
-                 addresses and ports (RdmaHw::GetNicIdxOfQp); that is not modelled here, \
-                 every host needs exactly one link",
-                on.len(),
-                peers.join(", ")
-            ),
-        ));
-    }
-    let nodes: Vec<Node> = kind
+    let mut nodes: Vec<Node> = kind
         .iter()
         .enumerate()
         .map(|(i, k)| Node {
@@ -1262,11 +1303,66 @@ pub fn read_topology_rates(path: &Path) -> Result<(Topology, Vec<u32>, Vec<f64>)
             kind: *k,
         })
         .collect();
-    let host_ids: Vec<u32> = (0..n as u32)
+    let mut machine: Vec<usize> = (0..n).collect();
+    let mut nic_ports = Vec::new();
+    for (&host, on) in host_links.iter().filter(|(_, v)| v.len() > 1) {
+        for (k, &(li, other)) in on.iter().enumerate().skip(1) {
+            let line = rest.get(li * 5).map_or(0, |t| t.0);
+            if kind[other] == NodeKind::Host {
+                return Err(err(
+                    line,
+                    "src/dst",
+                    format!(
+                        "host {host} is linked straight to host {other}; put a switch between them"
+                    ),
+                ));
+            }
+            if on[..k].iter().any(|&(_, o)| o == other) {
+                return Err(err(
+                    line,
+                    "src/dst",
+                    format!(
+                        "host {host} has a second link to node {other}: ns-3 keeps one route per \
+                         neighbour, so a multi-homed host's links must reach distinct switches"
+                    ),
+                ));
+            }
+            let nic = nodes.len();
+            nodes.push(Node {
+                name: format!("host{host}.nic{}", k + 1),
+                kind: NodeKind::Host,
+            });
+            machine.push(host);
+            nic_ports.push(NicNode {
+                node: nic,
+                host: host as u32,
+                if_index: k as u32 + 1,
+            });
+            let l = &mut links[li];
+            if l.a == host {
+                l.a = nic;
+            } else {
+                l.b = nic;
+            }
+        }
+    }
+    let mut host_ids: Vec<u32> = (0..n as u32)
         .filter(|&i| kind[i as usize] == NodeKind::Host)
         .collect();
-    let topo = Topology::from_parts(nodes, links).map_err(|e| err(1, "topology", e.to_string()))?;
-    Ok((topo, host_ids, rates))
+    host_ids.extend(nic_ports.iter().map(|x| x.host));
+    let topo = Topology::from_parts_in_machines(nodes, links, machine)
+        .map_err(|e| err(1, "topology", e.to_string()))?;
+    Ok((topo, host_ids, rates, nic_ports))
+}
+
+/// A further NIC of a multi-homed host (see [`read_topology_rates`]): our
+/// node, and ns-3's host id and interface index for it (the host's links
+/// counted from 1 in the file's order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NicNode {
+    pub node: usize,
+    pub host: u32,
+    pub if_index: u32,
 }
 
 /// Reads a flow file; returns flows (host indices) and their dports.
@@ -1510,7 +1606,7 @@ sample_us = 0
                 .all(|e| e.node == swl && e.time == 30 * PS_PER_US)
         );
         let mut file = Vec::new();
-        write_pfc(&r, &mut file).unwrap();
+        write_pfc(&r, &[], &mut file).unwrap();
         let text = String::from_utf8(file).unwrap();
         let last = (text.lines()).rfind(|l| l.split(' ').nth(1) == Some(&swl.to_string()));
         // The lifted pause's last line is its start: no resume is written.
@@ -1740,7 +1836,7 @@ sample_us = 0
             max_rows: 100,
         };
         let mut out = Vec::new();
-        write_pfc(&r, &mut out).unwrap();
+        write_pfc(&r, &[], &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "2 4 0 1 1\n4 4 0 1 0\n5 4 0 1 1\n6 4 0 1 0\n8 4 0 1 1\n"
@@ -2015,24 +2111,133 @@ sample_us = 0
         }
     }
 
-    /// A host on two ToRs (the HPCC repository's `ali_32host_10rack.txt`
-    /// shape, which ns-3 runs with a NIC per link) is refused with ns-3's
-    /// terms, at the line of the host's second link, not loaded as
-    /// something else.
+    /// A host on two links (the HPCC repository's
+    /// `mix/ali_32host_10rack.txt` puts every host on two ToRs) is one
+    /// machine with a NIC per link, as ns-3's: the second link gets a
+    /// node after the file's, its PFC lines name the host and interface
+    /// 2, and each flow's QPs sit on the NICs ns-3's hash picks. Packets
+    /// reach whichever NIC the fabric brings them to and go to their QP.
     #[test]
-    fn a_multi_homed_host_is_refused_at_its_second_link() {
-        let topo = "4 2 4\n2 3\n0 2 25Gbps 1000ns 0\n1 2 25Gbps 1000ns 0\n\
-                    0 3 25Gbps 1000ns 0\n1 3 25Gbps 1000ns 0\n";
-        let Err(e) = load_files("dual", topo, "1\n0 1 3 100 10000 2.0\n", "CC_MODE 1\n") else {
-            panic!("a dual-homed host loaded");
+    fn a_multi_homed_host_gets_a_nic_per_link() {
+        use crate::ecmp::ns3::qp_hash;
+        // Hosts 0 and 1, each on switches 2 and 3; nothing else.
+        let topo = "4 2 4\n2 3\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n\
+                    0 3 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n";
+        let mut flows = String::from("24\n");
+        for i in 0..24 {
+            let (s, d) = if i % 2 == 0 { (0, 1) } else { (1, 0) };
+            flows += &format!("{s} {d} 3 100 20000 {}\n", 2.0 + f64::from(i) * 1e-6);
+        }
+        let ecn = "KMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\n\
+                   PMAX_MAP 1 100000000000 0.2\nCC_MODE 1\n";
+        let e = load_files("dual", topo, &flows, ecn).unwrap();
+        let t = &e.topo;
+        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "host0",
+                "host1",
+                "switch2",
+                "switch3",
+                "host0.nic2",
+                "host1.nic2"
+            ]
+        );
+        assert_eq!(t.machine, [0, 1, 2, 3, 0, 1]);
+        assert_eq!(e.host_ids, [0, 1, 0, 1]);
+        assert_eq!(
+            e.nic_nodes,
+            [
+                NicNode {
+                    node: 4,
+                    host: 0,
+                    if_index: 2
+                },
+                NicNode {
+                    node: 5,
+                    host: 1,
+                    if_index: 2
+                },
+            ]
+        );
+        // Both NICs of either host are two hops from the other host, in
+        // the order ns-3's search from the peer reaches their switches:
+        // switches by decreasing id (see `ns3_pointer_rank`), so the NIC
+        // on switch 3 (host index 2 or 3) first, then the host's own node.
+        let nics = |h: u32| [h + 2, h];
+        let ip = |h: u32| hpcc_ip(h);
+        let ports = ns3_flow_ports(&read_flows_of(&flows), &[100; 24]);
+        let mut split = [false; 2];
+        for (i, (f, &(sport, dport))) in e.flows.iter().zip(&ports).enumerate() {
+            let (s, d) = (e.host_ids[f.src as usize], e.host_ids[f.dst as usize]);
+            let tx = nics(s)[(qp_hash(ip(s), ip(d), sport, dport) % 2) as usize];
+            let rx = nics(d)[(qp_hash(ip(d), ip(s), dport, sport) % 2) as usize];
+            assert_eq!((f.src, f.dst), (tx, rx), "flow {i} ({sport})");
+            split[usize::from(f.src < 2)] = true;
+        }
+        assert_eq!(split, [true, true], "the hash uses both NICs");
+        // The run: a sender's data reaches the receiver at the NIC on its
+        // own switch, whichever NIC the receiving QP is on (half the
+        // flows here), and the ACKs likewise. Every flow finishes, and
+        // every NIC sends.
+        let mut sim = crate::sim::Simulator::new(e.cfg.clone(), e.topo.clone(), &e.flows).unwrap();
+        sim.run().unwrap();
+        let r = sim.report();
+        assert_eq!(r.summary(1.0).flows.finished, 24);
+        for node in [0, 1, 4, 5] {
+            let sent: u64 = (r.ports.iter())
+                .filter(|p| p.node == node)
+                .map(|p| p.tx_bytes)
+                .sum();
+            assert!(sent > 0, "NIC node {node} sent nothing");
+        }
+        // A PFC line of the second NIC names the host and interface 2.
+        let r = Report {
+            pfc: vec![crate::metrics::PfcEvent {
+                time: 7 * PS_PER_NS,
+                node: 5,
+                port: 0,
+                prio: 3,
+                what: "pause",
+            }],
+            host_nodes: vec![0, 1, 4, 5],
+            ..sim.report()
         };
-        assert_eq!((e.line, e.field.as_str()), (5, "src/dst"), "{e}");
-        assert!(e.file.ends_with("topo.txt"), "{e}");
-        for says in [
-            "host 0 is on 2 links (to nodes 2, 3)",
-            "GetNicIdxOfQp",
-            "exactly one link",
+        let mut out = Vec::new();
+        write_pfc(&r, &e.nic_nodes, &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "7 1 0 2 1\n");
+    }
+
+    /// The flow file's `(src, dst)` pairs, for [`ns3_flow_ports`].
+    fn read_flows_of(text: &str) -> Vec<FlowSpec> {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-flows-{}", std::process::id()));
+        std::fs::write(&d, text).unwrap();
+        let (f, _) = read_flows(&d, &[0, 1]).unwrap();
+        let _ = std::fs::remove_file(&d);
+        f
+    }
+
+    /// A multi-homed host's links must reach distinct switches (ns-3
+    /// keeps one route per neighbour node) and never another host: an
+    /// error at the offending line.
+    #[test]
+    fn a_multi_homed_host_needs_distinct_switches() {
+        for (topo, says) in [
+            (
+                "3 1 2\n2\n0 2 25Gbps 1000ns 0\n0 2 25Gbps 1000ns 0\n",
+                "second link to node 2",
+            ),
+            (
+                "3 1 2\n2\n0 2 25Gbps 1000ns 0\n0 1 25Gbps 1000ns 0\n",
+                "linked straight to host 1",
+            ),
         ] {
+            let Err(e) = load_files("dual-bad", topo, "1\n0 1 3 100 10000 2.0\n", "CC_MODE 1\n")
+            else {
+                panic!("{topo} loaded");
+            };
+            assert_eq!((e.line, e.field.as_str()), (4, "src/dst"), "{e}");
             assert!(e.msg.contains(says), "{e}");
         }
     }
@@ -2269,7 +2474,7 @@ sample_us = 0
         let mut csv = Vec::new();
         r.write_pfc_csv(&mut csv).unwrap();
         let mut txt = Vec::new();
-        write_pfc(&r, &mut txt).unwrap();
+        write_pfc(&r, &[], &mut txt).unwrap();
         // pfc.csv's pause/resume/expire rows (at the paused port), in
         // ns-3's numbering: node id from the name, if_index = port + 1.
         let from_csv: Vec<String> = String::from_utf8(csv)

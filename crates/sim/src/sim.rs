@@ -839,7 +839,7 @@ impl Simulator {
             Vec::new()
         } else {
             (topo.hosts.iter())
-                .map(|&n| ecmp::ns3::murmur3_mix(crate::hpcc::hpcc_ip(n as u32)))
+                .map(|&n| ecmp::ns3::murmur3_mix(crate::hpcc::hpcc_ip(topo.machine[n] as u32)))
                 .collect()
         };
         let switch_seeds = (switches.iter())
@@ -1020,6 +1020,9 @@ impl Simulator {
             // A failure changes every switch's routes at one time.
             || !self.cfg.link_failures.is_empty()
             || self.hosts.iter().any(|h| h.path.is_some())
+            // A packet may reach a multi-homed host at another NIC than
+            // its own, in another group.
+            || self.topo.multi_homed
         {
             return;
         }
@@ -2122,6 +2125,11 @@ impl Simulator {
             return;
         }
         let p = self.take_packet(pkt);
+        // A multi-homed host's NICs share one RDMA stack (ns-3's `RdmaHw`
+        // behind all of a host's devices): a packet the fabric brought to
+        // one NIC goes to the QP at the NIC it is addressed to, whose port
+        // then sends what the QP answers.
+        let host = if self.topo.multi_homed { p.dst() } else { host };
         let (int, payload) = (p.int(), p.payload());
         // The ACK's echoed hops, which its QP's controller reads after the
         // RNIC has handled the ACK itself: start loading them now. Their

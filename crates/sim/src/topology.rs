@@ -74,6 +74,12 @@ pub struct Topology {
     pub host_of: Vec<Option<u32>>,
     /// Ports of each node, in link order.
     pub ports: Vec<Vec<PortRef>>,
+    /// The machine each node is a part of, named by its first node: the
+    /// node itself, except for the further NICs of a multi-homed host
+    /// (see [`from_parts_in_machines`](Self::from_parts_in_machines)).
+    pub machine: Vec<usize>,
+    /// Whether some machine has more than one NIC.
+    pub multi_homed: bool,
 }
 
 const G: u64 = 1_000_000_000;
@@ -167,11 +173,34 @@ impl Topology {
             + size_of_val(&self.links[..])
             + size_of_val(&self.hosts[..])
             + size_of_val(&self.host_of[..])
+            + size_of_val(&self.machine[..])
             + self.ports.len() * size_of::<Vec<PortRef>>()) as u64
     }
 
     /// Builds from nodes and links that are already indexed.
     pub fn from_parts(nodes: Vec<Node>, links: Vec<Link>) -> Result<Topology, TopologyError> {
+        let machine = (0..nodes.len()).collect();
+        Self::from_parts_in_machines(nodes, links, machine)
+    }
+
+    /// [`from_parts`](Self::from_parts) with host nodes grouped into
+    /// machines: `machine[i]` names the first node of node `i`'s machine.
+    /// A multi-homed host is one machine with one host node (a NIC, with
+    /// its one link) per link, as the HPCC ns-3 simulator gives such a
+    /// host one NIC per link: routes toward any of its NICs lead to the
+    /// nearest of them, as ns-3's search from the host does (see
+    /// [`routes`](Self::routes)), and a packet for one of them may arrive
+    /// at another.
+    ///
+    /// Only hosts may share a machine, the first node of each must be its
+    /// own, and a machine's NICs must reach distinct switches (ns-3 keys
+    /// a host's neighbours by node, so two links to one switch would be
+    /// one route).
+    pub fn from_parts_in_machines(
+        nodes: Vec<Node>,
+        links: Vec<Link>,
+        machine: Vec<usize>,
+    ) -> Result<Topology, TopologyError> {
         let mut ports: Vec<Vec<PortRef>> = vec![Vec::new(); nodes.len()];
         for (i, l) in links.iter().enumerate() {
             let pa = ports[l.a].len() as u16;
@@ -211,31 +240,97 @@ impl Topology {
         if hosts.is_empty() {
             return Err(TopologyError::Shape("the fabric has no hosts".into()));
         }
-        // Connectivity: everything reachable from node 0.
-        let mut seen = vec![false; nodes.len()];
-        let mut q = VecDeque::from([0usize]);
-        seen[0] = true;
-        while let Some(n) = q.pop_front() {
-            for p in &ports[n] {
-                if !seen[p.peer] {
-                    seen[p.peer] = true;
-                    q.push_back(p.peer);
-                }
-            }
-        }
-        if let Some(far) = seen.iter().position(|s| !s) {
-            return Err(TopologyError::Disconnected {
-                a: nodes[0].name.clone(),
-                b: nodes[far].name.clone(),
-            });
-        }
-        Ok(Topology {
+        let mut topo = Topology {
             nodes,
             links,
             hosts,
             host_of,
             ports,
-        })
+            machine: Vec::new(),
+            multi_homed: false,
+        };
+        topo.set_machines(machine)?;
+        // Connectivity: everything reachable from node 0, a machine's
+        // NICs being one node.
+        let nics = topo.machine_nics();
+        let mut seen = vec![false; topo.nodes.len()];
+        let mut q = VecDeque::from([0usize]);
+        seen[0] = true;
+        while let Some(n) = q.pop_front() {
+            let m = topo.machine[n];
+            let mut reach: Vec<usize> = topo.ports[n].iter().map(|p| p.peer).collect();
+            reach.extend(nics.get(&m).into_iter().flatten().copied());
+            for x in reach {
+                if !seen[x] {
+                    seen[x] = true;
+                    q.push_back(x);
+                }
+            }
+        }
+        if let Some(far) = seen.iter().position(|s| !s) {
+            return Err(TopologyError::Disconnected {
+                a: topo.nodes[0].name.clone(),
+                b: topo.nodes[far].name.clone(),
+            });
+        }
+        Ok(topo)
+    }
+
+    /// Checks and sets [`machine`](Self::machine) (see
+    /// [`from_parts_in_machines`](Self::from_parts_in_machines)).
+    fn set_machines(&mut self, machine: Vec<usize>) -> Result<(), TopologyError> {
+        let n = self.nodes.len();
+        if machine.len() != n {
+            return Err(TopologyError::Shape(format!(
+                "{} machine entries for {n} nodes",
+                machine.len()
+            )));
+        }
+        let mut peers: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, &m) in machine.iter().enumerate() {
+            if m == i {
+                continue;
+            }
+            let ok = m < i
+                && machine[m] == m
+                && self.nodes[i].kind == NodeKind::Host
+                && self.nodes[m].kind == NodeKind::Host;
+            if !ok {
+                return Err(TopologyError::Shape(format!(
+                    "node `{}` is put in machine {m}: only hosts share a machine, which is \
+                     named by its first node, a host of its own machine",
+                    self.nodes[i].name
+                )));
+            }
+        }
+        for &h in &self.hosts {
+            let seen = peers.entry(machine[h]).or_default();
+            let peer = self.ports[h][0].peer;
+            if seen.contains(&peer) {
+                return Err(TopologyError::Shape(format!(
+                    "host `{}` has two links to `{}`; a multi-homed host's links must reach \
+                     distinct switches",
+                    self.nodes[machine[h]].name, self.nodes[peer].name
+                )));
+            }
+            seen.push(peer);
+        }
+        self.multi_homed = machine.iter().enumerate().any(|(i, &m)| m != i);
+        self.machine = machine;
+        Ok(())
+    }
+
+    /// The host nodes (NICs) of each machine with more than one, by the
+    /// machine's first node, in node order.
+    pub fn machine_nics(&self) -> HashMap<usize, Vec<usize>> {
+        let mut out: HashMap<usize, Vec<usize>> = HashMap::new();
+        if self.multi_homed {
+            for &h in &self.hosts {
+                out.entry(self.machine[h]).or_default().push(h);
+            }
+            out.retain(|_, v| v.len() > 1);
+        }
+        out
     }
 
     pub fn n_hosts(&self) -> usize {
@@ -272,18 +367,24 @@ impl Topology {
     pub fn routes_over(&self, is_up: impl Fn(usize, usize) -> bool) -> Routes {
         let n = self.nodes.len();
         let h = self.hosts.len();
+        // A multi-homed host's NICs are searched from together.
+        let nics = self.machine_nics();
         // The search source of each host's group: its edge switch, or the
-        // host itself when it has no single switch link.
+        // host (its machine) itself when it has no single switch link.
         let mut group_of_src = vec![u32::MAX; n];
         let mut sources: Vec<usize> = Vec::new();
         let mut group = Vec::with_capacity(h);
         let mut edge = Vec::with_capacity(h);
         for &hn in &self.hosts {
             let up = match self.ports[hn].as_slice() {
-                [l] if self.nodes[l.peer].kind == NodeKind::Switch => Some(*l),
+                [l] if self.nodes[l.peer].kind == NodeKind::Switch
+                    && !nics.contains_key(&self.machine[hn]) =>
+                {
+                    Some(*l)
+                }
                 _ => None,
             };
-            let src = up.map_or(hn, |l| l.peer);
+            let src = up.map_or(self.machine[hn], |l| l.peer);
             if group_of_src[src] == u32::MAX {
                 group_of_src[src] = sources.len() as u32;
                 sources.push(src);
@@ -298,9 +399,11 @@ impl Topology {
         let mut q = VecDeque::new();
         for (gi, &src) in sources.iter().enumerate() {
             dist.fill(u32::MAX);
-            dist[src] = 0;
             q.clear();
-            q.push_back(src);
+            for &s in nics.get(&src).map_or(std::slice::from_ref(&src), |v| v) {
+                dist[s] = 0;
+                q.push_back(s);
+            }
             while let Some(x) = q.pop_front() {
                 for (pi, p) in self.ports[x].iter().enumerate() {
                     if !is_up(x, pi) {
@@ -316,7 +419,7 @@ impl Topology {
                 }
             }
             for (node, ports) in self.ports.iter().enumerate() {
-                if node == src || dist[node] == u32::MAX {
+                if dist[node] == 0 || dist[node] == u32::MAX {
                     continue;
                 }
                 let start = ports_flat.len() as u32;
@@ -324,9 +427,10 @@ impl Topology {
                     if is_up(node, pi) && dist[p.peer] != u32::MAX && dist[p.peer] + 1 == dist[node]
                     {
                         // A host is a next hop only when it is the destination
-                        // (the source of a host's own search; at an edge
-                        // switch `get` answers with the host's port).
-                        if self.nodes[p.peer].kind == NodeKind::Host && p.peer != src {
+                        // (a source of a host's own search, at distance 0;
+                        // at an edge switch `get` answers with the host's
+                        // port).
+                        if self.nodes[p.peer].kind == NodeKind::Host && dist[p.peer] != 0 {
                             continue;
                         }
                         ports_flat.push(pi as u16);
@@ -353,7 +457,8 @@ impl Topology {
         let mut out = Vec::new();
         let mut node = self.hosts[src as usize];
         let target = self.hosts[dst as usize];
-        while node != target && out.len() <= self.nodes.len() {
+        // Into any NIC of the destination's machine.
+        while self.machine[node] != self.machine[target] && out.len() <= self.nodes.len() {
             let p = match routes.get(node, dst).first() {
                 Some(&p) => self.ports[node][usize::from(p)],
                 None => break,
@@ -594,6 +699,82 @@ mod tests {
         let tor0 = t.hosts.len();
         assert_eq!(r.get(tor0, 319).len(), 4);
         assert_eq!(r.get(tor0, 1).len(), 1);
+    }
+
+    /// A multi-homed host (machine 0: node 0 on switch 3, node 2 on
+    /// switch 4) and a host (node 1) on switch 5, the three switches
+    /// under switch 6. Routes toward either NIC of the machine lead to
+    /// the nearer NIC: down to it from its own switch, over both of the
+    /// machine's switches from above; a path into the machine ends at
+    /// whichever NIC it reaches.
+    #[test]
+    fn routes_lead_to_the_nearest_nic_of_a_machine() {
+        let node = |name: &str, kind| Node {
+            name: name.into(),
+            kind,
+        };
+        let nodes = vec![
+            node("host0", NodeKind::Host),
+            node("host1", NodeKind::Host),
+            node("host0.nic2", NodeKind::Host),
+            node("switch3", NodeKind::Switch),
+            node("switch4", NodeKind::Switch),
+            node("switch5", NodeKind::Switch),
+            node("switch6", NodeKind::Switch),
+        ];
+        let link = |a, b| Link {
+            a,
+            b,
+            rate_bps: gbps(100),
+            delay_ps: 1_000_000,
+        };
+        let links = vec![
+            link(0, 3),
+            link(2, 4),
+            link(1, 5),
+            link(3, 6),
+            link(4, 6),
+            link(5, 6),
+        ];
+        let t = Topology::from_parts_in_machines(
+            nodes.clone(),
+            links.clone(),
+            vec![0, 1, 0, 3, 4, 5, 6],
+        )
+        .unwrap();
+        assert!(t.multi_homed);
+        assert_eq!(t.machine_nics()[&0], [0, 2]);
+        let r = t.routes();
+        // Host indices: node 0 → 0, node 1 → 1, node 2 → 2.
+        for nic in [0, 2] {
+            // Switch 6 reaches the machine over switches 3 and 4 (its ports 0, 1).
+            assert_eq!(r.get(6, nic), [0, 1], "toward NIC {nic}");
+            // Each of those switches straight down to its own NIC.
+            assert_eq!(r.get(3, nic), [0]);
+            assert_eq!(r.get(4, nic), [0]);
+            // Switch 5 up to switch 6.
+            assert_eq!(r.get(5, nic), [1]);
+        }
+        // Host 1 to the machine: four links, to the NIC on switch 3 (the
+        // first next hop), whichever NIC it is addressed to.
+        for nic in [0, 2] {
+            let path = t.path(&r, 1, nic);
+            assert_eq!(path.len(), 4);
+            assert_eq!(path.last().map(|p| p.peer), Some(0));
+        }
+        // Only hosts share machines, and a machine is named by its own
+        // first node.
+        for bad in [
+            vec![0, 1, 3, 3, 4, 5, 6],
+            vec![0, 1, 0, 0, 4, 5, 6],
+            vec![2, 1, 2, 3, 4, 5, 6],
+        ] {
+            let b = bad.clone();
+            match Topology::from_parts_in_machines(nodes.clone(), links.clone(), bad) {
+                Err(TopologyError::Shape(_)) => {}
+                other => panic!("{b:?}: {other:?}"),
+            }
+        }
     }
 
     /// The table as it was built before it was grouped by edge switch: a

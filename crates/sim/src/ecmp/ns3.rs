@@ -69,6 +69,19 @@ pub fn murmur3_mixed(mixed: [u32; 3], seed: u32) -> u32 {
     h ^ (h >> 16)
 }
 
+/// ns-3's `RdmaQueuePair::GetHash` (and `RdmaRxQueuePair`'s, from the
+/// receiver's side): `Hash32`, 32-bit MurmurHash3 seeded with 0x8BADF00D,
+/// of the QP's own address, its peer's, its own port and its peer's, as
+/// 12 little-endian bytes. A multi-homed host puts the QP on the NIC this
+/// picks among those on a shortest path (`RdmaHw::GetNicIdxOfQp`).
+pub fn qp_hash(sip: u32, dip: u32, sport: u16, dport: u16) -> u32 {
+    const NS3_HASH_SEED: u32 = 0x8BAD_F00D;
+    murmur3_words(
+        [sip, dip, u32::from(sport) | u32::from(dport) << 16],
+        NS3_HASH_SEED,
+    )
+}
+
 /// Index of ns-3's next hop among `n` for a packet from `sip` to `dip`
 /// with UDP ports `ports` (`sport | dport << 16`) at the switch with node
 /// id `node`.
@@ -99,7 +112,8 @@ pub fn select_mixed(mixed: [u32; 3], node: u32, n: usize) -> usize {
 /// documentation): hosts first by id, then switches by decreasing id.
 pub fn ns3_pointer_rank(topo: &Topology, id: usize) -> u64 {
     match topo.nodes[id].kind {
-        NodeKind::Host => id as u64,
+        // A multi-homed host's further NICs are parts of its one node.
+        NodeKind::Host => topo.machine[id] as u64,
         NodeKind::Switch => (1u64 << 32) + (u64::from(u32::MAX) - id as u64),
     }
 }
@@ -128,6 +142,11 @@ pub fn next_hop_order_over(
     let n = topo.nodes.len();
     let mut dis = vec![u32::MAX; n];
     let mut next_hops = vec![Vec::new(); n];
+    // A multi-homed host is one node in ns-3, with the links of all its
+    // NICs: searched from as one, and reached as one (named by its first
+    // node; see `Topology::from_parts_in_machines`).
+    let nics = topo.machine_nics();
+    let host = topo.machine[host];
     let mut q = vec![host];
     dis[host] = 0;
     let mut i = 0;
@@ -137,11 +156,13 @@ pub fn next_hop_order_over(
         i += 1;
         let d = dis[now];
         nbrs.clear();
-        nbrs.extend(
-            (topo.ports[now].iter().enumerate())
-                .filter(|&(pi, _)| is_up(now, pi))
-                .map(|(_, p)| p.peer),
-        );
+        for &x in nics.get(&now).map_or(std::slice::from_ref(&now), |v| v) {
+            nbrs.extend(
+                (topo.ports[x].iter().enumerate())
+                    .filter(|&(pi, _)| is_up(x, pi))
+                    .map(|(_, p)| topo.machine[p.peer]),
+            );
+        }
         nbrs.sort_unstable_by_key(|&x| rank(x));
         nbrs.dedup();
         for &next in &nbrs {
@@ -161,6 +182,17 @@ pub fn next_hop_order_over(
 
 #[cfg(test)]
 mod tests {
+
+    /// `Hash32` values printed by the HPCC repository's ns-3 itself (its
+    /// core library, on the 12-byte buffer `RdmaQueuePair::GetHash`
+    /// builds).
+    #[test]
+    fn qp_hash_is_ns3_s() {
+        assert_eq!(qp_hash(0x0b00_0001, 0x0b00_0101, 10000, 100), 3_887_419_479);
+        assert_eq!(qp_hash(0x0b00_6f01, 0x0b00_ae01, 10001, 100), 2_385_788_728);
+        assert_eq!(qp_hash(0x0b01_2a01, 0x0b00_3301, 10002, 100), 3_848_372_989);
+    }
+
     use super::*;
 
     /// Reference values of 32-bit MurmurHash3 over 12 bytes, computed from
