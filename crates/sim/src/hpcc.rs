@@ -755,6 +755,14 @@ impl Experiment {
             if let Some(why) = why {
                 return Err(err(l, "LINK_DOWN", why));
             }
+            if topo.multi_homed {
+                warnings.push(format!(
+                    "{cfile}:{l}: LINK_DOWN with multi-homed hosts: each QP stays on the NIC \
+                     picked when its flow starts; ns-3 picks a receiver's NIC again for every \
+                     ACK from the routes after the failure, so where the failure leaves one NIC \
+                     of a host farther from a peer, its ACKs may leave by another NIC there"
+                ));
+            }
             cfg.link_failures.push(f);
         }
         if let Some(ps) = cfg.buffer.pause_time_ps {
@@ -2207,6 +2215,26 @@ sample_us = 0
         let mut out = Vec::new();
         write_pfc(&r, &e.nic_nodes, &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "7 1 0 2 1\n");
+    }
+
+    /// A link failure in a fabric of multi-homed hosts runs, with a
+    /// warning where ours differs: a QP keeps the NIC it started on.
+    #[test]
+    fn a_link_failure_with_multi_homed_hosts_warns() {
+        let topo = "5 3 6\n2 3 4\n0 2 100Gbps 1000ns 0\n0 3 100Gbps 1000ns 0\n\
+                    1 2 100Gbps 1000ns 0\n1 3 100Gbps 1000ns 0\n\
+                    2 4 100Gbps 1000ns 0\n3 4 100Gbps 1000ns 0\n";
+        let config = "KMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\n\
+                      PMAX_MAP 1 100000000000 0.2\nCC_MODE 1\nLINK_DOWN 500 2 4\n";
+        let e = load_files("dual-down", topo, "1\n0 1 3 100 10000 2.0\n", config).unwrap();
+        assert_eq!(e.cfg.link_failures.len(), 1);
+        assert!(
+            e.warnings
+                .iter()
+                .any(|w| w.contains("config.txt:7: LINK_DOWN with multi-homed")),
+            "{:?}",
+            e.warnings
+        );
     }
 
     /// The flow file's `(src, dst)` pairs, for [`ns3_flow_ports`].
