@@ -133,8 +133,27 @@ pub fn simulate(
     flows: &[roce_sim::workload::FlowSpec],
     memory: bool,
 ) -> Result<(Report, f64, Result<(), roce_sim::SimError>)> {
+    simulate_traced(cfg, topo, flows, memory, None).map(|(r, w, o, _)| (r, w, o))
+}
+
+/// What [`simulate_traced`] returns: the report, the wall time (s), the
+/// run's outcome and the packet records written (with a trace).
+type Traced = (Report, f64, Result<(), roce_sim::SimError>, Option<u64>);
+
+/// [`simulate`], writing ns-3's packet trace to `trace` (if any); also
+/// returns how many records it took.
+pub fn simulate_traced(
+    cfg: roce_sim::SimConfig,
+    topo: roce_sim::Topology,
+    flows: &[roce_sim::workload::FlowSpec],
+    memory: bool,
+    trace: Option<roce_sim::ns3_trace::PacketTrace>,
+) -> Result<Traced> {
     let t0 = Instant::now();
     let mut sim = Simulator::new(cfg, topo, flows)?;
+    if let Some(t) = trace {
+        sim.set_packet_trace(t);
+    }
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = ProgressBar::new(sim.n_flows() as u64);
         b.set_style(
@@ -177,7 +196,16 @@ pub fn simulate(
         );
     }
     let outcome = sim.outcome();
-    Ok((sim.into_report(), t0.elapsed().as_secs_f64(), outcome))
+    let records = match sim.take_packet_trace() {
+        Some(t) => Some(t.finish().context("writing the packet trace")?),
+        None => None,
+    };
+    Ok((
+        sim.into_report(),
+        t0.elapsed().as_secs_f64(),
+        outcome,
+        records,
+    ))
 }
 
 /// Writes the output files and prints a short summary.
@@ -248,7 +276,7 @@ fn print_summary(s: &Summary, out: &Path) {
 }
 
 /// Runs an HPCC ns-3 experiment. Its own outputs (FCT_OUTPUT_FILE,
-/// PFC_OUTPUT_FILE, QLEN_MON_FILE) go where the config says, relative to
+/// PFC_OUTPUT_FILE, QLEN_MON_FILE, TRACE_OUTPUT_FILE) go where the config says, relative to
 /// the working directory as with third.cc, and are created (with their
 /// folders) before the run so a bad path fails at once; `--out` receives
 /// our own files (fct.csv, summary.json, plots, ...).
@@ -270,10 +298,21 @@ fn run_hpcc(
             .unwrap_or_else(|| PathBuf::from("out/sim/hpcc"))
     });
     exp.prepare_outputs()?;
-    let (report, wall, outcome) = simulate(exp.cfg.clone(), exp.topo.clone(), &exp.flows, memory)?;
+    let trace = exp.open_trace()?;
+    let (report, wall, outcome, records) =
+        simulate_traced(exp.cfg.clone(), exp.topo.clone(), &exp.flows, memory, trace)?;
     finish(&report, wall, &out, plots)?;
     for f in exp.write_outputs(&report)? {
         say!("wrote {}", f.display());
+    }
+    if let Some(t) = &exp.trace {
+        match records {
+            Some(n) => say!("wrote {} ({n} packet records)", t.output.path.display()),
+            None => say!(
+                "wrote {} (header only: ENABLE_TRACE 0)",
+                t.output.path.display()
+            ),
+        }
     }
     Ok(outcome?)
 }

@@ -71,7 +71,12 @@ fn run_and_check(configs: Vec<PathBuf>) {
             f.split_whitespace().next().unwrap().parse().unwrap()
         };
         let mut seen = 0;
-        for key in ["FCT_OUTPUT_FILE", "PFC_OUTPUT_FILE", "QLEN_MON_FILE"] {
+        for key in [
+            "FCT_OUTPUT_FILE",
+            "PFC_OUTPUT_FILE",
+            "QLEN_MON_FILE",
+            "TRACE_OUTPUT_FILE",
+        ] {
             let Some(rel) = value(&text, key) else {
                 continue;
             };
@@ -82,6 +87,18 @@ fn run_and_check(configs: Vec<PathBuf>) {
             assert!(!beside.join(&rel).exists(), "{name}: {rel} beside it");
         }
         assert!(seen >= 2, "{name}: names FCT and PFC outputs at least");
+        // ns-3's packet trace: its header (a device count, 11 bytes per
+        // device, the window), then with ENABLE_TRACE 1 56-byte records.
+        if let Some(rel) = value(&text, "TRACE_OUTPUT_FILE") {
+            let b = std::fs::read(cwd.path().join(&rel)).unwrap();
+            let devices = u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
+            assert!(devices > 0, "{name}: {rel}");
+            let records = b.len() - (4 + 11 * devices + 4);
+            assert_eq!(records % 56, 0, "{name}: {rel}");
+            if value(&text, "ENABLE_TRACE").as_deref() == Some("0") {
+                assert_eq!(records, 0, "{name}: {rel} has records");
+            }
+        }
         let fct =
             std::fs::read_to_string(cwd.path().join(value(&text, "FCT_OUTPUT_FILE").unwrap()))
                 .unwrap();

@@ -90,12 +90,6 @@ const IGNORED: &[(&str, &str)] = &[
     ("DATA_RATE", "link rates come from the topology file"),
     ("LINK_DELAY", "link delays come from the topology file"),
     (
-        "TRACE_FILE",
-        "packet traces are not written (use queues.csv/pfc.csv)",
-    ),
-    ("TRACE_OUTPUT_FILE", "packet traces are not written"),
-    ("ENABLE_TRACE", "packet traces are not written"),
-    (
         "L2_CHUNK_SIZE",
         "the RNIC's go-back-N replaces the L2 chunk model",
     ),
@@ -119,9 +113,25 @@ pub struct Experiment {
     pub flow_dports: Vec<u16>,
     /// The further NICs of multi-homed hosts (see [`read_topology_rates`]).
     pub nic_nodes: Vec<NicNode>,
+    /// ns-3's packet trace (`TRACE_OUTPUT_FILE`; see [`crate::ns3_trace`]).
+    pub trace: Option<TraceSpec>,
     /// FCT_OUTPUT_FILE, PFC_OUTPUT_FILE and (when given) QLEN_MON_FILE.
     pub outputs: Vec<OutputFile>,
     pub payload_size: u32,
+}
+
+/// ns-3's packet trace as the config asks for it: third.cc writes its
+/// header (every device's rate, the largest BDP) to `TRACE_OUTPUT_FILE`
+/// whenever the key is given, and with `ENABLE_TRACE 1` (its default) a
+/// record per packet event at the nodes `TRACE_FILE` lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceSpec {
+    pub output: OutputFile,
+    pub enabled: bool,
+    /// Node ids, as the file gives them.
+    pub nodes: Vec<u32>,
+    /// `SimSetting::win`: third.cc's `maxBdp`, bytes.
+    pub win: u32,
 }
 
 /// An output file the config names. Its path is used as given: a relative
@@ -705,6 +715,26 @@ impl Experiment {
                 None => outputs.push(o),
             }
         }
+        // The packet trace: its file only where the config names one
+        // (third.cc opens an empty name and fails), its records unless
+        // ENABLE_TRACE says 0 (third.cc's default is 1).
+        used.extend(["TRACE_FILE", "TRACE_OUTPUT_FILE", "ENABLE_TRACE"]);
+        let trace_output = one("TRACE_OUTPUT_FILE").map(|(line, path)| OutputFile {
+            key: "TRACE_OUTPUT_FILE",
+            path: PathBuf::from(path),
+            config: cfile.clone(),
+            line,
+        });
+        let trace_enabled = num("ENABLE_TRACE")?.is_none_or(|v| v != 0.0);
+        if let Some(o) = &trace_output
+            && let Some(same) = outputs.iter().find(|p| p.path == o.path)
+        {
+            return Err(err(
+                o.line,
+                "TRACE_OUTPUT_FILE",
+                format!("{} is also {}", o.path.display(), same.key),
+            ));
+        }
         if outputs.iter().any(|o| o.key == "QLEN_MON_FILE") {
             // Nanoseconds, third.cc's defaults; sampling ends with the run
             // (SIMULATOR_STOP_TIME, third.cc's default 3.01 s).
@@ -735,6 +765,21 @@ impl Experiment {
             }
         }
         let (topo, host_ids, link_rates, nic_nodes) = read_topology_rates(&find(dir, &topo_name))?;
+        let trace_nodes = match (&trace_output, trace_enabled) {
+            (Some(_), true) => {
+                let Some((_, name)) = one("TRACE_FILE") else {
+                    return Err(err(
+                        kv.get("TRACE_OUTPUT_FILE").map_or(0, |x| x.0),
+                        "TRACE_FILE",
+                        "required with TRACE_OUTPUT_FILE unless ENABLE_TRACE is 0 (it lists the \
+                         nodes to trace)"
+                            .into(),
+                    ));
+                };
+                read_trace_nodes(&find(dir, &name), topo.nodes.len() - nic_nodes.len())?
+            }
+            _ => Vec::new(),
+        };
         if error_rate > 0.0 || link_rates.iter().any(|&r| r > 0.0) {
             cfg.link_loss = (link_rates.iter())
                 .map(|&r| if r > 0.0 { r } else { error_rate })
@@ -803,8 +848,14 @@ impl Experiment {
             CcConfig::HpccPint(p) => Some(&mut p.hpcc),
             _ => None,
         };
+        // Over every pair of hosts, so worked out once (HPCC's T, the
+        // window, the trace's header may each want it).
+        let max_rtt = std::cell::OnceCell::new();
         let max_rtt_ns = || {
-            (max_base_rtt_ps(&topo, &topo.routes(), HopCost::Ns3 { payload }) / PS_PER_NS).max(1)
+            *max_rtt.get_or_init(|| {
+                (max_base_rtt_ps(&topo, &topo.routes(), HopCost::Ns3 { payload }) / PS_PER_NS)
+                    .max(1)
+            })
         };
         if let Some(h) = hpcc
             && h.base_rtt_ns.is_none()
@@ -853,6 +904,18 @@ impl Experiment {
             }
             cfg.ecn = EcnPolicy::BySpeed(by);
         }
+        let trace = trace_output.map(|output| TraceSpec {
+            output,
+            enabled: trace_enabled,
+            nodes: trace_nodes,
+            win: cfg.ns3_window.map_or_else(
+                || {
+                    let line = cfg.buffer.alpha_speed_ref_bps.unwrap_or(100_000_000_000);
+                    crate::baseline::bdp_bytes(max_rtt_ns(), line)
+                },
+                |w| w.bytes,
+            ) as u32,
+        });
         let (mut flows, dports) = read_flows(&find(dir, &flow_name), &host_ids)?;
         let flow_ports = ns3_flow_ports(&flows, &dports);
         place_on_nics(&topo, &mut flows, &flow_ports);
@@ -869,6 +932,7 @@ impl Experiment {
             host_ids,
             flow_dports: dports,
             nic_nodes,
+            trace,
             outputs,
             payload_size: payload,
         })
@@ -890,6 +954,28 @@ impl Experiment {
             self.cfg.mtu,
             self.cfg.ifg_bytes,
         )
+    }
+
+    /// Creates `TRACE_OUTPUT_FILE` (if the config names one) and writes
+    /// its header, as third.cc does before its run; with the trace on,
+    /// returns where the run's records go (the same file, buffered).
+    pub fn open_trace(&self) -> Result<Option<crate::ns3_trace::PacketTrace>, HpccError> {
+        use crate::ns3_trace::{PacketTrace, node_ids, port_speeds, sim_setting_bytes};
+        let Some(t) = &self.trace else {
+            return Ok(None);
+        };
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, t.output.create()?);
+        w.write_all(&sim_setting_bytes(&port_speeds(&self.topo), t.win))
+            .and_then(|()| w.flush())
+            .map_err(|e| t.output.error("write", &e))?;
+        if !t.enabled {
+            return Ok(None);
+        }
+        let mut ids = node_ids(&self.topo);
+        for id in &mut ids {
+            id.traced = t.nodes.contains(&u32::from(id.id));
+        }
+        Ok(Some(PacketTrace::new(ids, Box::new(w))))
     }
 
     /// Creates every output file the config names, empty, with the
@@ -1371,6 +1457,59 @@ pub struct NicNode {
     pub node: usize,
     pub host: u32,
     pub if_index: u32,
+}
+
+/// Reads a `TRACE_FILE`: a count, then that many node ids (below `n`, the
+/// topology file's node count).
+pub fn read_trace_nodes(path: &Path, n: usize) -> Result<Vec<u32>, HpccError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
+        file: file.clone(),
+        line: 0,
+        field: "(file)".into(),
+        msg: format!("cannot read: {e}"),
+    })?;
+    let err = |line: usize, field: &str, msg: String| HpccError {
+        file: file.clone(),
+        line,
+        field: field.into(),
+        msg,
+    };
+    let toks = tokens(&text);
+    let mut it = toks.iter();
+    let (l, count) = it
+        .next()
+        .ok_or_else(|| err(1, "node count", "empty file".into()))?;
+    let count: usize = count.parse().map_err(|_| {
+        err(
+            *l,
+            "node count",
+            format!("expected a number, got `{count}`"),
+        )
+    })?;
+    let mut nodes = Vec::with_capacity(count.min(n));
+    for i in 0..count {
+        let (l, t) = it.next().ok_or_else(|| {
+            err(
+                0,
+                "node id",
+                format!("expected {count} node ids, found {i}"),
+            )
+        })?;
+        let id: u32 = t
+            .parse()
+            .ok()
+            .filter(|&v: &u32| (v as usize) < n)
+            .ok_or_else(|| {
+                err(
+                    *l,
+                    "node id",
+                    format!("expected a node id below {n}, got `{t}`"),
+                )
+            })?;
+        nodes.push(id);
+    }
+    Ok(nodes)
 }
 
 /// Reads a flow file; returns flows (host indices) and their dports.
@@ -2235,6 +2374,78 @@ sample_us = 0
             "{:?}",
             e.warnings
         );
+    }
+
+    /// `TRACE_OUTPUT_FILE`, `ENABLE_TRACE` and `TRACE_FILE` as third.cc
+    /// reads them: the file only where named, records unless ENABLE_TRACE
+    /// is 0 (its default is 1), the nodes from TRACE_FILE, which must then
+    /// exist and name nodes of the topology; errors name the line.
+    #[test]
+    fn the_packet_trace_keys_read_as_third_cc_reads_them() {
+        let d = std::env::temp_dir().join(format!("roce-hpcc-trace-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("topo.txt"),
+            "3 1 2\n2\n0 2 100Gbps 1000ns 0\n1 2 100Gbps 1000ns 0\n",
+        )
+        .unwrap();
+        std::fs::write(d.join("flow.txt"), "1\n0 1 3 100 10000 2.0\n").unwrap();
+        std::fs::write(d.join("trace.txt"), "2\n0 2\n").unwrap();
+        std::fs::write(d.join("bad_trace.txt"), "2\n0 7\n").unwrap();
+        let load = |extra: &str| {
+            std::fs::write(
+                d.join("config.txt"),
+                format!(
+                    "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nCC_MODE 1\nENABLE_QCN 0\n{extra}"
+                ),
+            )
+            .unwrap();
+            Experiment::load(&d.join("config.txt"), None)
+        };
+        assert_eq!(load("").unwrap().trace, None, "no file named: none written");
+        let t = load("TRACE_FILE trace.txt\nTRACE_OUTPUT_FILE out/mix.tr\n")
+            .unwrap()
+            .trace
+            .unwrap();
+        assert!(t.enabled, "third.cc's ENABLE_TRACE is 1 by default");
+        assert_eq!(t.nodes, [0, 2]);
+        assert_eq!((t.output.key, t.output.line), ("TRACE_OUTPUT_FILE", 6));
+        assert_eq!(t.output.path, PathBuf::from("out/mix.tr"));
+        assert!(t.win > 0);
+        let t = load("TRACE_OUTPUT_FILE mix.tr\nENABLE_TRACE 0\n")
+            .unwrap()
+            .trace
+            .unwrap();
+        assert!(
+            !t.enabled && t.nodes.is_empty(),
+            "no TRACE_FILE needed for the header alone"
+        );
+        for (extra, field, line, says) in [
+            ("TRACE_OUTPUT_FILE mix.tr\n", "TRACE_FILE", 5, "required"),
+            (
+                "TRACE_FILE bad_trace.txt\nTRACE_OUTPUT_FILE mix.tr\n",
+                "node id",
+                2,
+                "below 3",
+            ),
+            (
+                "TRACE_FILE nope.txt\nTRACE_OUTPUT_FILE mix.tr\n",
+                "(file)",
+                0,
+                "cannot read",
+            ),
+            (
+                "FCT_OUTPUT_FILE x.txt\nTRACE_OUTPUT_FILE x.txt\nENABLE_TRACE 0\n",
+                "TRACE_OUTPUT_FILE",
+                6,
+                "also FCT_OUTPUT_FILE",
+            ),
+        ] {
+            let e = load(extra).unwrap_err();
+            assert_eq!((e.field.as_str(), e.line), (field, line), "{extra}: {e}");
+            assert!(e.msg.contains(says), "{extra}: {e}");
+        }
+        let _ = std::fs::remove_dir_all(&d);
     }
 
     /// The flow file's `(src, dst)` pairs, for [`ns3_flow_ports`].

@@ -21,6 +21,7 @@ pub mod host;
 pub mod hpcc;
 pub mod link;
 pub mod metrics;
+pub mod ns3_trace;
 pub mod packet;
 pub mod partition;
 pub mod pfc;

@@ -36,6 +36,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 mod footprint;
 mod host_io;
+#[macro_use]
+mod packet_trace;
 use host_io::HeadSink;
 
 pub use footprint::MemoryUse;
@@ -523,6 +525,13 @@ pub struct Simulator {
     /// opens: the monitor costs nothing outside its window, which a
     /// monitor configured past the run's end never opens).
     qlen_until: Ps,
+    /// Queue changes before this time are watched: by the queue-length
+    /// monitor (until `qlen_until`) or, for the whole run, by ns-3's
+    /// packet trace (`ptrace`). The packet path tests this one time.
+    watch_until: Ps,
+    /// ns-3's packet trace (`TRACE_OUTPUT_FILE` with `ENABLE_TRACE 1`; see
+    /// [`crate::ns3_trace`]).
+    ptrace: Option<Box<crate::ns3_trace::PacketTrace>>,
     /// The calendar slot for which [`Simulator::prefetch_upcoming`] last
     /// ran its stages.
     staged_slot: u64,
@@ -915,6 +924,8 @@ impl Simulator {
             trace: None,
             qlen_open_at: Ps::MAX,
             qlen_until: 0,
+            watch_until: 0,
+            ptrace: None,
             staged_slot: u64::MAX,
             deep_prefetch: false,
             down_ports: Vec::new(),
@@ -1178,6 +1189,7 @@ impl Simulator {
         let Some(m) = &mut self.qlen else { return };
         let Some((_, last)) = m.window() else { return };
         self.qlen_until = last.saturating_add(1);
+        self.watch_until = self.watch_until.max(self.qlen_until);
         hand_queue_lengths(m, &self.switches, &self.nodes);
     }
 
@@ -1509,7 +1521,7 @@ impl Simulator {
         // A frame on the wire when its link went down, or lost on a lossy
         // link (ns-3's `QbbNetDevice::Receive`: what a down device
         // receives, and what its error model corrupts, goes no further).
-        if self.arrive_checks && self.arrival_lost(node, port) {
+        if self.arrive_checks && self.arrival_watched_lost(node, port, pkt) {
             self.drop_packet(pkt, "lost");
             return;
         }
@@ -1648,6 +1660,28 @@ impl Simulator {
 
     // ---- link failures -----------------------------------------------------
 
+    /// [`arrival_lost`](Self::arrival_lost) for packet `pkt`, with its
+    /// record in ns-3's packet trace: `Drop` where the link is down
+    /// (ns-3's `QbbNetDevice::Receive`), `Recv` where it arrives (a frame
+    /// its error model loses is traced by neither).
+    #[inline(never)]
+    fn arrival_watched_lost(&mut self, node: u32, port: u16, pkt: u32) -> bool {
+        use crate::ns3_trace::TraceEvent;
+        if self.ptrace.is_none() {
+            return self.arrival_lost(node, port);
+        }
+        if self.is_down(node, port) {
+            self.trace_packet(TraceEvent::Drop, node, port, 0, 0, pkt, false);
+            return true;
+        }
+        if self.arrival_lost(node, port) {
+            return true;
+        }
+        let qlen = self.nodes[node as usize].ports[usize::from(port)].qbytes(0);
+        self.trace_packet(TraceEvent::Recv, node, port, 0, qlen, pkt, false);
+        false
+    }
+
     /// Whether `node`'s `port` is on a link that went down.
     fn is_down(&self, node: u32, port: u16) -> bool {
         self.down_ports.contains(&(node, port))
@@ -1716,6 +1750,9 @@ impl Simulator {
                     if xon {
                         self.send_pfc(n, e.ingress, prio as u8, false);
                     }
+                    let qlen = self.nodes[n as usize].ports[usize::from(pt)].qbytes(prio);
+                    let ev = crate::ns3_trace::TraceEvent::Drop;
+                    self.trace_packet(ev, n, pt, prio as u8, qlen, e.pkt, false);
                     self.drop_packet(e.pkt, "link down");
                 }
             }
@@ -2816,11 +2853,6 @@ impl Simulator {
             if !passed && p.queued_pkts() == 0 {
                 self.switch_ports_queued[sw] -= 1;
             }
-            if now < self.qlen_until
-                && let Some(m) = &mut self.qlen
-            {
-                m.record(now, sw, pi, p.queued_bytes());
-            }
             let mmu = &mut self.switches[sw].mmu;
             if mmu.release_check_xon(usize::from(ingress), prio as u8, frame) {
                 // The XON may need the whole simulator: the port is
@@ -2934,6 +2966,9 @@ impl Simulator {
                 ce,
             },
         );
+        if now < self.watch_until {
+            self.watch_send(node, port, prio, id, ce);
+        }
     }
 
     // ---- switches ----------------------------------------------------------
@@ -3042,10 +3077,22 @@ impl Simulator {
             // ports holding a packet would go up and down again, and is
             // left alone).
             p.pass_through(pi, frame as u32);
-            if now < self.qlen_until
-                && let Some(m) = &mut self.qlen
-            {
-                m.record(now, sw, usize::from(out), frame);
+            if now < self.watch_until {
+                let cx = trace_cx!(self);
+                let (m, until) = (&mut self.qlen, self.qlen_until);
+                watch_enqueue(
+                    m,
+                    until,
+                    &mut self.ptrace,
+                    &cx,
+                    node,
+                    sw,
+                    out,
+                    pi,
+                    pkt,
+                    0,
+                    frame,
+                );
             }
             self.send_frame(node, out, pi, e, true, int_at);
             return;
@@ -3056,10 +3103,25 @@ impl Simulator {
         }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
-        if now < self.qlen_until
-            && let Some(m) = &mut self.qlen
-        {
-            m.record(now, sw, usize::from(out), p.queued_bytes());
+        if now < self.watch_until {
+            // Fields apart from the port in hand (as the monitor's record
+            // always was): the packet path keeps its shape.
+            let (before, all) = (q.bytes - frame, p.queued_bytes());
+            let cx = trace_cx!(self);
+            let (m, until) = (&mut self.qlen, self.qlen_until);
+            watch_enqueue(
+                m,
+                until,
+                &mut self.ptrace,
+                &cx,
+                node,
+                sw,
+                out,
+                pi,
+                pkt,
+                before,
+                all,
+            );
         }
         // `kick` with what is known here: a switch's port, held, and
         // whether its serializer is busy.
@@ -3067,6 +3129,46 @@ impl Simulator {
             wake_when_free(&mut self.q, p, node, out);
         } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
             self.start_tx(node, out, prio);
+        }
+    }
+
+    /// `node`'s `port` started sending packet `pkt` from priority `prio`
+    /// (`ce`: marked as it leaves). For the queue-length monitor within
+    /// its window (a switch's port), and ns-3's trace: `Dequ` with the
+    /// queue's bytes left, after `Enqu` for a host's ACK (ns-3 queues
+    /// those at the moment they are made; ours are made as they leave).
+    #[cold]
+    #[inline(never)]
+    fn watch_send(&mut self, node: u32, port: u16, prio: usize, pkt: u32, ce: bool) {
+        use crate::ns3_trace::TraceEvent;
+        let now = self.q.now();
+        let ns = &self.nodes[node as usize];
+        let (host, sw) = (ns.host, ns.index as usize);
+        let p = &ns.ports[usize::from(port)];
+        let (left, all) = (p.qbytes(prio), p.queued_bytes());
+        if !host
+            && now < self.qlen_until
+            && let Some(m) = &mut self.qlen
+        {
+            m.record(now, sw, usize::from(port), all);
+        }
+        if self.ptrace.is_none() {
+            return;
+        }
+        if host {
+            // ns-3's host: data leaves its QP (queue index: the priority
+            // group), control its high-priority queue (index 0); the
+            // switch-style queue it reads the length of stays empty.
+            let control = self.packets.get(pkt as usize).is_some_and(|x| x.control());
+            if control {
+                self.trace_packet(TraceEvent::Enqu, node, port, 0, 0, pkt, ce);
+                self.trace_packet(TraceEvent::Dequ, node, port, 0, 0, pkt, ce);
+            } else {
+                let pg = self.cfg.data_prio;
+                self.trace_packet(TraceEvent::Dequ, node, port, pg, 0, pkt, ce);
+            }
+        } else {
+            self.trace_packet(TraceEvent::Dequ, node, port, prio as u8, left, pkt, ce);
         }
     }
 
@@ -3091,6 +3193,10 @@ impl Simulator {
         } else {
             0
         };
+        if self.ptrace.is_some() {
+            self.trace_pfc(node, port, prio, quanta, true);
+        }
+        let p = &mut self.nodes[node as usize].ports[usize::from(port)];
         let pi = usize::from(prio);
         if pause {
             p.xoff_tx[pi] += 1;
@@ -3154,6 +3260,9 @@ impl Simulator {
     fn pfc_rx(&mut self, node: u32, port: u16, prio: u8, quanta: u16) {
         if self.arrive_checks && self.arrival_lost(node, port) {
             return;
+        }
+        if self.ptrace.is_some() {
+            self.trace_pfc(node, port, prio, quanta, false);
         }
         let now = self.q.now();
         let pi = usize::from(prio);
@@ -3461,6 +3570,36 @@ fn tuple_of(p: &Packet) -> FiveTuple {
         dst_port: ROCE_PORT,
         protocol: 17,
     }
+}
+
+/// Switch `sw` (`node`) queued packet `pkt` at `port`'s priority `prio`,
+/// which held `before` bytes; the port holds `all` with it. For the
+/// queue-length monitor `m` within its window (before `until`), and ns-3's
+/// packet trace. Apart from the simulator, so that the packet path calls
+/// it holding the port.
+#[cold]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn watch_enqueue(
+    m: &mut Option<QlenMonitor>,
+    until: Ps,
+    trace: &mut Option<Box<crate::ns3_trace::PacketTrace>>,
+    cx: &packet_trace::TraceCx<'_>,
+    node: u32,
+    sw: usize,
+    port: u16,
+    prio: usize,
+    pkt: u32,
+    before: u64,
+    all: u64,
+) {
+    if cx.now < until
+        && let Some(m) = m
+    {
+        m.record(cx.now, sw, usize::from(port), all);
+    }
+    let ev = crate::ns3_trace::TraceEvent::Enqu;
+    packet_trace::trace_packet(trace, cx, ev, node, port, prio as u8, before, pkt, false);
 }
 
 /// Makes sure the busy serializer of `p` (`port` of `node`) is woken

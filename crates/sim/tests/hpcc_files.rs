@@ -205,3 +205,124 @@ fn the_shipped_dual_fabric_is_multi_homed() {
     assert_eq!(e.nic_nodes.len(), 256);
     assert_eq!(e.topo.n_hosts(), 512);
 }
+
+/// ns-3's packet trace of an 8:1 incast at hosts 0 and 1 and the switch
+/// (`TRACE_FILE` 0 1 9): the header lists every device's rate; the
+/// records come in time order, from those nodes only, one per event a
+/// packet meets there; and the queue lengths they carry add up, record by
+/// record, to the bytes enqueued and dequeued before them.
+#[test]
+fn the_packet_trace_records_every_event_at_the_traced_nodes() {
+    use roce_sim::ns3_trace::{Body, RECORD_BYTES, TraceEvent, TraceRecord, l3};
+    use std::collections::HashMap;
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/hpcc");
+    let d = folder("trace");
+    std::fs::copy(shipped.join("topo_star9.txt"), d.join("topo.txt")).unwrap();
+    let size = 100_000u64;
+    let flows: String = (1..=8)
+        .map(|h| format!("{h} 0 3 100 {size} 2.0\n"))
+        .collect();
+    std::fs::write(d.join("flow.txt"), format!("8\n{flows}")).unwrap();
+    std::fs::write(d.join("trace.txt"), "3\n0 1 9\n").unwrap();
+    let tr = d.join("mix.tr");
+    std::fs::write(
+        d.join("config.txt"),
+        format!(
+            "TOPOLOGY_FILE topo.txt\nFLOW_FILE flow.txt\nTRACE_FILE trace.txt\n\
+             TRACE_OUTPUT_FILE {}\nFCT_OUTPUT_FILE {1}/fct.txt\nPFC_OUTPUT_FILE {1}/pfc.txt\n\
+             CC_MODE 1\nKMAX_MAP 1 100000000000 400\nKMIN_MAP 1 100000000000 100\n\
+             PMAX_MAP 1 100000000000 0.2\n",
+            tr.display(),
+            d.display()
+        ),
+    )
+    .unwrap();
+    let e = Experiment::load(&d.join("config.txt"), None).unwrap();
+    let t = e.open_trace().unwrap().expect("ENABLE_TRACE defaults to 1");
+    let mut sim = Simulator::new(e.cfg.clone(), e.topo.clone(), &e.flows).unwrap();
+    sim.set_packet_trace(t);
+    sim.run().unwrap();
+    let n = sim.take_packet_trace().unwrap().finish().unwrap();
+    assert_eq!(sim.report().summary(1.0).flows.finished, 8);
+    let bytes = std::fs::read(&tr).unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+
+    // The header: 18 devices (a port per host, nine at the switch), then
+    // the window.
+    let devices = u32::from_le_bytes(bytes[0..4].try_into().unwrap()) as usize;
+    assert_eq!(devices, 18);
+    let mut speeds = Vec::new();
+    for i in 0..devices {
+        let b = &bytes[4 + i * 11..4 + (i + 1) * 11];
+        let node = u16::from_le_bytes([b[0], b[1]]);
+        let bps = u64::from_le_bytes(b[3..11].try_into().unwrap());
+        assert_eq!(bps, 100_000_000_000);
+        speeds.push((node, b[2]));
+    }
+    let mut want: Vec<(u16, u8)> = (0..9).map(|h| (h, 1)).collect();
+    want.extend((1..=9).map(|i| (9, i)));
+    assert_eq!(speeds, want);
+    let body = &bytes[4 + devices * 11 + 4..];
+    assert_eq!(body.len() as u64, n * RECORD_BYTES as u64);
+
+    let recs: Vec<TraceRecord> = body
+        .chunks_exact(RECORD_BYTES)
+        .map(|c| TraceRecord::parse(c.try_into().unwrap()).unwrap())
+        .collect();
+    assert!(recs.windows(2).all(|w| w[0].time_ns <= w[1].time_ns));
+    assert!(recs.iter().all(|r| [0, 1, 9].contains(&r.node)));
+    let count = |node: u16, event: TraceEvent, prot: u8| {
+        (recs.iter())
+            .filter(|r| r.node == node && r.event == event && r.l3_prot == prot)
+            .count()
+    };
+    let pkts = size.div_ceil(1024) as usize;
+    // Host 1 sends its flow's packets, each at its byte offset.
+    assert_eq!(count(1, TraceEvent::Dequ, l3::UDP), pkts);
+    let seqs: Vec<u32> = (recs.iter())
+        .filter(|r| r.node == 1 && r.event == TraceEvent::Dequ && r.l3_prot == l3::UDP)
+        .map(|r| match r.body {
+            Body::Data {
+                seq, sport, dport, ..
+            } => {
+                assert_eq!((sport, dport), (10000, 100));
+                seq
+            }
+            b => panic!("{b:?}"),
+        })
+        .collect();
+    assert_eq!(seqs, (0..pkts as u32).map(|i| i * 1024).collect::<Vec<_>>());
+    // Every data packet reaches the switch and host 0; host 0 queues and
+    // sends an ACK for each (ACKs every packet here), which the switch
+    // carries back.
+    assert_eq!(count(9, TraceEvent::Recv, l3::UDP), 8 * pkts);
+    assert_eq!(count(0, TraceEvent::Recv, l3::UDP), 8 * pkts);
+    let acks = count(0, TraceEvent::Dequ, l3::ACK);
+    assert!(acks > 0);
+    assert_eq!(count(0, TraceEvent::Enqu, l3::ACK), acks);
+    assert_eq!(count(9, TraceEvent::Recv, l3::ACK), acks);
+    // The switch's queues, replayed from the records: each Enqu states
+    // the bytes queued before it, each Dequ those left after it.
+    let mut queued: HashMap<(u8, u8), u64> = HashMap::new();
+    for r in recs.iter().filter(|r| r.node == 9) {
+        let q = queued.entry((r.intf, r.qidx)).or_default();
+        match r.event {
+            TraceEvent::Enqu => {
+                assert_eq!(u64::from(r.qlen), *q, "{r:?}");
+                *q += u64::from(r.size);
+            }
+            TraceEvent::Dequ => {
+                *q -= u64::from(r.size);
+                assert_eq!(u64::from(r.qlen), *q, "{r:?}");
+            }
+            _ => {}
+        }
+    }
+    assert!(queued.values().all(|&q| q == 0), "{queued:?}");
+    // The incast queues at the port to host 0 (interface 1).
+    let peak = (recs.iter())
+        .filter(|r| r.node == 9 && r.intf == 1 && r.event == TraceEvent::Enqu)
+        .map(|r| r.qlen)
+        .max();
+    assert!(peak.is_some_and(|q| q > 100_000), "{peak:?}");
+}
