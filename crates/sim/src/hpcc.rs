@@ -1273,21 +1273,10 @@ pub fn read_topology(path: &Path) -> Result<(Topology, Vec<u32>), HpccError> {
 pub fn read_topology_rates(
     path: &Path,
 ) -> Result<(Topology, Vec<u32>, Vec<f64>, Vec<NicNode>), HpccError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
-        file: file.clone(),
-        line: 0,
-        field: "(file)".into(),
-        msg: format!("cannot read: {e}"),
-    })?;
+    let (file, text) = read_input(path)?;
     let toks = tokens(&text);
     let mut it = toks.iter();
-    let err = |line: usize, field: &str, msg: String| HpccError {
-        file: file.clone(),
-        line,
-        field: field.to_string(),
-        msg,
-    };
+    let err = |line: usize, field: &str, msg: String| input_error(&file, line, field, msg);
     let mut next_num = |field: &str| -> Result<(usize, u64), HpccError> {
         let (l, t) = it
             .next()
@@ -1459,22 +1448,30 @@ pub struct NicNode {
     pub if_index: u32,
 }
 
+/// An input file's name as errors give it, and its text (an error at
+/// line 0, field `(file)`, if it cannot be read).
+fn read_input(path: &Path) -> Result<(String, String), HpccError> {
+    let file = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok((file, text)),
+        Err(e) => Err(input_error(&file, 0, "(file)", format!("cannot read: {e}"))),
+    }
+}
+
+fn input_error(file: &str, line: usize, field: &str, msg: String) -> HpccError {
+    HpccError {
+        file: file.to_string(),
+        line,
+        field: field.to_string(),
+        msg,
+    }
+}
+
 /// Reads a `TRACE_FILE`: a count, then that many node ids (below `n`, the
 /// topology file's node count).
 pub fn read_trace_nodes(path: &Path, n: usize) -> Result<Vec<u32>, HpccError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
-        file: file.clone(),
-        line: 0,
-        field: "(file)".into(),
-        msg: format!("cannot read: {e}"),
-    })?;
-    let err = |line: usize, field: &str, msg: String| HpccError {
-        file: file.clone(),
-        line,
-        field: field.into(),
-        msg,
-    };
+    let (file, text) = read_input(path)?;
+    let err = |line: usize, field: &str, msg: String| input_error(&file, line, field, msg);
     let toks = tokens(&text);
     let mut it = toks.iter();
     let (l, count) = it
@@ -1514,19 +1511,8 @@ pub fn read_trace_nodes(path: &Path, n: usize) -> Result<Vec<u32>, HpccError> {
 
 /// Reads a flow file; returns flows (host indices) and their dports.
 pub fn read_flows(path: &Path, host_ids: &[u32]) -> Result<(Vec<FlowSpec>, Vec<u16>), HpccError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| HpccError {
-        file: file.clone(),
-        line: 0,
-        field: "(file)".into(),
-        msg: format!("cannot read: {e}"),
-    })?;
-    let err = |line: usize, field: &str, msg: String| HpccError {
-        file: file.clone(),
-        line,
-        field: field.to_string(),
-        msg,
-    };
+    let (file, text) = read_input(path)?;
+    let err = |line: usize, field: &str, msg: String| input_error(&file, line, field, msg);
     let mut lines = text
         .lines()
         .enumerate()

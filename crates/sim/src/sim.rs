@@ -3078,21 +3078,7 @@ impl Simulator {
             // left alone).
             p.pass_through(pi, frame as u32);
             if now < self.watch_until {
-                let cx = trace_cx!(self);
-                let (m, until) = (&mut self.qlen, self.qlen_until);
-                watch_enqueue(
-                    m,
-                    until,
-                    &mut self.ptrace,
-                    &cx,
-                    node,
-                    sw,
-                    out,
-                    pi,
-                    pkt,
-                    0,
-                    frame,
-                );
+                watch_enqueue_at!(self, node, sw, out, pi, pkt, 0, frame);
             }
             self.send_frame(node, out, pi, e, true, int_at);
             return;
@@ -3107,21 +3093,7 @@ impl Simulator {
             // Fields apart from the port in hand (as the monitor's record
             // always was): the packet path keeps its shape.
             let (before, all) = (q.bytes - frame, p.queued_bytes());
-            let cx = trace_cx!(self);
-            let (m, until) = (&mut self.qlen, self.qlen_until);
-            watch_enqueue(
-                m,
-                until,
-                &mut self.ptrace,
-                &cx,
-                node,
-                sw,
-                out,
-                pi,
-                pkt,
-                before,
-                all,
-            );
+            watch_enqueue_at!(self, node, sw, out, pi, pkt, before, all);
         }
         // `kick` with what is known here: a switch's port, held, and
         // whether its serializer is busy.
@@ -3571,6 +3543,29 @@ fn tuple_of(p: &Packet) -> FiveTuple {
         protocol: 17,
     }
 }
+
+/// Calls [`watch_enqueue`] with the simulator `$s`'s fields, borrowed
+/// apart from a port the caller holds.
+macro_rules! watch_enqueue_at {
+    ($s:ident, $node:expr, $sw:expr, $port:expr, $prio:expr, $pkt:expr, $before:expr, $all:expr) => {{
+        let cx = trace_cx!($s);
+        let (m, until) = (&mut $s.qlen, $s.qlen_until);
+        watch_enqueue(
+            m,
+            until,
+            &mut $s.ptrace,
+            &cx,
+            $node,
+            $sw,
+            $port,
+            $prio,
+            $pkt,
+            $before,
+            $all,
+        );
+    }};
+}
+use watch_enqueue_at;
 
 /// Switch `sw` (`node`) queued packet `pkt` at `port`'s priority `prio`,
 /// which held `before` bytes; the port holds `all` with it. For the
