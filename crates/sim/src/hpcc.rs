@@ -24,6 +24,7 @@ use crate::ecmp::EcmpMode;
 use crate::ecn::EcnConfig;
 use crate::event::{PS_PER_NS, PS_PER_S, PS_PER_US, Ps, ser_ps};
 use crate::metrics::Report;
+use crate::ns3_trace::{NodeId, node_ids};
 use crate::packet::Ns3Int;
 use crate::pfc::{Threshold, quanta_for};
 use crate::qlen::QlenMonConfig;
@@ -960,7 +961,7 @@ impl Experiment {
     /// its header, as third.cc does before its run; with the trace on,
     /// returns where the run's records go (the same file, buffered).
     pub fn open_trace(&self) -> Result<Option<crate::ns3_trace::PacketTrace>, HpccError> {
-        use crate::ns3_trace::{PacketTrace, node_ids, port_speeds, sim_setting_bytes};
+        use crate::ns3_trace::{PacketTrace, port_speeds, sim_setting_bytes};
         let Some(t) = &self.trace else {
             return Ok(None);
         };
@@ -997,7 +998,7 @@ impl Experiment {
             let mut w = std::io::BufWriter::new(o.create()?);
             match o.key {
                 "FCT_OUTPUT_FILE" => self.write_fct(r, &mut w),
-                "PFC_OUTPUT_FILE" => write_pfc(r, &self.nic_nodes, &mut w),
+                "PFC_OUTPUT_FILE" => write_pfc(r, &node_ids(&self.topo), &mut w),
                 _ => w.write_all(r.qlen_mon.as_deref().unwrap_or("").as_bytes()),
             }
             .and_then(|()| w.flush())
@@ -1153,9 +1154,11 @@ pub fn ns3_if_index(port: u16) -> u32 {
 /// for runs out. Those refreshes are not written (`pfc.csv` keeps them), so
 /// the file counts what ns-3's counts.
 ///
-/// A multi-homed host's further NICs (`nics`) are written as ns-3 names
-/// them: the host's id and the NIC's interface index.
-fn write_pfc(r: &Report, nics: &[NicNode], w: &mut impl Write) -> std::io::Result<()> {
+/// Nodes are named as `ids` (from [`crate::ns3_trace::node_ids`], which
+/// the packet trace names them by too) gives: a multi-homed host's
+/// further NICs by the host's id and the NIC's interface index. A node
+/// `ids` does not cover keeps its own id.
+fn write_pfc(r: &Report, ids: &[NodeId], w: &mut impl Write) -> std::io::Result<()> {
     let mut paused = std::collections::HashSet::new();
     for e in &r.pfc {
         let key = (e.node, e.port, e.prio);
@@ -1170,8 +1173,8 @@ fn write_pfc(r: &Report, nics: &[NicNode], w: &mut impl Write) -> std::io::Resul
             _ => continue,
         };
         let node_type = u32::from(!r.host_nodes.contains(&e.node));
-        let (node, if_index) = match nics.iter().find(|x| x.node == e.node as usize) {
-            Some(x) => (x.host, x.if_index + u32::from(e.port)),
+        let (node, if_index) = match ids.get(e.node as usize) {
+            Some(id) => (u32::from(id.id), u32::from(id.intf0) + u32::from(e.port)),
             None => (e.node, ns3_if_index(e.port)),
         };
         writeln!(
@@ -2338,7 +2341,7 @@ sample_us = 0
             ..sim.report()
         };
         let mut out = Vec::new();
-        write_pfc(&r, &e.nic_nodes, &mut out).unwrap();
+        write_pfc(&r, &crate::ns3_trace::node_ids(&e.topo), &mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "7 1 0 2 1\n");
     }
 

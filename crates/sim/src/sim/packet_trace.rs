@@ -69,20 +69,19 @@ impl Simulator {
         };
         let p = &self.nodes[node as usize].ports[usize::from(port)];
         let qlen = p.qbytes(usize::from(prio) & 7).min(u64::from(u32::MAX)) as u32;
-        let (sip, node_type) = (0, id.node_type);
         let r = TraceRecord {
             time_ns: self.q.now() / PS_PER_NS,
             node: id.id,
             intf: id.intf0.wrapping_add(port as u8),
             qidx: 0,
             qlen: 0,
-            sip,
+            sip: 0,
             dip: 0xffff_ffff,
             size: 64,
             l3_prot: l3::PFC,
             event: TraceEvent::Recv,
             ecn: 0,
-            node_type,
+            node_type: id.node_type,
             body: Body::Pfc {
                 time: u32::from(quanta),
                 qlen,
