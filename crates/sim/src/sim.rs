@@ -2830,6 +2830,15 @@ impl Simulator {
     /// in `switch_rx`, for the compiler to drop the queue reads' bounds
     /// checks, changed nothing (+0.1 M).
     ///
+    /// A measured dead end (session 41): when a switch port keeps sending,
+    /// starting to load here, a frame's time ahead, what the next
+    /// `start_tx` reads first (the head frame's ingress account and
+    /// packet, the misses of most of `start_tx`'s perf samples on the
+    /// 320-host fat tree) made the fat5ms HPCC run slower: 8.47-8.60 s of
+    /// user time against 8.32-8.38 s, three interleaved pairs. Outside
+    /// large fabrics those lines are mostly cached by then, and the loads
+    /// were paid twice.
+    ///
     /// `int_at`: with `passed` and INT on, the hop `switch_rx` read for
     /// the packet ([`Packet::int_hop`]), stamped here without reading the
     /// packet's INT fields again (else unused).
