@@ -393,9 +393,23 @@ impl Port {
         }
     }
 
-    /// Bytes waiting in all queues.
+    /// Bytes waiting in all queues: the non-empty ones' (an empty queue
+    /// holds none), found from the serializer's line.
+    ///
+    /// Why: an HPCC switch stamps every data packet with this (ns-3's
+    /// INT records the port's whole egress queue), and the sum over all
+    /// eight priorities read eight cache lines, seven of them queues that
+    /// hold nothing: 77 M instructions of the 1 ms HPCC fat tree's
+    /// 15.30 G (cachegrind, session 41).
+    #[inline]
     pub fn queued_bytes(&self) -> u64 {
-        self.q.iter().map(|q| q.bytes).sum()
+        let mut sum = 0;
+        let mut m = self.nonempty;
+        while m != 0 {
+            sum += self.q[m.trailing_zeros() as usize & (NPRIO - 1)].bytes;
+            m &= m - 1;
+        }
+        sum
     }
 
     /// The queue to serve next, if any may send at `now`.
@@ -485,6 +499,35 @@ mod tests {
             }
             assert_eq!(p.queue_len(3), (next_in - next_out) as usize);
         }
+    }
+
+    /// The port's queued bytes, read from the non-empty queues only, are
+    /// every queue's bytes added up, as frames of every size come and go
+    /// at every priority (and none once all have left).
+    #[test]
+    fn queued_bytes_add_up_over_every_priority() {
+        let mut p = Port::new(1, 0, 100_000_000_000, 1_000_000);
+        let mut x = 11u32;
+        let mut n = 0u32;
+        for _ in 0..3000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let prio = (x % NPRIO as u32) as usize;
+            if (x >> 8) % 3 == 0 {
+                p.dequeue(prio);
+            } else {
+                p.enqueue(prio, QEntry::new(n, 64 + (x >> 12) % 4000, 0, false));
+                n += 1;
+            }
+            let each: u64 = (0..NPRIO).map(|q| p.qbytes(q)).sum();
+            assert_eq!(p.queued_bytes(), each);
+        }
+        assert!(p.queued_bytes() > 0, "the walk left frames queued");
+        for prio in 0..NPRIO {
+            while p.dequeue(prio).is_some() {}
+        }
+        assert_eq!(p.queued_bytes(), 0);
     }
 
     /// A frame skips the queue only where strict priority would pick it

@@ -1298,7 +1298,12 @@ impl Simulator {
     /// waits on that load) made the full fat5ms HPCC run slower: 8.73-
     /// 9.10 s of user time against 8.45-8.51 s, three interleaved rounds
     /// at load 1 (session 19). The hops are started at `host_rx`'s top
-    /// and at the switch arrival instead.
+    /// and at the switch arrival instead. Narrowed to the ACKs reaching a
+    /// host one slot ahead (whose echoed record's first load was 8.5 % of
+    /// `step`'s `perf` samples on that run, `host_rx`'s own prefetch
+    /// coming too late), a pass over that slot's events still cost more
+    /// than it hid: 8.87-8.91 s against 8.23-8.30 s, three interleaved
+    /// pairs (session 41).
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
@@ -2234,6 +2239,14 @@ impl Simulator {
             // An ACK echoing the telemetry of the data it acknowledges:
             // the sending QP's controller reads it (after the ACK itself,
             // as in HPCC ns-3's ReceiveAck).
+            //
+            // A measured dead end (session 41): the ACK handed to the
+            // RNIC first (`handle_packet`, then `handle_int` with the
+            // hops), so that the record's lines, started at this
+            // function's top, land under the ACK's own work. The first
+            // load of the record was 8.5 % of `step`'s `perf` samples on
+            // the fat5ms HPCC run; the user time came out even (seven
+            // interleaved pairs, 8.25-8.39 s against 8.28-8.54 s).
             let n = usize::from(int.len).min(MAX_INT_HOPS);
             let mut hops = [IntHop::default(); MAX_INT_HOPS];
             if let Some(r) = self.ints.get(int.rec as usize) {
