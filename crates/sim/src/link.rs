@@ -514,7 +514,7 @@ mod tests {
             x ^= x >> 17;
             x ^= x << 5;
             let prio = (x % NPRIO as u32) as usize;
-            if (x >> 8) % 3 == 0 {
+            if (x >> 8).is_multiple_of(3) {
                 p.dequeue(prio);
             } else {
                 p.enqueue(prio, QEntry::new(n, 64 + (x >> 12) % 4000, 0, false));
