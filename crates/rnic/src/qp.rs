@@ -428,6 +428,11 @@ pub struct Qp {
     /// The ACK being processed echoed a CE mark.
     pub(crate) ece_rx: bool,
     pub(crate) epsn: Psn,
+    /// The driver's own word for this QP (as ibverbs' `qp_context`),
+    /// handed back with every packet the QP sends (see
+    /// [`TransmitSink::put_from`](crate::TransmitSink::put_from)): on the
+    /// line of the header fields every packet sent reads.
+    pub(crate) context: u64,
     pub(crate) msn: u32,
     pub(crate) access: Access,
     pub(crate) nak_gap: bool,
@@ -439,7 +444,10 @@ pub struct Qp {
     pub(crate) retry_cnt: u8,
     pub(crate) rnr_retries_left: u8,
     pub(crate) rnr_retry: u8,
-    pub(crate) last_cnp: Option<Nanos>,
+    /// When the last CNP was queued ([`NO_CNP`]: never). A plain word, not
+    /// an `Option` (16 bytes): the 8 spared keep the QP's context on the
+    /// header's line without growing the QP.
+    pub(crate) last_cnp: Nanos,
     pub(crate) in_msg: Option<InMsg>,
     // Requester and completer, per packet sent or ACK received.
     pub(crate) cc: crate::cc::Controller,
@@ -493,11 +501,39 @@ pub struct Qp {
     pub(crate) held_write: Option<crate::irn::HeldWrite>,
 }
 
+/// [`Qp::last_cnp`] before the QP's first CNP.
+pub(crate) const NO_CNP: Nanos = Nanos::MAX;
+
 /// Bytes at the head of a [`Qp`] that every transmit poll and re-file
 /// reads (see its layout): what a driver's cache hint should load.
 pub const HOT_BYTES: usize = 192;
 
 impl Qp {
+    /// Hands `sink` a packet this QP sends to `dst`: the header fields
+    /// every packet of the QP carries, and the QP's context (see
+    /// [`TransmitSink::put_from`](crate::TransmitSink::put_from)).
+    #[inline(always)]
+    pub(crate) fn put<S: crate::TransmitSink>(
+        &self,
+        sink: S,
+        dst: std::net::SocketAddr,
+        dscp: u8,
+        ecn_capable: bool,
+        repr: roce_wire::TransportRepr,
+        payload: Payload,
+    ) -> S::Out {
+        let t = crate::Transmit {
+            dst,
+            udp_sport: self.udp_sport,
+            dscp,
+            ecn_capable,
+            src_qpn: self.qpn,
+            repr,
+            payload,
+        };
+        sink.put_from(t, self.context)
+    }
+
     pub(crate) fn new(qpn: u32, init: QpInitAttr, cc: Box<dyn CongestionControl>) -> Qp {
         Qp {
             qpn,
@@ -517,6 +553,7 @@ impl Qp {
             max_rd_atomic: 0,
             dscp: 26,
             udp_sport: 0xc000 | ((qpn ^ (qpn >> 14)) & 0x3fff) as u16,
+            context: 0,
             sq: VecDeque::new(),
             cursor: (0, 0),
             next_psn: Psn::new(0),
@@ -545,7 +582,7 @@ impl Qp {
             resources: VecDeque::new(),
             resp_q: VecDeque::new(),
             cnp_due: None,
-            last_cnp: None,
+            last_cnp: NO_CNP,
             ece_pending: false,
             ece_rx: false,
             irn_cfg: IrnConfig::default(),

@@ -4,10 +4,10 @@
 //! the oldest unacknowledged PSN, the retransmission and RNR timers, and the
 //! in-order retirement of WQEs into completions.
 
+use crate::TransmitSink;
 use crate::memory::{Memory, Payload, PayloadRef};
 use crate::qp::{Ctx, Qp, QpState, SendWqe};
 use crate::types::{Access, Nanos, QpType, Wc, WcFlags, WcOpcode, WcStatus, WrOpcode, sge_pieces};
-use crate::{Transmit, TransmitSink};
 use roce_wire::{
     AtomicEthRepr, BthRepr, DethRepr, NakCode, Opcode, Psn, RNR_TIMER_US, RethRepr, Syndrome,
     TransportRepr,
@@ -528,15 +528,7 @@ impl Qp {
         } else if self.rto_deadline.is_none() {
             self.rto_deadline = self.rto_from(now);
         }
-        Ok(sink.put(Transmit {
-            dst,
-            udp_sport: self.udp_sport,
-            dscp: self.dscp,
-            ecn_capable: ctx.cfg.ecn,
-            src_qpn: self.qpn,
-            repr: t,
-            payload,
-        }))
+        Ok(self.put(sink, dst, self.dscp, ctx.cfg.ecn, t, payload))
     }
 
     fn max_sent_psn_after(&self, psn: Psn) -> bool {

@@ -8,7 +8,7 @@ use crate::memory::{Memory, PayloadRef};
 use crate::mr::AccessFault;
 use crate::qp::{Ctx, InMsg, Qp, QpState, ReadJob, Resource, RespItem};
 use crate::types::{Access, Nanos, QpType, RecvWr, Wc, WcFlags, WcOpcode, WcStatus, sge_pieces};
-use crate::{AsyncEvent, Transmit, TransmitSink};
+use crate::{AsyncEvent, TransmitSink};
 use roce_wire::{
     AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Psn, Syndrome, TransportRepr,
 };
@@ -35,13 +35,12 @@ impl Qp {
         ctx: &mut Ctx<'_, Mem>,
     ) {
         ctx.counters.ce_rx += 1;
-        if self
-            .last_cnp
-            .is_some_and(|t| now.saturating_sub(t) < ctx.cfg.cnp_interval_ns)
+        if self.last_cnp != crate::qp::NO_CNP
+            && now.saturating_sub(self.last_cnp) < ctx.cfg.cnp_interval_ns
         {
             return;
         }
-        self.last_cnp = Some(now);
+        self.last_cnp = now;
         self.cnp_due = Some((src, src_qpn));
     }
 
@@ -929,15 +928,8 @@ impl Qp {
                 ..Default::default()
             });
             t.bth.pkey = 0xffff;
-            return Ok(sink.put(Transmit {
-                dst,
-                udp_sport: self.udp_sport,
-                dscp: ctx.cfg.cnp_dscp,
-                ecn_capable: false,
-                src_qpn: self.qpn,
-                repr: t,
-                payload: crate::memory::Payload::empty(),
-            }));
+            let payload = crate::memory::Payload::empty();
+            return Ok(self.put(sink, dst, ctx.cfg.cnp_dscp, false, t, payload));
         }
         let Some(dst) = self.ah else {
             return Err(sink);
@@ -1010,15 +1002,7 @@ impl Qp {
         let wire = payload.len() as u64 + t.header_len() as u64 + crate::PACKET_OVERHEAD;
         ctx.counters.tx_pkts += 1;
         ctx.counters.tx_bytes += wire;
-        Ok(sink.put(Transmit {
-            dst,
-            udp_sport: self.udp_sport,
-            dscp: self.dscp,
-            ecn_capable: ctx.cfg.ecn,
-            src_qpn: self.qpn,
-            repr: t,
-            payload,
-        }))
+        Ok(self.put(sink, dst, self.dscp, ctx.cfg.ecn, t, payload))
     }
 }
 

@@ -22,6 +22,18 @@ fn key(t: &Transmit) -> Sent {
     )
 }
 
+/// A 64-byte RDMA WRITE from `a`'s buffer to `b`'s.
+fn small_write(a: &roce_rnic::pair::Endpoint, b: &roce_rnic::pair::Endpoint, id: u64) -> SendWr {
+    SendWr::new(
+        id,
+        WrOpcode::RdmaWrite {
+            remote_addr: b.buf,
+            rkey: b.mr.rkey,
+        },
+        vec![a.sge(0, 64)],
+    )
+}
+
 /// Which poll [`run`] uses.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Poll {
@@ -138,16 +150,7 @@ fn poll_transmit_with_calls_nothing_when_idle() {
 fn a_qp_with_nothing_left_to_send_leaves_the_ready_set_with_its_last_packet() {
     let mut p = Pair::new(LinkConfig::default());
     let (a, b) = p.rc_pair(&RcOptions::default()).unwrap();
-    let write = |id| {
-        SendWr::new(
-            id,
-            WrOpcode::RdmaWrite {
-                remote_addr: b.buf,
-                rkey: b.mr.rkey,
-            },
-            vec![a.sge(0, 64)],
-        )
-    };
+    let write = |id| small_write(&a, &b, id);
     for id in 1..=2 {
         p.a.post_send(a.qpn, &[write(id)]).unwrap();
         let t = p.a.poll_transmit(0).expect("the write leaves");
@@ -251,4 +254,46 @@ fn an_empty_poll_only_advances_the_clock() {
         log
     };
     assert_eq!(run(true), run(false));
+}
+
+/// A sink that keeps the context each packet came with.
+struct WithContext;
+
+impl TransmitSink for WithContext {
+    type Out = (u32, u64);
+    fn put(self, t: Transmit) -> (u32, u64) {
+        panic!(
+            "the RNIC hands packets over with their QP's context (QP {})",
+            t.src_qpn
+        )
+    }
+    fn put_from(self, t: Transmit, context: u64) -> (u32, u64) {
+        (t.src_qpn, context)
+    }
+}
+
+/// Every packet a QP sends, data or ACK, comes with the context its
+/// driver set on that QP (zero before one is set), and setting one on a
+/// QP the RNIC does not have is an error that changes nothing.
+#[test]
+fn each_packet_comes_with_its_qps_context() {
+    let mut p = Pair::new(LinkConfig::default());
+    let (a, b) = p.rc_pair(&RcOptions::default()).unwrap();
+    assert!(p.a.set_qp_context(a.qpn + 1000, 9).is_err());
+    let write = |id| small_write(&a, &b, id);
+    // Before any context is set: zero.
+    p.a.post_send(a.qpn, &[write(1)]).unwrap();
+    assert_eq!(p.a.poll_transmit_into(0, WithContext), Some((a.qpn, 0)));
+    let (ca, cb) = (0xdead_beef_0000_0001, u64::MAX - 7);
+    p.a.set_qp_context(a.qpn, ca).unwrap();
+    p.b.set_qp_context(b.qpn, cb).unwrap();
+    p.a.post_send(a.qpn, &[write(2)]).unwrap();
+    let t = p.a.poll_transmit(0).expect("the write leaves");
+    assert_eq!(t.src_qpn, a.qpn);
+    let payload = p.a.mem().materialize(t.payload.clone()).unwrap();
+    p.b.handle_packet(0, ADDR_A, false, &t.repr, payload.as_ref().unwrap());
+    // The responder's ACK carries the responder QP's context.
+    assert_eq!(p.b.poll_transmit_into(0, WithContext), Some((b.qpn, cb)));
+    p.a.post_send(a.qpn, &[write(3)]).unwrap();
+    assert_eq!(p.a.poll_transmit_into(0, WithContext), Some((a.qpn, ca)));
 }

@@ -367,6 +367,32 @@ impl QpSlot {
     };
 }
 
+/// What the simulator keeps in each QP's context in its RNIC (see
+/// `Simulator::map_qp`), packed into the RNIC's one word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct QpContext {
+    /// The flow the QP is an end of (`u32::MAX`: none).
+    flow: u32,
+    /// Under ns-3's ECMP, the ports its packets carry as ns-3 numbers
+    /// them (`sport | dport << 16`).
+    ports: u32,
+}
+
+impl QpContext {
+    /// Packed with the flow plus one in the low half, so that a QP never
+    /// given a context (zero) reads as no flow's.
+    fn pack(self) -> u64 {
+        u64::from(self.flow.wrapping_add(1)) | u64::from(self.ports) << 32
+    }
+    #[inline(always)]
+    fn of(context: u64) -> QpContext {
+        QpContext {
+            flow: (context as u32).wrapping_sub(1),
+            ports: (context >> 32) as u32,
+        }
+    }
+}
+
 struct SwitchState {
     node: u32,
     mmu: Mmu,
@@ -1304,6 +1330,27 @@ impl Simulator {
     /// coming too late), a pass over that slot's events still cost more
     /// than it hid: 8.87-8.91 s against 8.23-8.30 s, three interleaved
     /// pairs (session 41).
+    ///
+    /// Three more ways to start that record from this look-ahead, each
+    /// with the outputs unchanged, none kept (session 42, the fat5ms HPCC
+    /// run, four interleaved pairs of user time each):
+    /// - the record's number in a table by packet slot, written as the
+    ///   ACK is made: `host_rx`'s wait went, and the table's own load
+    ///   (written microseconds earlier, out of the caches) took its place
+    ///   here; even, 8.49-8.70 s against 8.45-8.71 s;
+    /// - that table cut to 4,096 entries (16 KB, which stays cached) and
+    ///   written as the ACK leaves its last switch: 8.60-8.75 s against
+    ///   8.43-8.72 s;
+    /// - a record per packet slot, so that no load precedes the hint
+    ///   (the receiver copying the data's hops out for its next ACK, the
+    ///   ACK copying them into its own): 9.18-9.35 s against 8.61-8.78 s,
+    ///   with a sixth of this function's samples on its prefetches.
+    ///
+    /// A prefetch waits for a free miss buffer, and at 320 hosts this
+    /// function's already keep them busy, so a line added here delays the
+    /// ones it already starts. What would help is fewer lines per event.
+    /// Dropping the node's line (the 320-host tree's nodes stay cached)
+    /// was even too: 8.47-8.61 s against 8.44-8.86 s.
     #[inline(always)]
     fn prefetch_upcoming(&mut self) {
         if self.q.slot() != self.staged_slot {
@@ -2085,8 +2132,25 @@ impl Simulator {
     }
 
     /// Files `host`'s QP `qpn` as `flow`'s end.
+    ///
+    /// The QP's context in the RNIC (handed back with each packet it
+    /// sends) is [`QpContext`]: the flow and, under ns-3's ECMP, the ports
+    /// its packets carry in this direction. Each packet sent once read the
+    /// flow from `qp_flow` and the ports from `ns3_flows`, two lines that
+    /// missed the cache (the loads behind 8.7 % and 9.1 % of `kick_host`'s
+    /// `perf` samples on the fat5ms HPCC run, session 42).
     fn map_qp(&mut self, host: u32, qpn: u32, flow: u32) {
+        let ports = self.ns3_flows.get(flow as usize).map_or(0, |f| {
+            if host == f.src {
+                f.ports
+            } else {
+                f.ports.rotate_left(16)
+            }
+        });
+        let context = QpContext { flow, ports }.pack();
         let host = &mut self.hosts[host as usize];
+        let set = host.rnic.set_qp_context(qpn, context);
+        debug_assert!(set.is_ok(), "QP {qpn} was just made");
         if host.qp_flow.is_empty() {
             host.qpn_base = qpn;
         }
@@ -2636,36 +2700,31 @@ impl Simulator {
     /// The fabric's view of `p`, the packet the RNIC of `host` sends from
     /// its QP `src_qpn` (made by `host_io::packet_head`), and the flow it belongs
     /// to (`u32::MAX`: none).
-    fn packet_from(&mut self, host: u32, p: Packet, src_qpn: u32) -> (Packet, u32) {
-        let flow = self.flow_of(host, src_qpn);
-        (self.packet_of_flow(host, p, flow), flow)
+    fn packet_from(&mut self, host: u32, p: Packet, src_qpn: u32, context: u64) -> (Packet, u32) {
+        let c = QpContext::of(context);
+        debug_assert_eq!(
+            c.flow,
+            self.flow_of(host, src_qpn),
+            "QP {src_qpn}'s context"
+        );
+        (self.packet_of_flow(p, c), c.flow)
     }
 
-    /// Whether [`packet_of_flow`](Self::packet_of_flow) reads the flow:
-    /// only ns-3's ECMP hash and INT do.
-    fn packets_need_flow(&self) -> bool {
-        self.cfg.int || self.pint.is_some() || matches!(self.cfg.ecmp, EcmpMode::Ns3 { .. })
-    }
-
-    /// [`packet_from`](Self::packet_from) for a packet of `flow` (which
-    /// only ns-3's ECMP hash and INT read; `u32::MAX` when neither is on).
-    /// Looking the flow up per packet sent missed the cache on the host's
-    /// QP table at 8,192 hosts (most of `kick_host`'s time), for a result
-    /// that plain runs threw away.
+    /// [`packet_from`](Self::packet_from) for a packet of the QP whose
+    /// context is `c` (its flow, which only ns-3's ECMP hash and INT read,
+    /// and its ns-3 ports). From the context, not a table: looking the
+    /// flow up per packet sent missed the cache on the host's QP table at
+    /// 8,192 hosts (most of `kick_host`'s time), and at 320 hosts under
+    /// ns-3's ECMP on both that table and the flow's ports (see `map_qp`).
     #[inline(always)]
-    fn packet_of_flow(&mut self, host: u32, mut p: Packet, flow: u32) -> Packet {
-        let payload = p.payload();
-        let control = p.control();
+    fn packet_of_flow(&mut self, mut p: Packet, c: QpContext) -> Packet {
+        let (flow, payload, control) = (c.flow, p.payload(), p.control());
         if let EcmpMode::Ns3 { .. } = self.cfg.ecmp
-            && let Some(f) = self.ns3_flows.get(flow as usize)
+            && (flow as usize) < self.ns3_flows.len()
         {
             // ns-3 hashes its own ports; an ACK or CNP (receiver to
-            // sender) carries the data's ports swapped.
-            p.set_ns3_ports(if host == f.src {
-                f.ports
-            } else {
-                f.ports.rotate_left(16)
-            });
+            // sender) carries the data's ports swapped (see `map_qp`).
+            p.set_ns3_ports(c.ports);
         }
         let opcode = p.opcode();
         let cnp = opcode == Opcode::Cnp;
@@ -2786,15 +2845,12 @@ impl Simulator {
                 ext_free: &mut self.ext_free,
                 host,
             };
-            let Some((pkt, qpn)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
+            let Some((pkt, qpn, context)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
                 break;
             };
-            let flow = if self.packets_need_flow() {
-                self.flow_of(host, qpn)
-            } else {
-                u32::MAX
-            };
-            let pkt = self.packet_of_flow(host, pkt, flow);
+            let c = QpContext::of(context);
+            debug_assert_eq!(c.flow, self.flow_of(host, qpn), "QP {qpn}'s context");
+            let pkt = self.packet_of_flow(pkt, c);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());

@@ -84,12 +84,19 @@ pub(super) struct HeadSink<'a> {
 }
 
 impl TransmitSink for HeadSink<'_> {
-    type Out = (Packet, u32);
+    /// The packet, its QP and that QP's context (see
+    /// `Simulator::map_qp`).
+    type Out = (Packet, u32, u64);
     #[inline(always)]
-    fn put(self, t: Transmit) -> (Packet, u32) {
+    fn put(self, t: Transmit) -> (Packet, u32, u64) {
+        self.put_from(t, 0)
+    }
+    #[inline(always)]
+    fn put_from(self, t: Transmit, context: u64) -> (Packet, u32, u64) {
         (
             packet_head(self.cfg, self.exts, self.ext_free, self.host, &t),
             t.src_qpn,
+            context,
         )
     }
 }
@@ -120,12 +127,12 @@ impl Simulator {
                 ext_free: &mut self.ext_free,
                 host,
             };
-            let Some((pkt, qpn)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
+            let Some((pkt, qpn, context)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
                 break;
             };
             let control = pkt.control();
             let opcode = pkt.opcode();
-            let (pkt, flow) = self.packet_from(host, pkt, qpn);
+            let (pkt, flow) = self.packet_from(host, pkt, qpn, context);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
