@@ -525,7 +525,8 @@ pub struct Simulator {
     finished: usize,
     stall_since: Option<Ps>,
     last_delivered: u64,
-    /// When the first flow starts (`Ps::MAX`: no flows): see `sample`.
+    /// When the first flow starts (`Ps::MAX`: no flows): see
+    /// [`next_sample`](Self::next_sample).
     first_start: Ps,
     deadlock: Option<String>,
     /// The run is over whatever the queue holds: every flow finished
