@@ -833,7 +833,6 @@ impl<M: Memory> Rnic<M> {
         self.qps.get(&qpn)
     }
 
-    /// A read-only snapshot of `qpn`'s transport and scheduling state.
     /// Sets QP `qpn`'s context: a word of the driver's own (ibverbs'
     /// `qp_context`) that every packet the QP sends hands back (see
     /// [`TransmitSink::put_from`]). Zero until set.
@@ -843,6 +842,7 @@ impl<M: Memory> Rnic<M> {
         Ok(())
     }
 
+    /// A read-only snapshot of `qpn`'s transport and scheduling state.
     pub fn qp_status(&self, qpn: u32) -> Option<QpStatus> {
         self.qps
             .get(&qpn)

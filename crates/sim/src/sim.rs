@@ -2698,12 +2698,13 @@ impl Simulator {
         }
     }
 
-    // Inlined into `kick_host` as before host paths existed (a second caller
-    // made the compiler outline it, adding copies per packet).
-    #[inline(always)]
     /// The fabric's view of `p`, the packet the RNIC of `host` sends from
     /// its QP `src_qpn` (made by `host_io::packet_head`), and the flow it belongs
-    /// to (`u32::MAX`: none).
+    /// to (`u32::MAX`: none). `context` is that QP's (see `map_qp`).
+    ///
+    /// Inlined into `kick_host` as before host paths existed (a second caller
+    /// made the compiler outline it, adding copies per packet).
+    #[inline(always)]
     fn packet_from(&mut self, host: u32, p: Packet, src_qpn: u32, context: u64) -> (Packet, u32) {
         let c = QpContext::of(context);
         debug_assert_eq!(
@@ -2852,9 +2853,7 @@ impl Simulator {
             let Some((pkt, qpn, context)) = h.rnic.poll_transmit_into(now / PS_PER_NS, sink) else {
                 break;
             };
-            let c = QpContext::of(context);
-            debug_assert_eq!(c.flow, self.flow_of(host, qpn), "QP {qpn}'s context");
-            let pkt = self.packet_of_flow(pkt, c);
+            let (pkt, _) = self.packet_from(host, pkt, qpn, context);
             self.counters.injected_bytes += u64::from(pkt.frame());
             self.counters.injected_pkts += 1;
             let (prio, frame) = (usize::from(pkt.prio()), pkt.frame());
