@@ -909,6 +909,18 @@ impl EventQueue {
     /// everything already scheduled for `now`).
     #[inline(always)]
     pub fn schedule(&mut self, time: Ps, event: Event) {
+        self.schedule_known(false, time, event);
+    }
+
+    /// [`schedule`](Self::schedule), told whether the queue is known to
+    /// have no [`Partition`]: `plain` is a constant where the simulator's
+    /// lean loop calls it (see `sim::shape`), and the check folds away.
+    #[inline(always)]
+    pub fn schedule_known(&mut self, plain: bool, time: Ps, event: Event) {
+        debug_assert!(
+            !plain || self.part.is_none(),
+            "a plain schedule on a partitioned queue"
+        );
         // Packed first, here, where the event's kind is known at the call
         // site and the match on it folds away: the partitioned path then
         // takes three words in registers, not an event built in memory and
@@ -916,7 +928,7 @@ impl EventQueue {
         // path about 97 instructions an event at k=32 (cachegrind, session
         // 32).
         let (tag, data) = self.pack(event);
-        if self.part.is_some() {
+        if !plain && self.part.is_some() {
             self.schedule_partitioned(time, tag, data);
             return;
         }
@@ -1535,7 +1547,19 @@ impl EventQueue {
     /// free its place.
     #[inline]
     pub fn pop_packed_until(&mut self, limit: Ps) -> Option<(Ps, Packed)> {
-        if self.part.is_some() {
+        self.pop_packed_until_known(false, limit)
+    }
+
+    /// [`pop_packed_until`](Self::pop_packed_until), told whether the
+    /// queue is known to have no [`Partition`] (as
+    /// [`schedule_known`](Self::schedule_known)).
+    #[inline(always)]
+    pub fn pop_packed_until_known(&mut self, plain: bool, limit: Ps) -> Option<(Ps, Packed)> {
+        debug_assert!(
+            !plain || self.part.is_none(),
+            "a plain pop on a partitioned queue"
+        );
+        if !plain && self.part.is_some() {
             return self.pop_partitioned(limit);
         }
         let (time, p) = self.pop_ordered(limit)?;

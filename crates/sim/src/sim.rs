@@ -38,6 +38,7 @@ mod footprint;
 mod host_io;
 #[macro_use]
 mod packet_trace;
+mod shape;
 use host_io::HeadSink;
 
 pub use footprint::MemoryUse;
@@ -1128,26 +1129,40 @@ impl Simulator {
 
     /// Handles up to `max` events; returns how many ran.
     pub fn step(&mut self, max: u64) -> u64 {
+        match self.shape() {
+            shape::LEAN => self.step_as::<{ shape::LEAN }>(max),
+            shape::LEAN_INT => self.step_as::<{ shape::LEAN_INT }>(max),
+            _ => self.step_as::<{ shape::GENERAL }>(max),
+        }
+    }
+
+    /// [`step`](Self::step) in variant `V` (see [`shape`]).
+    #[inline(never)]
+    fn step_as<const V: u8>(&mut self, max: u64) -> u64 {
         // `done`, with the stop time checked as the event is taken.
         let stop = self.cfg.stop.unwrap_or(Ps::MAX);
         let mut n = 0;
         while n < max && !self.halted {
-            let Some((now, p)) = self.q.pop_packed_until(stop) else {
+            let Some((now, p)) = self.q.pop_packed_until_known(V != shape::GENERAL, stop) else {
                 break;
             };
-            if now >= self.qlen_open_at {
+            if V == shape::GENERAL && now >= self.qlen_open_at {
                 self.open_qlen_window();
             }
-            self.prefetch_upcoming();
+            self.prefetch_upcoming::<V>();
             #[cfg(any(test, debug_assertions))]
             let ev = self.q.event(p);
             #[cfg(test)]
             if let Some(t) = &mut self.trace {
                 t.push((now, ev));
             }
-            self.dispatch(p);
+            self.dispatch::<V>(p);
             #[cfg(debug_assertions)]
             self.check_hosts_scheduled(ev);
+            debug_assert!(
+                V == shape::GENERAL || self.shape() == V,
+                "a run feature the lean loop leaves out switched on within a step"
+            );
             // The flag is exactly the conditions it stands for, set no
             // earlier and no later than they become true.
             debug_assert_eq!(
@@ -1356,16 +1371,16 @@ impl Simulator {
     /// Dropping the node's line (the 320-host tree's nodes stay cached)
     /// was even too: 8.47-8.61 s against 8.44-8.86 s.
     #[inline(always)]
-    fn prefetch_upcoming(&mut self) {
+    fn prefetch_upcoming<const V: u8>(&mut self) {
         if self.q.slot() != self.staged_slot {
-            self.stage_slot();
+            self.stage_slot::<V>();
         }
     }
 
     /// [`prefetch_upcoming`](Self::prefetch_upcoming) for a slot the
     /// queue just moved to.
     #[inline(never)]
-    fn stage_slot(&mut self) {
+    fn stage_slot<const V: u8>(&mut self) {
         self.staged_slot = self.q.slot();
         let (nodes, packets) = (&self.nodes, &self.packets);
         self.q.upcoming(|up| {
@@ -1385,7 +1400,7 @@ impl Simulator {
                 prefetch_line(n);
             }
         });
-        if self.deep_prefetch {
+        if V == shape::GENERAL && self.deep_prefetch {
             for d in [2, 1] {
                 self.prefetch_stage(d);
             }
@@ -1531,7 +1546,7 @@ impl Simulator {
     /// them itself): a second call site kept the compiler from inlining
     /// `switch_rx` into the loop.
     #[inline(always)]
-    fn dispatch(&mut self, p: Packed) {
+    fn dispatch<const V: u8>(&mut self, p: Packed) {
         let (node, port, pkt, arrive) = match p.kind() {
             Kind::Arrive => {
                 let (node, port, pkt, ce) = p.arrive();
@@ -1542,15 +1557,15 @@ impl Simulator {
                 let (node, port) = p.tx_done();
                 (node, port, 0, false)
             }
-            _ => match self.handle(p) {
+            _ => match self.handle::<V>(p) {
                 Some(hot) => hot,
                 None => return,
             },
         };
         if arrive {
-            self.on_arrive(node, port, pkt);
+            self.on_arrive::<V>(node, port, pkt);
         } else {
-            self.on_tx_done(node, port);
+            self.on_tx_done::<V>(node, port);
         }
     }
 
@@ -1568,7 +1583,7 @@ impl Simulator {
 
     /// The last bit of packet `pkt` reached `node`'s `port`.
     #[inline(always)]
-    fn on_arrive(&mut self, node: u32, port: u16, pkt: u32) {
+    fn on_arrive<const V: u8>(&mut self, node: u32, port: u16, pkt: u32) {
         // Each event looks its node up once: the count by kind, the
         // dispatch and the handler read the same record.
         let ns = &self.nodes[node as usize];
@@ -1577,20 +1592,20 @@ impl Simulator {
         // A frame on the wire when its link went down, or lost on a lossy
         // link (ns-3's `QbbNetDevice::Receive`: what a down device
         // receives, and what its error model corrupts, goes no further).
-        if self.arrive_checks && self.arrival_watched_lost(node, port, pkt) {
+        if V == shape::GENERAL && self.arrive_checks && self.arrival_watched_lost(node, port, pkt) {
             self.drop_packet(pkt, "lost");
             return;
         }
         if host {
-            self.host_rx(index, pkt);
+            self.host_rx::<V>(index, pkt);
         } else {
-            self.switch_rx(node, index as usize, port, pkt);
+            self.switch_rx::<V>(node, index as usize, port, pkt);
         }
     }
 
     /// `node`'s `port` finished serializing a frame.
     #[inline(always)]
-    fn on_tx_done(&mut self, node: u32, port: u16) {
+    fn on_tx_done<const V: u8>(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
         let (host, index) = (ns.host, ns.index);
@@ -1604,10 +1619,11 @@ impl Simulator {
         }
         p.wake_pending = false;
         // `kick` at a free serializer, with the port in hand.
+        let sched = shape::scheduler::<V>(&self.cfg);
         if host {
-            self.kick_host(node, index, now);
-        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
-            self.start_tx(node, port, prio);
+            self.kick_host::<V>(node, index, now);
+        } else if let Some(prio) = p.pick(now, sched) {
+            self.start_tx::<V>(node, port, prio);
         }
     }
 
@@ -1616,7 +1632,7 @@ impl Simulator {
     /// or a finished transmission: those it hands back, as `(node, port,
     /// packet, arrival)`, for `dispatch` to run.
     #[inline(never)]
-    fn handle(&mut self, p: Packed) -> Option<(u32, u16, u32, bool)> {
+    fn handle<const V: u8>(&mut self, p: Packed) -> Option<(u32, u16, u32, bool)> {
         match self.q.take(p) {
             Event::FlowStart { flow } => {
                 self.by_kind[KIND_OTHER] += 1;
@@ -1643,7 +1659,7 @@ impl Simulator {
                     h.timer_at = None;
                     let now_ns = self.q.now() / PS_PER_NS;
                     h.rnic.handle_timeout(now_ns);
-                    self.after_host(host);
+                    self.after_host::<V>(host);
                 }
             }
             Event::PfcArrive {
@@ -1671,7 +1687,7 @@ impl Simulator {
                     }
                     p.q[pi].paused_until = 0;
                     self.log_pfc(node, port, prio, "expire");
-                    self.kick(node, port);
+                    self.kick::<{ shape::GENERAL }>(node, port);
                 }
             }
             Event::PfcRefresh {
@@ -2100,7 +2116,7 @@ impl Simulator {
         if let Some(hp) = &mut self.hosts[spec.src as usize].path {
             hp.post(self.q.now(), msgs);
         }
-        self.after_host(spec.src);
+        self.after_host::<{ shape::GENERAL }>(spec.src);
     }
 
     /// A SEND flow's receive requests at its receiver, QP `dq` with its
@@ -2217,7 +2233,7 @@ impl Simulator {
             .sum()
     }
 
-    fn host_rx(&mut self, host: u32, pkt: u32) {
+    fn host_rx<const V: u8>(&mut self, host: u32, pkt: u32) {
         let now = self.q.now();
         let h = &self.hosts[host as usize];
         // The host port's frame end, which `after_host` reads once the
@@ -2249,7 +2265,7 @@ impl Simulator {
         // and a branch on ACK or data both mispredicted, as ACKs and data
         // arrive in no order and paths differ in length.
         let rec = if payload == 0 { int.rec } else { INT_SCRATCH };
-        if self.cfg.int
+        if shape::int_on::<V>(&self.cfg)
             && let Some(r) = self.ints.get(rec as usize)
         {
             let last = usize::from(int.len).saturating_sub(1) & (MAX_INT_HOPS - 1);
@@ -2343,7 +2359,7 @@ impl Simulator {
                 }
             }
         }
-        self.after_host(host);
+        self.after_host::<V>(host);
     }
 
     /// After anything touched a host: retire completions, feed the port,
@@ -2354,7 +2370,7 @@ impl Simulator {
     /// the call's 16 instructions of register saves and restores, cost
     /// 42 M instructions more on the 1 ms HPCC fat tree (16.067 G to
     /// 16.109 G): the larger `host_rx` spilled more than the call cost.
-    fn after_host(&mut self, host: u32) {
+    fn after_host<const V: u8>(&mut self, host: u32) {
         let now = self.q.now();
         let h = &mut self.hosts[host as usize];
         // The count first: it is on the RNIC's first lines, which the
@@ -2390,7 +2406,7 @@ impl Simulator {
         // received spared, issue 12).
         let busy_until = self.nodes[node as usize].ports[0].busy_until;
         let armed = h.path.is_none() && busy_until <= now;
-        self.kick(node, 0);
+        self.kick::<V>(node, 0);
         if !armed {
             self.arm_host_timer(host);
         }
@@ -2534,7 +2550,7 @@ impl Simulator {
         let h = &mut self.hosts[host as usize];
         h.forced_at = Some(now);
         h.rnic.handle_timeout(now / PS_PER_NS);
-        self.after_host(host);
+        self.after_host::<{ shape::GENERAL }>(host);
     }
 
     /// Debug builds, after each event: every host the event touched runs
@@ -2787,7 +2803,7 @@ impl Simulator {
     /// ready). `on_tx_done` and `switch_rx` do the same with the port
     /// they have already looked up.
     #[inline(always)]
-    fn kick(&mut self, node: u32, port: u16) {
+    fn kick<const V: u8>(&mut self, node: u32, port: u16) {
         let now = self.q.now();
         let ns = &mut self.nodes[node as usize];
         let p = &mut ns.ports[usize::from(port)];
@@ -2797,11 +2813,12 @@ impl Simulator {
         }
         if ns.host {
             let host = ns.index;
-            self.kick_host(node, host, now);
+            self.kick_host::<V>(node, host, now);
         } else {
             let p = &mut ns.ports[usize::from(port)];
-            if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
-                self.start_tx(node, port, prio);
+            let sched = shape::scheduler::<V>(&self.cfg);
+            if let Some(prio) = p.pick(now, sched) {
+                self.start_tx::<V>(node, port, prio);
             }
         }
     }
@@ -2809,7 +2826,7 @@ impl Simulator {
     /// [`kick`](Self::kick) at a host whose port is free: the RNIC's
     /// packets fill the port's staging queue and the first goes out.
     #[inline(never)]
-    fn kick_host(&mut self, node: u32, host: u32, now: Ps) {
+    fn kick_host<const V: u8>(&mut self, node: u32, host: u32, now: Ps) {
         if self.hosts[host as usize].path.is_some() {
             self.kick_host_path(node, host);
             return;
@@ -2831,7 +2848,7 @@ impl Simulator {
             let ns = &mut self.nodes[node as usize];
             let p = &mut ns.ports[0];
             if let Some(prio) = p.pick(now, &Scheduler::Strict) {
-                self.start_tx(node, 0, prio);
+                self.start_tx::<V>(node, 0, prio);
                 break;
             }
             // Frames of a paused priority do not count: they must not keep
@@ -2865,7 +2882,7 @@ impl Simulator {
             if p.idle_for(prio, now) {
                 // Picked and taken at once: skip the queue (see
                 // `switch_rx`; a host's port keeps no counts of it).
-                self.send_frame(node, 0, prio, e, false, 0);
+                self.send_frame::<V>(node, 0, prio, e, false, 0);
                 break;
             }
             p.enqueue(prio, e);
@@ -2878,11 +2895,11 @@ impl Simulator {
     ///
     /// The port is looked up once more in `send_frame`, and again only
     /// after an XON (which may need the whole simulator).
-    fn start_tx(&mut self, node: u32, port: u16, prio: usize) {
+    fn start_tx<const V: u8>(&mut self, node: u32, port: u16, prio: usize) {
         let Some(e) = self.nodes[node as usize].ports[usize::from(port)].dequeue(prio) else {
             return;
         };
-        self.send_frame(node, port, prio, e, false, 0);
+        self.send_frame::<V>(node, port, prio, e, false, 0);
     }
 
     /// Puts frame `e`, just taken from queue `prio` of (`node`, `port`)
@@ -2915,7 +2932,7 @@ impl Simulator {
     /// the packet ([`Packet::int_hop`]), stamped here without reading the
     /// packet's INT fields again (else unused).
     #[inline(always)]
-    fn send_frame(
+    fn send_frame<const V: u8>(
         &mut self,
         node: u32,
         port: u16,
@@ -2925,6 +2942,7 @@ impl Simulator {
         int_at: usize,
     ) {
         let now = self.q.now();
+        let plain = V != shape::GENERAL;
         let pi = usize::from(port);
         let ns = &mut self.nodes[node as usize];
         let (is_host, sw) = (ns.host, ns.index as usize);
@@ -2967,7 +2985,7 @@ impl Simulator {
             // Written without a branch on the packet's kind (see
             // `INT_SCRATCH`): a packet not stamped writes the scratch record
             // and keeps its count.
-            if self.cfg.int {
+            if shape::int_on::<V>(&self.cfg) {
                 let pk = &mut self.packets[id as usize];
                 let at = if passed { int_at } else { pk.int_hop() };
                 debug_assert_eq!(at, pk.int_hop(), "the hop switch_rx handed on");
@@ -2989,7 +3007,9 @@ impl Simulator {
             }
             // HPCC-PINT: every departure moves the port's estimate; data
             // leaves with the larger of its code and the port's.
-            if let Some(pint) = &mut self.pint {
+            if V == shape::GENERAL
+                && let Some(pint) = &mut self.pint
+            {
                 let pk = &mut self.packets[id as usize];
                 let data = !pk.control();
                 if let Some(code) = pint.depart(
@@ -3025,11 +3045,13 @@ impl Simulator {
             if skip && p.queued_pkts() == 0 && h.path.is_none() && Self::quiet_until(h, now + ser) {
                 h.wake_seq = self.q.reserve();
             } else {
-                self.q.schedule(now + ser, Event::TxDone { node, port });
+                self.q
+                    .schedule_known(plain, now + ser, Event::TxDone { node, port });
             }
         } else if p.queued_pkts() > 0 {
             p.wake_pending = true;
-            self.q.schedule(now + ser, Event::TxDone { node, port });
+            self.q
+                .schedule_known(plain, now + ser, Event::TxDone { node, port });
         } else {
             // A `TxDone` still pending from the previous busy period (this
             // frame started at the same picosecond it was due) will find the
@@ -3038,7 +3060,8 @@ impl Simulator {
             p.wake_pending = false;
         }
         let (peer, peer_port, delay) = (p.peer, p.peer_port, p.delay_ps);
-        self.q.schedule(
+        self.q.schedule_known(
+            plain,
             now + ser + delay,
             Event::Arrive {
                 node: peer,
@@ -3047,7 +3070,7 @@ impl Simulator {
                 ce,
             },
         );
-        if now < self.watch_until {
+        if V == shape::GENERAL && now < self.watch_until {
             self.watch_send(node, port, prio, id, ce);
         }
     }
@@ -3055,7 +3078,7 @@ impl Simulator {
     // ---- switches ----------------------------------------------------------
 
     /// Packet `pkt` arrives on `port` of `node`, switch `sw`.
-    fn switch_rx(&mut self, node: u32, sw: usize, port: u16, pkt: u32) {
+    fn switch_rx<const V: u8>(&mut self, node: u32, sw: usize, port: u16, pkt: u32) {
         let (dst, prio, frame, markable, tuple, src, ns3_key, int_at) = {
             // The packet's slot is looked up once for the priority's
             // rewrite and the reads below: looked up twice, the slab's
@@ -3077,7 +3100,7 @@ impl Simulator {
             // not read again there): start loading its line while the
             // route and the buffer are worked out (the scratch record's
             // for a packet not stamped: no branch).
-            let int_at = if self.cfg.int {
+            let int_at = if shape::int_on::<V>(&self.cfg) {
                 let at = p.int_hop();
                 if let Some(r) = self.ints.get(at / MAX_INT_HOPS) {
                     prefetch_line(&r.hops[at % MAX_INT_HOPS]);
@@ -3151,17 +3174,18 @@ impl Simulator {
         let now = self.q.now();
         // Read once: queueing the frame does not change it.
         let busy = p.busy_until > now;
-        if !busy && matches!(self.cfg.scheduler, Scheduler::Strict) && p.idle_for(pi, now) {
+        let strict = matches!(shape::scheduler::<V>(&self.cfg), Scheduler::Strict);
+        if !busy && strict && p.idle_for(pi, now) {
             // The frame would be queued, picked and taken at once: skip
             // the queue, with every count as that would leave it (the
             // monitor sees the queue hold it, then not; the count of
             // ports holding a packet would go up and down again, and is
             // left alone).
             p.pass_through(pi, frame as u32);
-            if now < self.watch_until {
+            if V == shape::GENERAL && now < self.watch_until {
                 watch_enqueue_at!(self, node, sw, out, pi, pkt, 0, frame);
             }
-            self.send_frame(node, out, pi, e, true, int_at);
+            self.send_frame::<V>(node, out, pi, e, true, int_at);
             return;
         }
         p.enqueue(pi, e);
@@ -3170,7 +3194,7 @@ impl Simulator {
         }
         let q = &mut p.q[pi];
         q.max_bytes = q.max_bytes.max(q.bytes);
-        if now < self.watch_until {
+        if V == shape::GENERAL && now < self.watch_until {
             // Fields apart from the port in hand (as the monitor's record
             // always was): the packet path keeps its shape.
             let (before, all) = (q.bytes - frame, p.queued_bytes());
@@ -3178,10 +3202,11 @@ impl Simulator {
         }
         // `kick` with what is known here: a switch's port, held, and
         // whether its serializer is busy.
+        let sched = shape::scheduler::<V>(&self.cfg);
         if busy {
             wake_when_free(&mut self.q, p, node, out);
-        } else if let Some(prio) = p.pick(now, &self.cfg.scheduler) {
-            self.start_tx(node, out, prio);
+        } else if let Some(prio) = p.pick(now, sched) {
+            self.start_tx::<V>(node, out, prio);
         }
     }
 
@@ -3347,7 +3372,7 @@ impl Simulator {
             }
             p.q[pi].paused_until = 0;
             self.log_pfc(node, port, prio, "resume");
-            self.kick(node, port);
+            self.kick::<{ shape::GENERAL }>(node, port);
         }
         let c = self.cfg.control_prio;
         if self.cfg.host_control_paused_with == Some(prio)
@@ -4963,6 +4988,80 @@ sample_us = 5
             };
             assert_same_run(cc, run(false), run(true));
         }
+    }
+
+    /// The lean loops (see [`shape`]) are picked where a run has none of
+    /// the features they leave out, and run the same events in the same
+    /// order and report the same as the general loop, with INT (HPCC) and
+    /// without.
+    #[test]
+    fn the_lean_loops_run_as_the_general_loop() {
+        for (cc, lean) in [
+            ("none", shape::LEAN),
+            ("dcqcn", shape::LEAN),
+            ("hpcc", shape::LEAN_INT),
+        ] {
+            let sc = small_fat_tree(cc);
+            let run = |general: bool| {
+                shape::FORCE_GENERAL.set(general);
+                let sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+                let want = if general { shape::GENERAL } else { lean };
+                assert_eq!(sim.shape(), want, "{cc}");
+                let r = traced_run(sim);
+                shape::FORCE_GENERAL.set(false);
+                r
+            };
+            assert_same_run(cc, run(true), run(false));
+        }
+    }
+
+    /// A feature the lean loops leave out keeps a run in the general loop
+    /// for as long as it can act: a queue-length window until it closes
+    /// (then the lean loop takes over), a link failure to come, a lossy
+    /// link and the packet trace throughout. (In debug builds every event
+    /// of every test also checks that no such feature switched on within
+    /// a lean `step`.)
+    #[test]
+    fn features_that_can_act_keep_the_general_loop() {
+        let sc = small_fat_tree("hpcc");
+        let stop = 200 * PS_PER_US;
+        let (start, end) = (20 * PS_PER_US, 40 * PS_PER_US);
+        let mut cfg = sc.cfg.clone();
+        cfg.qlen_monitor = Some(QlenMonConfig { start, end, stop });
+        let mut sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+        let mut seen = Vec::new();
+        while !sim.done() && sim.step(1) > 0 {
+            let (now, shape) = (sim.now(), sim.shape());
+            if seen.last().is_none_or(|&(_, s)| s != shape) {
+                seen.push((now, shape));
+            }
+        }
+        // General until the window's last sample is past, then lean.
+        assert_eq!(seen.len(), 2, "{seen:?}");
+        assert_eq!(seen[0].1, shape::GENERAL);
+        assert_eq!(seen[1].1, shape::LEAN_INT);
+        assert!(seen[1].0 >= end && seen[1].0 < stop, "{seen:?}");
+
+        let t = &sc.topo;
+        let no_host = |n: usize| t.ports[n].iter().all(|p| t.host_of[p.peer].is_none());
+        let l = (t.links.iter())
+            .find(|l| t.host_of[l.a].is_none() && no_host(l.a) && no_host(l.b))
+            .expect("a fat tree has aggregation-core links");
+        let mut cfg = sc.cfg.clone();
+        cfg.link_failures = vec![LinkFailure {
+            at: stop,
+            a: l.a as u32,
+            b: l.b as u32,
+        }];
+        let sim = Simulator::new(cfg, sc.topo.clone(), &sc.flows).unwrap();
+        assert_eq!(sim.shape(), shape::GENERAL, "a link failure to come");
+
+        let mut sim = Simulator::new(sc.cfg.clone(), sc.topo.clone(), &sc.flows).unwrap();
+        assert_eq!(sim.shape(), shape::LEAN_INT);
+        let ids = crate::ns3_trace::node_ids(&sc.topo);
+        let trace = crate::ns3_trace::PacketTrace::new(ids, Box::new(std::io::sink()));
+        sim.set_packet_trace(trace);
+        assert_eq!(sim.shape(), shape::GENERAL, "the packet trace");
     }
 
     /// A host whose ToR pauses its data priority keeps sending the ACKs

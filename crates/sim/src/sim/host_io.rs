@@ -190,7 +190,7 @@ impl Simulator {
         }
         if let Some(prio) = p.pick(now, &Scheduler::Strict) {
             // Its end wakes the port, which tops the pipe up again.
-            self.start_tx(node, 0, prio);
+            self.start_tx::<{ super::shape::GENERAL }>(node, 0, prio);
         } else if let Some(s) = hp.pipe.front()
             && s.ready > now
             && hp.wake_at.is_none_or(|w| w <= now || w > s.ready)
