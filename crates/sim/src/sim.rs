@@ -577,6 +577,9 @@ pub struct Simulator {
     /// An arrival may be lost: a link is down or lossy (see
     /// [`arrival_lost`](Simulator::arrival_lost)).
     arrive_checks: bool,
+    /// Hosts model their data path (`cfg.host`: every host has a
+    /// [`HostPath`], else none has).
+    host_paths: bool,
     /// The draws of lossy links, apart from every other draw so that a
     /// lossless run's are unchanged.
     loss_rng: ChaCha8Rng,
@@ -962,8 +965,10 @@ impl Simulator {
             down_ports: Vec::new(),
             any_down: false,
             arrive_checks: false,
+            host_paths: false,
             loss_rng,
         };
+        sim.host_paths = sim.hosts.iter().any(|h| h.path.is_some());
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
         if sim.cfg.int {
@@ -1061,7 +1066,7 @@ impl Simulator {
             || self.cfg.qlen_monitor.is_some()
             // A failure changes every switch's routes at one time.
             || !self.cfg.link_failures.is_empty()
-            || self.hosts.iter().any(|h| h.path.is_some())
+            || self.host_paths
             // A packet may reach a multi-homed host at another NIC than
             // its own, in another group.
             || self.topo.multi_homed
@@ -2247,7 +2252,7 @@ impl Simulator {
         {
             prefetch_line(&p.busy_until);
         }
-        if h.path.is_some() && !self.host_rx_admit(host, pkt) {
+        if V == shape::GENERAL && h.path.is_some() && !self.host_rx_admit(host, pkt) {
             return;
         }
         let p = self.take_packet(pkt);
@@ -2255,7 +2260,11 @@ impl Simulator {
         // behind all of a host's devices): a packet the fabric brought to
         // one NIC goes to the QP at the NIC it is addressed to, whose port
         // then sends what the QP answers.
-        let host = if self.topo.multi_homed { p.dst() } else { host };
+        let host = if V == shape::GENERAL && self.topo.multi_homed {
+            p.dst()
+        } else {
+            host
+        };
         let (int, payload) = (p.int(), p.payload());
         // The ACK's echoed hops, which its QP's controller reads after the
         // RNIC has handled the ACK itself: start loading them now. Their
@@ -2381,8 +2390,8 @@ impl Simulator {
                 // With a profile the application sees a CQE once its write
                 // and the CPU's polling are done.
                 let seen = match &mut self.hosts[host as usize].path {
-                    Some(hp) => hp.cqe(now),
-                    None => now,
+                    Some(hp) if V == shape::GENERAL => hp.cqe(now),
+                    _ => now,
                 };
                 if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                     continue;
@@ -2405,7 +2414,7 @@ impl Simulator {
         // right after it could only find the timer set (one call per packet
         // received spared, issue 12).
         let busy_until = self.nodes[node as usize].ports[0].busy_until;
-        let armed = h.path.is_none() && busy_until <= now;
+        let armed = (V != shape::GENERAL || h.path.is_none()) && busy_until <= now;
         self.kick::<V>(node, 0);
         if !armed {
             self.arm_host_timer(host);
@@ -2827,7 +2836,7 @@ impl Simulator {
     /// packets fill the port's staging queue and the first goes out.
     #[inline(never)]
     fn kick_host<const V: u8>(&mut self, node: u32, host: u32, now: Ps) {
-        if self.hosts[host as usize].path.is_some() {
+        if V == shape::GENERAL && self.hosts[host as usize].path.is_some() {
             self.kick_host_path(node, host);
             return;
         }
@@ -3042,7 +3051,11 @@ impl Simulator {
             let skip = self.skip_quiet_wakes;
             #[cfg(not(test))]
             let skip = true;
-            if skip && p.queued_pkts() == 0 && h.path.is_none() && Self::quiet_until(h, now + ser) {
+            if skip
+                && p.queued_pkts() == 0
+                && (V != shape::GENERAL || h.path.is_none())
+                && Self::quiet_until(h, now + ser)
+            {
                 h.wake_seq = self.q.reserve();
             } else {
                 self.q

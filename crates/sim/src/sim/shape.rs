@@ -5,7 +5,8 @@
 //! Most runs use few of the simulator's optional features (a queue-length
 //! window, ns-3's packet trace, lossy or failing links, HPCC-PINT, the
 //! look-ahead's later stages for large fabrics, a scheduler other than
-//! strict priority, the event queue's partition), yet the general loop
+//! strict priority, the event queue's partition, the hosts' data-path
+//! models, hosts on two ToRs), yet the general loop
 //! asks after each of them on every arrival and departure: a load, a
 //! compare and a branch apiece, well predicted but not free. Compiled per variant (session 45), the
 //! 1 ms 320-host fat tree ran 2.5 % fewer instructions with HPCC
@@ -49,8 +50,9 @@ impl Simulator {
     /// - no link drops what it carries (`arrive_checks`): lossy links set
     ///   it when the run is built, a link failure as it happens, so a run
     ///   with failures to come is general throughout;
-    /// - the later look-ahead stages, PINT, the scheduler and the event
-    ///   queue's partition are fixed when the run is built.
+    /// - the later look-ahead stages, PINT, the scheduler, the event
+    ///   queue's partition, the hosts' data-path models and multi-homed
+    ///   hosts are fixed when the run is built.
     pub(super) fn shape(&self) -> u8 {
         let lean = self.qlen_open_at == Ps::MAX
             && self.watch_until <= self.q.now()
@@ -59,7 +61,9 @@ impl Simulator {
             && !self.deep_prefetch
             && self.pint.is_none()
             && matches!(self.cfg.scheduler, Scheduler::Strict)
-            && self.q.partition().is_none();
+            && self.q.partition().is_none()
+            && !self.host_paths
+            && !self.topo.multi_homed;
         #[cfg(test)]
         let lean = lean && !FORCE_GENERAL.get();
         match (lean, self.cfg.int) {
