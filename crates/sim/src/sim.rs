@@ -1398,12 +1398,15 @@ impl Simulator {
             // the mid-size fat5ms run but cost 95 M instructions (11 an
             // event), and 1.3 % more user time on the full DCQCN run
             // (three interleaved pairs, session 18).
-            if let Some(p) = up.pkt.and_then(|pkt| packets.get(pkt as usize)) {
-                prefetch_line(p);
+            //
+            // The addresses are computed, not looked up: a hint needs no
+            // bounds check (it never faults, and an event names a live
+            // packet and a node anyway). Checked, they were two compares
+            // and branches per event told (session 45).
+            if let Some(pkt) = up.pkt {
+                prefetch_addr(packets.addr_of(pkt as usize) as *const u8);
             }
-            if let Some(n) = nodes.get(up.node as usize) {
-                prefetch_line(n);
-            }
+            prefetch_addr(nodes.as_ptr().wrapping_add(up.node as usize) as *const u8);
         });
         if V == shape::GENERAL && self.deep_prefetch {
             for d in [2, 1] {
@@ -2417,7 +2420,7 @@ impl Simulator {
         let armed = (V != shape::GENERAL || h.path.is_none()) && busy_until <= now;
         self.kick::<V>(node, 0);
         if !armed {
-            self.arm_host_timer(host);
+            self.arm_host_timer::<V>(host);
         }
         // A wake-up skipped by a frame `kick` just sent was judged on the
         // state this call leaves (`kick_host` arms the timer before it
@@ -2521,7 +2524,7 @@ impl Simulator {
     /// end), which the RNIC's timer index cannot tell without a walk; at
     /// about 1 % of the run's events it was not attempted.
     #[inline(always)]
-    fn arm_host_timer(&mut self, host: u32) {
+    fn arm_host_timer<const V: u8>(&mut self, host: u32) {
         let now = self.q.now();
         let h = &mut self.hosts[host as usize];
         if let Some(t_ns) = h.rnic.poll_timeout() {
@@ -2538,7 +2541,9 @@ impl Simulator {
                     h.timer_version = h.timer_version.wrapping_add(1);
                     h.timer_at = Some(t);
                     let version = h.timer_version;
-                    self.q.schedule(t, Event::HostTimer { host, version });
+                    let plain = V != shape::GENERAL;
+                    self.q
+                        .schedule_known(plain, t, Event::HostTimer { host, version });
                 }
             } else if h.forced_at != Some(now) {
                 self.force_host_timer(host);
@@ -2817,7 +2822,7 @@ impl Simulator {
         let ns = &mut self.nodes[node as usize];
         let p = &mut ns.ports[usize::from(port)];
         if p.busy_until > now {
-            wake_when_free(&mut self.q, p, node, port);
+            wake_when_free(&mut self.q, V != shape::GENERAL, p, node, port);
             return;
         }
         if ns.host {
@@ -2897,7 +2902,7 @@ impl Simulator {
             p.enqueue(prio, e);
         }
         // A packet sent here moved its QP's pacing deadline.
-        self.arm_host_timer(host);
+        self.arm_host_timer::<V>(host);
     }
 
     /// Dequeues the head of (`node`, `port`, `prio`) and puts it on the wire.
@@ -3217,7 +3222,7 @@ impl Simulator {
         // whether its serializer is busy.
         let sched = shape::scheduler::<V>(&self.cfg);
         if busy {
-            wake_when_free(&mut self.q, p, node, out);
+            wake_when_free(&mut self.q, V != shape::GENERAL, p, node, out);
         } else if let Some(prio) = p.pick(now, sched) {
             self.start_tx::<V>(node, out, prio);
         }
@@ -3738,12 +3743,14 @@ fn watch_enqueue(
 /// Makes sure the busy serializer of `p` (`port` of `node`) is woken
 /// when it finishes: called when a frame waits behind it, so an idle
 /// link costs one event per packet, not two (the `TxDone` is scheduled
-/// when there is something to do then, not for every frame).
+/// when there is something to do then, not for every frame). `plain`:
+/// the queue has no partition, known to the lean loops (see
+/// [`EventQueue::schedule_known`]).
 #[inline(always)]
-fn wake_when_free(q: &mut EventQueue, p: &mut Port, node: u32, port: u16) {
+fn wake_when_free(q: &mut EventQueue, plain: bool, p: &mut Port, node: u32, port: u16) {
     if !p.wake_pending {
         p.wake_pending = true;
-        q.schedule(p.busy_until, Event::TxDone { node, port });
+        q.schedule_known(plain, p.busy_until, Event::TxDone { node, port });
     }
 }
 
@@ -3985,6 +3992,13 @@ impl<T: Copy> Slab<T> {
         // The old store (the mapping) is unmapped by its drop, in the
         // assignment.
         *self = Self::on_heap(v);
+    }
+
+    /// Where slot `i` is or would be, for a prefetch hint only (never
+    /// read through: `i` is not checked).
+    #[inline(always)]
+    fn addr_of(&self, i: usize) -> *const T {
+        self.base.as_ptr().wrapping_add(i)
     }
 
     /// Slot `i`, which is below `len`: one comparison, then `base + i`.
