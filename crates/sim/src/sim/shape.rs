@@ -8,17 +8,16 @@
 //! strict priority, the event queue's partition, the hosts' data-path
 //! models, hosts on two ToRs), yet the general loop asks after each of
 //! them on every arrival and departure: a load, a compare and a branch
-//! apiece, well predicted but not free. Compiled per variant (session 45), the 1 ms 320-host fat tree ran 3.3 % fewer
-//! instructions with HPCC (14,933.0 M to 14,440.1 M) and 4.2 % fewer with
-//! DCQCN (12,858.0 M to 12,312.7 M; callgrind, outputs identical), and
-//! the fat5ms runs took 1.9 % (HPCC: 7.85-7.94 s against 7.99-8.05 s),
-//! 2.5 % (DCQCN: 6.96-7.01 s against 7.14-7.21 s) and 1.7 % (PFC only:
-//! 6.81-6.91 s against 6.95-7.01 s) less user time, three interleaved
-//! pairs each, one run at a time. The k=32 fat tree cut at 1 ms, which
-//! runs partitioned and so in the general loop, came out even (both
-//! builds at once: B/A 1.004, 1.002, 1.002; measured before the lean
-//! loops left out the host models, which leaves the general loop as it
-//! was).
+//! apiece, well predicted but not free. Compiled per variant (session
+//! 45), the 1 ms 320-host fat tree ran 3.9 % fewer instructions with HPCC
+//! (14,933.0 M to 14,353.1 M) and 4.9 % fewer with DCQCN (12,858.0 M to
+//! 12,226.2 M; callgrind, outputs identical), and the fat5ms runs took
+//! 2.4 % (HPCC: 7.77-7.88 s against 8.02-8.03 s), 2.7 % (DCQCN:
+//! 6.97-7.02 s against 7.16-7.23 s) and 2.2 % (PFC only: 6.86-6.92 s
+//! against 7.05-7.06 s) less user time, three interleaved pairs each, one
+//! run at a time. The k=32 fat tree cut at 1 ms, which runs partitioned
+//! and so in the general loop, came out even (both builds at once: B/A
+//! 1.002, 1.002, 1.000).
 //!
 //! Each variant's loop is a function of its own (`step_as`, not inlined
 //! into `step`): with the three inlined into one, the instructions were
