@@ -580,6 +580,10 @@ pub struct Simulator {
     /// Hosts model their data path (`cfg.host`: every host has a
     /// [`HostPath`], else none has).
     host_paths: bool,
+    /// Every arrival and transmission of this fabric packs into the event
+    /// queue's 64 bits ([`crate::event::packs`]): no node or port past
+    /// 2²⁰ or 2¹².
+    packs_all: bool,
     /// The draws of lossy links, apart from every other draw so that a
     /// lossless run's are unchanged.
     loss_rng: ChaCha8Rng,
@@ -966,9 +970,12 @@ impl Simulator {
             any_down: false,
             arrive_checks: false,
             host_paths: false,
+            packs_all: false,
             loss_rng,
         };
         sim.host_paths = sim.hosts.iter().any(|h| h.path.is_some());
+        let most_ports = sim.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
+        sim.packs_all = crate::event::packs(sim.nodes.len(), most_ports);
         let ports: usize = sim.nodes.iter().map(|n| n.ports.len()).sum();
         sim.deep_prefetch = ports * std::mem::size_of::<Port>() > DEEP_PREFETCH_PORT_BYTES;
         if sim.cfg.int {
