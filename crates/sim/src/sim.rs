@@ -3751,8 +3751,7 @@ fn watch_enqueue(
 /// when it finishes: called when a frame waits behind it, so an idle
 /// link costs one event per packet, not two (the `TxDone` is scheduled
 /// when there is something to do then, not for every frame). `plain`:
-/// the queue has no partition, known to the lean loops (see
-/// [`EventQueue::schedule_known`]).
+/// as [`EventQueue::schedule_known`]'s, true in the lean loops.
 #[inline(always)]
 fn wake_when_free(q: &mut EventQueue, plain: bool, p: &mut Port, node: u32, port: u16) {
     if !p.wake_pending {
@@ -5051,8 +5050,8 @@ sample_us = 5
 
     /// A feature the lean loops leave out keeps a run in the general loop
     /// for as long as it can act: a queue-length window until it closes
-    /// (then the lean loop takes over), a link failure to come, a lossy
-    /// link and the packet trace throughout. (In debug builds every event
+    /// (then the lean loop takes over), a link failure to come, and the
+    /// packet trace once set. (In debug builds every event
     /// of every test also checks that no such feature switched on within
     /// a lean `step`.)
     #[test]
