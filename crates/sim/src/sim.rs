@@ -1415,6 +1415,18 @@ impl Simulator {
             }
             prefetch_addr(nodes.as_ptr().wrapping_add(up.node as usize) as *const u8);
         });
+        // A measured dead end (session 46): with INT, prefetching the hops
+        // each ACK brings back to its sender (the record's lines, which
+        // `host_rx` copies, and where perf put a twelfth of the step
+        // loop's samples on fat5ms HPCC), read from the packets of the
+        // next slot or of the next event. The stall went, but each way
+        // cost more than it saved: fat5ms HPCC user time 7.99-8.08 s
+        // against 7.75-7.92 s with branches on the event's kind (perf put
+        // the pass's samples on them), 8.03-8.18 s against 7.89-7.94 s
+        // without them (on the instructions after its prefetches, a
+        // slot's at once: as when the line fill buffers are full),
+        // 8.03-8.11 s against 7.88-7.97 s one event ahead (three
+        // interleaved pairs each).
         if V == shape::GENERAL && self.deep_prefetch {
             for d in [2, 1] {
                 self.prefetch_stage(d);
@@ -3186,7 +3198,11 @@ impl Simulator {
         let mut p = &mut self.nodes[node as usize].ports[usize::from(out)];
         // The port's serializer line and its queue's line (which the
         // calendar's look-ahead prefetches only in large fabrics): start
-        // loading them while the buffer account is read.
+        // loading them while the buffer account is read. (Checking the
+        // port first and the account after, without these hints, ran 0.9 %
+        // fewer instructions on the 1 ms HPCC fat tree but no faster:
+        // fat5ms HPCC 7.76-7.85 s against 7.72-7.76 s, three pairs in one
+        // interleaved set, session 46.)
         prefetch_line(p);
         prefetch_line(&p.q[pi & (NPRIO - 1)]);
         // The frame would be queued, picked and taken at once, and its
