@@ -459,11 +459,12 @@ impl Mmu {
     /// leaves at the same picosecond (its egress port idle): whether
     /// [`admit_check_xoff`](Self::admit_check_xoff) then
     /// [`release_check_xon`](Self::release_check_xon) would leave every
-    /// account as it is and send neither XOFF nor XON. Then this moves the
-    /// peak as the pair would, and the caller makes neither call; else it
-    /// changes nothing, and the caller makes both. (In two steps, the test
-    /// and [`book_pass`](Self::book_pass), so that a caller can load the
-    /// account and the egress port at once and book only a pass it makes.)
+    /// account as it is and send neither XOFF nor XON. Then the caller
+    /// makes neither call and books the pass with
+    /// [`book_pass`](Self::book_pass) (the peak, as the pair would move
+    /// it); else it makes both. (A test apart from the booking, so that a
+    /// caller can load the account and the egress port at once and book
+    /// only a pass it makes.)
     ///
     /// That holds when the account holds reserve only (no shared bytes,
     /// no headroom), the packet fits whole in what is left of the reserve,

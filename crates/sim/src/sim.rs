@@ -3188,10 +3188,7 @@ impl Simulator {
         // 1 ms HPCC run).
         let out = hops[pick];
         // The egress port, looked up once (again only after an XOFF,
-        // which may need the whole simulator). Its serializer line and
-        // its queue's line (which the calendar's look-ahead prefetches
-        // only in large fabrics): start loading them while the buffer
-        // admits the packet.
+        // which may need the whole simulator).
         let pi = usize::from(prio);
         let now = self.q.now();
         let strict = matches!(shape::scheduler::<V>(&self.cfg), Scheduler::Strict);
