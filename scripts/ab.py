@@ -59,19 +59,29 @@ def sign_test_p(wins, losses):
     return min(1.0, 2 * tail)
 
 
+def ratio(pair):
+    """B's user time over A's, or None when either is 0: `time` counts
+    user time in hundredths, and a run shorter than that reads 0.00, a
+    time no ratio can be made of."""
+    a, b = pair["a_user_s"], pair["b_user_s"]
+    return b / a if a > 0 and b > 0 else None
+
+
 def summarize(pairs):
     """The summary of `pairs` (each a dict with `a_user_s` and
-    `b_user_s`): ratios B/A, their median and geometric mean, B's wins
-    and losses, and the sign test's p."""
-    ratios = [p["b_user_s"] / p["a_user_s"] for p in pairs]
+    `b_user_s`): ratios B/A (None where a time reads 0, see `ratio`),
+    the median and geometric mean of the others, B's wins and losses,
+    and the sign test's p."""
+    ratios = [ratio(p) for p in pairs]
+    timed = [r for r in ratios if r is not None]
     wins = sum(1 for p in pairs if p["b_user_s"] < p["a_user_s"])
     losses = sum(1 for p in pairs if p["b_user_s"] > p["a_user_s"])
     return {
         "pairs": len(pairs),
-        "ratios": [round(r, 4) for r in ratios],
-        "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
-        "geomean_ratio": (round(math.exp(statistics.fmean(math.log(r) for r in ratios)), 4)
-                          if ratios else None),
+        "ratios": [None if r is None else round(r, 4) for r in ratios],
+        "median_ratio": round(statistics.median(timed), 4) if timed else None,
+        "geomean_ratio": (round(math.exp(statistics.fmean(math.log(r) for r in timed)), 4)
+                          if timed else None),
         "b_faster": wins,
         "b_slower": losses,
         "sign_test_p": round(sign_test_p(wins, losses), 4),
@@ -170,8 +180,9 @@ def main():
             "outputs_differ": differ,
         }
         pairs.append(pair)
+        r = ratio(pair)
         print(f"pair {i + 1}: A {pair['a_user_s']:.2f} s, B {pair['b_user_s']:.2f} s, "
-              f"B/A {pair['b_user_s'] / pair['a_user_s']:.3f}"
+              + (f"B/A {r:.3f}" if r is not None else "B/A none (a time below 0.01 s)")
               + (f", outputs differ: {' '.join(differ)}" if differ else ""), file=sys.stderr)
         if differ and not a.outputs_may_differ:
             sys.exit(f"the builds wrote different {', '.join(differ)} (pair {i + 1}); "

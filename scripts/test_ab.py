@@ -45,6 +45,19 @@ class Summary(unittest.TestCase):
         self.assertEqual((s["b_faster"], s["b_slower"]), (2, 1))
         self.assertEqual(s["sign_test_p"], 1.0)
 
+    def test_a_time_that_reads_zero_gives_no_ratio(self):
+        # `time` counts user time in hundredths: a run under 0.01 s reads
+        # 0.00, and there is no ratio to make of it (it once divided by
+        # zero here). The other pairs still give the median.
+        pairs = [{"a_user_s": a, "b_user_s": b} for a, b in
+                 [(0.0, 0.01), (0.02, 0.0), (0.02, 0.01), (0.0, 0.0)]]
+        s = ab.summarize(pairs)
+        self.assertEqual(s["ratios"], [None, None, 0.5, None])
+        self.assertEqual((s["median_ratio"], s["geomean_ratio"]), (0.5, 0.5))
+        self.assertEqual((s["b_faster"], s["b_slower"]), (2, 1))
+        s = ab.summarize(pairs[:1])
+        self.assertEqual((s["median_ratio"], s["geomean_ratio"]), (None, None))
+
     def test_parse_time_takes_the_time_line(self):
         err = "some warning\nAB 12.34 13.50 445092\n"
         self.assertEqual(ab.parse_time(err), (12.34, 13.5, 445092))
