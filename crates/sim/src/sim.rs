@@ -1419,8 +1419,9 @@ impl Simulator {
         // each ACK brings back to its sender (the record's lines, which
         // `host_rx` copies, and where perf put a twelfth of the step
         // loop's samples on fat5ms HPCC), read from the packets of the
-        // next slot or of the next event. The stall went, but each way
-        // cost more than it saved: fat5ms HPCC user time 7.99-8.08 s
+        // next slot or of the next event. In the two ways profiled the
+        // stall went, but each way cost more than it saved: fat5ms HPCC
+        // user time 7.99-8.08 s
         // against 7.75-7.92 s with branches on the event's kind (perf put
         // the pass's samples on them), 8.03-8.18 s against 7.89-7.94 s
         // without them (on the instructions after its prefetches, a
