@@ -996,15 +996,10 @@ mod tests {
         );
     }
 
-    /// The switch the random-account tests drive: a 60 kB buffer, two
-    /// ports (headroom 8,000 and 3,000 bytes, the second at `fast_port`
-    /// against the first's 100 for its alpha), priority 3 lossless.
-    fn random_accounts_mmu(
-        reserve: u64,
-        static_bytes: Option<u64>,
-        alpha: f64,
-        fast_port: u64,
-    ) -> Mmu {
+    /// The switch the account tests drive: a 60 kB buffer, two ports
+    /// (headroom 8,000 and 3,000 bytes, the second at `fast_port` against
+    /// the first's 100 for its alpha), priority 3 lossless.
+    fn two_port_mmu(reserve: u64, static_bytes: Option<u64>, alpha: f64, fast_port: u64) -> Mmu {
         Mmu::new(
             BufferConfig {
                 size_bytes: 60_000,
@@ -1030,15 +1025,7 @@ mod tests {
     /// accounts below seldom reach this state.
     #[test]
     fn a_queue_that_paused_its_peer_does_not_pass_untouched() {
-        let cfg = BufferConfig {
-            size_bytes: 1_000_000,
-            reserve_bytes: 9_000,
-            threshold: Threshold::Dynamic { alpha: 1.0 },
-            xon_offset_bytes: 1000,
-            lossless: 1 << 3,
-            ..BufferConfig::default()
-        };
-        let mut m = Mmu::new(cfg, vec![8_000, 3_000], &[100, 100]);
+        let mut m = two_port_mmu(2_000, None, 1.0, 100);
         assert!(m.pass_untouched(1, 3, 1_000));
         m.q[NPRIO + 3].xoff = true;
         assert!(!m.pass_untouched(1, 3, 1_000));
@@ -1058,15 +1045,7 @@ mod tests {
     /// accounts below seldom reach this state either.
     #[test]
     fn headroom_beside_room_in_the_reserve_does_not_pass_untouched() {
-        let cfg = BufferConfig {
-            size_bytes: 1_000_000,
-            reserve_bytes: 1_000,
-            threshold: Threshold::Static { bytes: 10 },
-            xon_offset_bytes: 0,
-            lossless: 1 << 3,
-            ..BufferConfig::default()
-        };
-        let mut m = Mmu::new(cfg, vec![8_000, 3_000], &[100, 100]);
+        let mut m = two_port_mmu(1_000, Some(10), 0.0, 100);
         assert_eq!(m.admit(0, 3, 900), Admit::Reserve);
         assert_eq!(m.admit(0, 3, 200), Admit::Headroom);
         let q = m.q[3];
@@ -1174,7 +1153,7 @@ mod tests {
             static_bytes in proptest::option::of(0..20_000u64),
             fast_port in proptest::prop_oneof![proptest::strategy::Just(100u64), proptest::strategy::Just(400u64)],
         ) {
-            let mk = || random_accounts_mmu(reserve, static_bytes, alpha, fast_port);
+            let mk = || two_port_mmu(reserve, static_bytes, alpha, fast_port);
             // `b` reads each port's own alpha even when they are all the
             // same (one link rate), as `a` then does not.
             let (mut a, mut b) = (mk(), mk());
@@ -1216,7 +1195,7 @@ mod tests {
             reserve in proptest::prop_oneof![proptest::strategy::Just(0u64), 1..9000u64],
             static_bytes in proptest::option::of(0..20_000u64),
         ) {
-            let mut a = random_accounts_mmu(reserve, static_bytes, alpha, 100);
+            let mut a = two_port_mmu(reserve, static_bytes, alpha, 100);
             let accounts = |m: &Mmu| {
                 let q: Vec<_> = m.q.iter().map(|x| (x.rsv, x.shared, x.hdrm, x.xoff)).collect();
                 (m.used, m.peak, m.shared_used, q)

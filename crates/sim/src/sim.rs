@@ -1421,12 +1421,11 @@ impl Simulator {
         // loop's samples on fat5ms HPCC), read from the packets of the
         // next slot or of the next event. In the two ways profiled the
         // stall went, but each way cost more than it saved: fat5ms HPCC
-        // user time 7.99-8.08 s
-        // against 7.75-7.92 s with branches on the event's kind (perf put
-        // the pass's samples on them), 8.03-8.18 s against 7.89-7.94 s
-        // without them (on the instructions after its prefetches, a
-        // slot's at once: as when the line fill buffers are full),
-        // 8.03-8.11 s against 7.88-7.97 s one event ahead (three
+        // user time 7.99-8.08 s against 7.75-7.92 s with branches on the
+        // event's kind (perf put the pass's samples on them), 8.03-8.18 s
+        // against 7.89-7.94 s without them (on the instructions after its
+        // prefetches, a slot's at once: as when the line fill buffers are
+        // full), 8.03-8.11 s against 7.88-7.97 s one event ahead (three
         // interleaved pairs each).
         if V == shape::GENERAL && self.deep_prefetch {
             for d in [2, 1] {
