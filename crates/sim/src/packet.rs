@@ -52,6 +52,23 @@ pub struct IntRec {
 /// this machine's large last-level cache the second line was no longer
 /// a cost.
 ///
+/// Measured again, exact by bounds rather than by wrapping (session 47,
+/// on a machine where HPCC's run took 35 % longer than DCQCN's, against
+/// 13 % on session 46's): for ns-3 configs stopping before 2^32 ns, 12-byte
+/// stamps of the time (u32 ns), the byte counter in 128-byte units (u32,
+/// exact below 2^39 bytes, which a port cannot send by then) and the
+/// queue in 16-byte units beside the rate's place (28 and 4 bits; ns-3's
+/// encoding rounds both to those units), laid over the same record, the
+/// RNIC unchanged. Outputs identical on the 1 ms and fat5ms HPCC runs.
+/// With a 2 MB last level (callgrind, 1 ms HPCC fat tree) read misses
+/// fell from 2.15 M to 1.30 M and write misses from 3.47 M to 2.49 M, the
+/// echoed hops' copy from 0.89 M to 0.27 M; instructions rose from
+/// 13,529 M to 13,736 M. The fat5ms HPCC user time came out even (six
+/// interleaved pairs: 9.81, 8.73, 8.70, 8.65, 8.57, 8.38 s against 8.85,
+/// 8.94, 8.74, 8.51, 9.12, 8.29 s), and perf still put 5.6 % of the
+/// samples on the copy's first load: the ACK waits for one line either
+/// way, and a line fewer did not shorten that wait.
+///
 /// Exact: a queue never holds more than its switch admits, which the
 /// simulator checks fits 32 bits before a run with INT starts
 /// ([`crate::pfc::Mmu::max_admitted`]), and the rate's table is built from
