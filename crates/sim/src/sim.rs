@@ -640,7 +640,10 @@ const PARTITION_SLOT_BITS: u32 = crate::event::MAX_SLOT_BITS;
 /// tree, 25.6 times it).
 ///
 /// Why: a slot gathers the events of its 1.02 ns to sort them in one go,
-/// about ten on the 320-host tree, where 512 ps slots were no faster. The
+/// about ten on the 320-host tree, where 512 ps slots were no faster and
+/// 2.05 ns slots ran 117 M more instructions on the 1 ms HPCC run
+/// (13,646 M against 13,529 M, callgrind, session 47; outputs identical;
+/// slots that wide are sorted in the rank sort's 32-bit lanes). The
 /// k=32 tree's slots held about 100 at that width, past the rank sort's
 /// 64 lanes and into the bucket sort, and narrower slots were faster
 /// there: on the k=32 tree cut at 1 ms, interleaved with 1.02 ns runs,
